@@ -1,0 +1,60 @@
+// swift-tools-version:6.0
+// The permissions service: a D-Bus daemon (permissionsd), its client (permissionsctl),
+// and its backends, each a separately built dynamic plugin behind one C ABI
+// (Sources/CPermissionsPlugin/include/permissions-plugin.h).
+import PackageDescription
+
+/// Settings every Swift target shares (the swift-log habit of one loop over all targets).
+let strictSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+/// A backend plugin: a Swift target under Plugins/<dir> shipped as
+/// `libpermissions-<name>.so`, the file name the daemon's loader expects.
+func plugin(_ name: String, target: String, dir: String) -> (Product, Target) {
+    (.library(name: "permissions-\(name)", type: .dynamic, targets: [target]),
+     .target(name: target, dependencies: ["PluginKit"], path: "Plugins/\(dir)",
+             swiftSettings: strictSettings))
+}
+
+let plugins = [
+    plugin("location", target: "LocationPlugin", dir: "Location"),
+    plugin("notifications", target: "NotificationsPlugin", dir: "Notifications"),
+]
+
+let package = Package(
+    name: "permissions",
+    products: [
+        .executable(name: "permissionsd", targets: ["permissionsd"]),
+        .executable(name: "permissionsctl", targets: ["permissionsctl"]),
+    ] + plugins.map(\.0),
+    targets: [
+        // C libraries from Debian, found through pkg-config.
+        .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CGLib", pkgConfig: "glib-2.0", providers: [.apt(["libglib2.0-dev"])]),
+        // The plugin ABI: one header, plus compile-time layout checks.
+        .target(name: "CPermissionsPlugin"),
+
+        .target(name: "DBusKit", dependencies: ["CDBus"], swiftSettings: strictSettings),
+        .target(name: "PermissionsCore",
+                dependencies: ["DBusKit", "CSQLite", "CGLib", "CPermissionsPlugin"],
+                swiftSettings: strictSettings),
+        .executableTarget(name: "permissionsd", dependencies: ["PermissionsCore"],
+                          swiftSettings: strictSettings),
+        .executableTarget(name: "permissionsctl", dependencies: ["DBusKit"],
+                          swiftSettings: strictSettings),
+
+        // Linked statically into each Swift plugin; never into the daemon.
+        .target(name: "PluginKit", dependencies: ["CPermissionsPlugin"], path: "Plugins/PluginKit",
+                swiftSettings: strictSettings),
+
+        .testTarget(name: "DBusKitTests", dependencies: ["DBusKit"], swiftSettings: strictSettings),
+        .testTarget(name: "PermissionsCoreTests", dependencies: ["PermissionsCore"],
+                    swiftSettings: strictSettings),
+        .testTarget(name: "IntegrationTests", dependencies: ["DBusKit"],
+                    swiftSettings: strictSettings),
+    ] + plugins.map(\.1),
+    swiftLanguageModes: [.v6]
+)

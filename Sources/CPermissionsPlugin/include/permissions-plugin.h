@@ -1,0 +1,178 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * permissions-plugin.h: the plugin ABI of permissionsd, version 1.
+ *
+ * A plugin is a shared library named libpermissions-<name>.so in one of the
+ * daemon's plugin directories. It exports exactly one symbol,
+ * PERMISSIONS_PLUGIN_ENTRY ("permissions_plugin_entry_v1"), a function that
+ * returns a pointer to a static struct permissions_plugin describing it. A plugin
+ * can be written in C, Swift or any language with a C ABI; it needs only this
+ * header.
+ *
+ * MODEL
+ *   A plugin is the source of truth for the permissions it names (say "camera").
+ *   It does not answer queries: it *publishes* a snapshot of each permission's state
+ *   whenever that state changes (a device appeared, a config file was edited), and
+ *   the daemon combines the snapshot with the user's stored decision:
+ *
+ *     unsupported > disabled > restricted (admin deny) > admin allow
+ *                 > stored user decision > not-determined
+ *
+ *   The daemon keeps the last snapshot of each permission, diffs it against the new
+ *   one, and emits exactly one StatusChanged D-Bus signal per real change. A plugin
+ *   may therefore publish freely (the same snapshot twice costs no signal), but a
+ *   storm of publications still costs the daemon work.
+ *
+ * VERSIONING
+ *   Every struct starts with { uint32_t abi_version; uint32_t struct_size; }.
+ *   Compatible changes only append fields; a reader checks struct_size before
+ *   touching a field beyond the ones it was built with (PERMISSIONS_HAS_FIELD).
+ *   An incompatible change gets a new entry symbol (_v2); the host keeps loading
+ *   _v1 plugins for as long as it can.
+ *
+ * THREADS
+ *   init, configure and fini are called on the daemon's single dispatch thread and
+ *   must not block: a plugin that waits on I/O runs its own thread. The host
+ *   functions (log, publish) may be called from any thread, at any time between
+ *   init's start and fini's return; they never block on the bus.
+ *
+ * OWNERSHIP
+ *   The descriptor and every string in it live as long as the library is loaded.
+ *   Pointers passed across a call (snapshots, config entries, messages) are borrowed
+ *   for that call only: the receiver copies what it keeps. The host never frees
+ *   plugin memory and the plugin never frees host memory. fini returns before the
+ *   library is unloaded; after fini the plugin must not call the host.
+ *
+ * ERRORS
+ *   Functions that can fail return 0 on success or a negative errno. From init,
+ *   -ENOTSUP or -ENODEV mean "not available on this system": the host logs that
+ *   quietly and does not use the plugin.
+ */
+#ifndef PERMISSIONS_PLUGIN_H
+#define PERMISSIONS_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PERMISSIONS_PLUGIN_ABI_VERSION 1u
+
+/* The one symbol a plugin exports. */
+#define PERMISSIONS_PLUGIN_ENTRY "permissions_plugin_entry_v1"
+
+/* True when a struct of the given (reported) size contains `field`. */
+#define PERMISSIONS_HAS_FIELD(ptr, type, field) \
+    ((ptr)->struct_size >= offsetof(type, field) + sizeof(((type *)0)->field))
+
+/* State of the device or service behind a permission, for every app. */
+enum permissions_service_state {
+    PERMISSIONS_SERVICE_AVAILABLE = 0,   /* the app's own decision applies */
+    PERMISSIONS_SERVICE_DISABLED = 1,    /* switched off for everyone: "disabled" */
+    PERMISSIONS_SERVICE_UNSUPPORTED = 2, /* nothing to use: "unsupported" */
+};
+
+/* An administrator's entry for one app. */
+enum permissions_policy {
+    PERMISSIONS_POLICY_NONE = 0,         /* no entry: the user's decision applies */
+    PERMISSIONS_POLICY_RESTRICTED = 1,   /* locked deny: "restricted" */
+    PERMISSIONS_POLICY_ALLOW = 2,        /* forced allow: "authorized" */
+};
+
+/* A key and a value, both UTF-8; used for details and for devices. */
+struct permissions_kv {
+    const char *key;
+    const char *value;
+};
+
+struct permissions_app_policy {
+    const char *app_id;
+    int32_t policy;                      /* enum permissions_policy */
+};
+
+/* One device behind a permission (a camera node, a bluetooth adapter), described
+ * by key/value pairs such as "name" and "description". */
+struct permissions_device {
+    uint32_t n_properties;
+    const struct permissions_kv *properties;
+};
+
+/* Everything a plugin knows about one permission, published as a whole. */
+struct permissions_snapshot {
+    uint32_t abi_version;
+    uint32_t struct_size;
+    const char *permission;              /* one of the plugin's permissions */
+    int32_t service_state;               /* enum permissions_service_state */
+    uint32_t n_policies;                 /* per-app admin entries, app ids unique */
+    const struct permissions_app_policy *policies;
+    uint32_t n_details;                  /* shown by GetDetails, e.g. "max-accuracy" */
+    const struct permissions_kv *details;
+    uint32_t n_devices;
+    const struct permissions_device *devices;
+};
+
+/* One key of the daemon's configuration, from a [section] named like one of the
+ * plugin's permissions or like the plugin itself. */
+struct permissions_config_entry {
+    const char *section;
+    const char *key;
+    const char *value;                   /* raw keyfile value, unescaped */
+    const char *origin;                  /* "FILE:LINE", for error messages */
+};
+
+struct permissions_config {
+    uint32_t abi_version;
+    uint32_t struct_size;
+    uint32_t n_entries;
+    const struct permissions_config_entry *entries;
+};
+
+/* syslog(3) priorities, for host->log. */
+#define PERMISSIONS_LOG_ERR 3
+#define PERMISSIONS_LOG_WARNING 4
+#define PERMISSIONS_LOG_INFO 6
+#define PERMISSIONS_LOG_DEBUG 7
+
+/* What the daemon gives a plugin. Valid from init until fini returns. */
+struct permissions_host {
+    uint32_t abi_version;
+    uint32_t struct_size;
+    void *host_data;                     /* pass back as the first argument */
+    /* Log one line (no trailing newline) under the plugin's name. Any thread. */
+    void (*log)(void *host_data, int priority, const char *message);
+    /* Replace the snapshot of one permission. Any thread; never blocks.
+     * Returns 0, or -EINVAL for a permission the plugin did not declare or a
+     * value outside the enums above (the snapshot is then ignored). */
+    int (*publish)(void *host_data, const struct permissions_snapshot *snapshot);
+};
+
+/* The descriptor a plugin returns from its entry point. */
+struct permissions_plugin {
+    uint32_t abi_version;                /* PERMISSIONS_PLUGIN_ABI_VERSION */
+    uint32_t struct_size;                /* sizeof(struct permissions_plugin) */
+    const char *name;                    /* must equal <name> in libpermissions-<name>.so */
+    const char *version;                 /* the plugin's own version, free text */
+    const char *description;
+    const char *const *permissions;      /* NULL-terminated; [a-z][a-z0-9-]{0,63} */
+    /* Start. Store private state in *ret_state (may stay NULL). Should publish a
+     * first snapshot of every permission, now or soon; until then the host reports
+     * the permission as "unsupported". */
+    int (*init)(const struct permissions_host *host, void **ret_state);
+    /* Apply configuration: called after a successful init and after every change of
+     * the daemon's configuration files. Returning a negative errno rejects the new
+     * configuration: the plugin keeps its last good one and logs why, quoting the
+     * entry's origin. May be NULL. */
+    int (*configure)(void *state, const struct permissions_config *config);
+    /* Stop: join threads, free state. No host call after it returns. May be NULL. */
+    void (*fini)(void *state);
+};
+
+typedef const struct permissions_plugin *(*permissions_plugin_entry_fn)(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PERMISSIONS_PLUGIN_H */

@@ -1,0 +1,299 @@
+internal import CDBus
+public import Dispatch
+
+/// Which bus to connect to.
+public enum Bus: Sendable, Equatable {
+    case session
+    case system
+    /// A bus daemon's address, as `dbus-daemon --print-address` prints it.
+    case address(String)
+}
+
+/// A private connection to a D-Bus bus daemon, through libdbus.
+///
+/// Two ways to use it:
+/// - attached to a serial `DispatchQueue` (`open(_:queue:)` with a queue): libdbus's
+///   file descriptors and timeouts become dispatch sources on that queue, incoming
+///   method calls and signals are routed to exported objects and subscriptions, and
+///   `call(…reply:)` never blocks. Every use of the connection must then happen on
+///   that queue; the methods check it with `dispatchPrecondition`.
+/// - unattached (no queue), for command-line clients: `callBlocking` sends and waits.
+///
+/// `@unchecked Sendable`: all mutable state (objects, subscriptions, the libdbus
+/// connection itself) is touched only on `queue` (checked), or, unattached, only by
+/// the one thread that opened it.
+public final class Connection: @unchecked Sendable {
+    let raw: OpaquePointer
+    /// The queue every use of an attached connection happens on.
+    public let queue: DispatchQueue
+    let attached: Bool
+    public let uniqueName: String
+
+    private var objects: [String: ExportedObject] = [:]
+    private var subscriptions: [Int: Subscription] = [:]
+    private var nextSubscriptionID = 0
+    /// Called once if the bus daemon closes the connection.
+    public var onDisconnect: (() -> Void)?
+
+    struct Subscription {
+        let match: SignalMatch
+        let handler: (Message) -> Void
+    }
+
+    /// Connects and says Hello. The one blocking round trip, at start-up.
+    public static func open(_ bus: Bus, queue: DispatchQueue? = nil) throws(BusError) -> Connection {
+        _ = dbus_threads_init_default()
+        let error = CError()
+        let raw: OpaquePointer?
+        switch bus {
+        case .session: raw = dbus_bus_get_private(DBUS_BUS_SESSION, &error.raw)
+        case .system: raw = dbus_bus_get_private(DBUS_BUS_SYSTEM, &error.raw)
+        case .address(let address):
+            raw = dbus_connection_open_private(address, &error.raw)
+            if let raw, dbus_bus_register(raw, &error.raw) == 0 {
+                dbus_connection_close(raw)
+                dbus_connection_unref(raw)
+                throw error.busError
+            }
+        }
+        guard let raw else { throw error.busError }
+        dbus_connection_set_exit_on_disconnect(raw, 0)
+        let connection = Connection(raw: raw, queue: queue)
+        if queue != nil { queue!.sync { connection.attach() } }
+        return connection
+    }
+
+    private init(raw: OpaquePointer, queue: DispatchQueue?) {
+        self.raw = raw
+        self.attached = queue != nil
+        self.queue = queue ?? DispatchQueue(label: "dbus.unattached")
+        self.uniqueName = dbus_bus_get_unique_name(raw).map { String(cString: $0) } ?? ""
+    }
+
+    private func attach() {
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        _ = dbus_connection_add_filter(raw, connectionFilter, me, nil)
+        _ = dbus_connection_set_watch_functions(raw, mainLoopAddWatch, mainLoopRemoveWatch,
+                                                mainLoopToggleWatch, me, nil)
+        _ = dbus_connection_set_timeout_functions(raw, mainLoopAddTimeout, mainLoopRemoveTimeout,
+                                                  mainLoopToggleTimeout, me, nil)
+        dbus_connection_set_dispatch_status_function(raw, mainLoopDispatchStatusChanged, me, nil)
+        queue.async { self.dispatchPending() }  // messages that arrived during Hello
+    }
+
+    /// Closes the connection. The object must not be used afterwards.
+    public func close() {
+        let body = {
+            if self.attached {
+                _ = dbus_connection_set_watch_functions(self.raw, nil, nil, nil, nil, nil)
+                _ = dbus_connection_set_timeout_functions(self.raw, nil, nil, nil, nil, nil)
+                dbus_connection_set_dispatch_status_function(self.raw, nil, nil, nil)
+            }
+            dbus_connection_close(self.raw)
+        }
+        if attached { onQueue(body) } else { body() }
+    }
+
+    deinit { dbus_connection_unref(raw) }
+
+    private func onQueue(_ body: () -> Void) {
+        if DispatchQueue.getSpecific(key: Connection.queueKey) == ObjectIdentifier(self) {
+            body()
+        } else {
+            queue.sync(execute: body)
+        }
+    }
+
+    private static let queueKey = DispatchSpecificKey<ObjectIdentifier>()
+
+    /// Runs `body` later on the connection's queue. `body` need not be `Sendable`:
+    /// it is created on the queue and runs on the same queue, never concurrently.
+    public func async(_ body: @escaping () -> Void) {
+        let confined = QueueConfined(body)
+        queue.async { confined.value() }
+    }
+
+    func assertOnQueue() {
+        if attached { dispatchPrecondition(condition: .onQueue(queue)) }
+    }
+
+    /// Drains libdbus's incoming queue, running filters and handlers.
+    func dispatchPending() {
+        while dbus_connection_get_dispatch_status(raw) == DBUS_DISPATCH_DATA_REMAINS {
+            _ = dbus_connection_dispatch(raw)
+        }
+    }
+
+    // MARK: Names
+
+    public enum RequestNameResult: Sendable { case primaryOwner, inQueue, exists, alreadyOwner }
+
+    /// Asks the bus for a well-known name without queueing: fails if it is taken.
+    public func requestName(_ name: String) throws(BusError) -> RequestNameResult {
+        assertOnQueue()
+        try BusName.validate(name)
+        let error = CError()
+        let r = dbus_bus_request_name(raw, name, UInt32(DBUS_NAME_FLAG_DO_NOT_QUEUE), &error.raw)
+        if r < 0 { throw error.busError }
+        switch r {
+        case DBUS_REQUEST_NAME_REPLY_PRIMARY_OWNER: return .primaryOwner
+        case DBUS_REQUEST_NAME_REPLY_IN_QUEUE: return .inQueue
+        case DBUS_REQUEST_NAME_REPLY_ALREADY_OWNER: return .alreadyOwner
+        default: return .exists
+        }
+    }
+
+    // MARK: Sending
+
+    /// Queues a message; libdbus writes it when the socket is writable.
+    public func send(_ message: Message) {
+        assertOnQueue()
+        _ = dbus_connection_send(raw, message.raw, nil)
+    }
+
+    /// Sends a method call; `reply` runs on the queue with the reply or the error
+    /// (including `NoReply` after `timeoutMilliseconds`).
+    public func call(_ message: Message, timeoutMilliseconds: Int32 = 25_000,
+                     reply: @escaping (Result<Message, BusError>) -> Void) {
+        assertOnQueue()
+        var pending: OpaquePointer? = nil
+        guard dbus_connection_send_with_reply(raw, message.raw, &pending, timeoutMilliseconds) != 0,
+              let pending
+        else {
+            async { reply(.failure(BusError(BusError.disconnected, "not connected"))) }
+            return
+        }
+        let box = Unmanaged.passRetained(ReplyBox(reply)).toOpaque()
+        _ = dbus_pending_call_set_notify(pending, pendingCallNotify, box, releaseReplyBox)
+        // The reply may have arrived before the notify function was set.
+        if dbus_pending_call_get_completed(pending) != 0 { pendingCallNotify(pending, box) }
+        dbus_pending_call_unref(pending)
+    }
+
+    /// Sends a method call and waits for the reply. For unattached connections
+    /// (command-line clients) only: an attached daemon must never wait on a peer.
+    public func callBlocking(_ message: Message, timeoutMilliseconds: Int32 = 25_000) throws(BusError) -> Message {
+        precondition(!attached, "callBlocking on a connection attached to a queue")
+        let error = CError()
+        guard let reply = dbus_connection_send_with_reply_and_block(raw, message.raw, timeoutMilliseconds,
+                                                                    &error.raw)
+        else { throw error.busError }
+        return Message(owning: reply)
+    }
+
+    /// Unattached connections: waits up to `timeoutMilliseconds` for input and
+    /// dispatches it (-1 waits forever). Returns false once disconnected.
+    public func readWriteDispatch(timeoutMilliseconds: Int32) -> Bool {
+        precondition(!attached)
+        return dbus_connection_read_write_dispatch(raw, timeoutMilliseconds) != 0
+    }
+
+    /// Unattached connections: installs the routing filter so `subscribe` and
+    /// exported objects work with `readWriteDispatch`.
+    public func enableRouting() {
+        precondition(!attached)
+        _ = dbus_connection_add_filter(raw, connectionFilter, Unmanaged.passUnretained(self).toOpaque(), nil)
+    }
+
+    /// Sends a signal from an exported path.
+    public func emitSignal(path: String, interface: String, member: String,
+                           _ arguments: [DBusValue]) throws(BusError) {
+        let message = try Message.signal(path: path, interface: interface, member: member)
+        try message.append(arguments)
+        send(message)
+    }
+
+    // MARK: Signals
+
+    /// Adds a match rule on the bus and calls `handler` for every signal matching it.
+    /// The rule is added without waiting for the bus daemon's reply.
+    @discardableResult
+    public func subscribe(_ match: SignalMatch, handler: @escaping (Message) -> Void) -> Int {
+        assertOnQueue()
+        dbus_bus_add_match(raw, match.rule, nil)
+        nextSubscriptionID += 1
+        subscriptions[nextSubscriptionID] = Subscription(match: match, handler: handler)
+        return nextSubscriptionID
+    }
+
+    public func unsubscribe(_ id: Int) {
+        assertOnQueue()
+        guard let sub = subscriptions.removeValue(forKey: id) else { return }
+        dbus_bus_remove_match(raw, sub.match.rule, nil)
+    }
+
+    // MARK: Objects
+
+    public func export(_ object: ExportedObject) {
+        assertOnQueue()
+        objects[object.path] = object
+    }
+
+    /// Called by the filter for every incoming message; true if we handled it.
+    func route(_ message: Message) -> Bool {
+        switch message.kind {
+        case .signal:
+            if message.interface == "org.freedesktop.DBus.Local", message.member == "Disconnected" {
+                let handler = onDisconnect
+                onDisconnect = nil
+                handler?()
+                return true
+            }
+            for sub in subscriptions.values where sub.match.matches(message) { sub.handler(message) }
+            return false
+        case .methodCall:
+            if message.interface == "org.freedesktop.DBus.Peer" { return false }  // libdbus answers Ping
+            ObjectRouter.dispatch(message, objects: objects, connection: self)
+            return true
+        default:
+            return false
+        }
+    }
+}
+
+/// A signal match rule, both sent to the bus (`AddMatch`) and checked locally,
+/// since one connection receives the signals of every rule it added.
+public struct SignalMatch: Sendable {
+    public var sender: String?
+    public var path: String?
+    public var interface: String?
+    public var member: String?
+    public var arg0: String?
+
+    public init(sender: String? = nil, path: String? = nil, interface: String? = nil,
+                member: String? = nil, arg0: String? = nil) {
+        self.sender = sender
+        self.path = path
+        self.interface = interface
+        self.member = member
+        self.arg0 = arg0
+    }
+
+    var rule: String {
+        var parts = ["type='signal'"]
+        if let sender { parts.append("sender='\(sender)'") }
+        if let path { parts.append("path='\(path)'") }
+        if let interface { parts.append("interface='\(interface)'") }
+        if let member { parts.append("member='\(member)'") }
+        if let arg0 { parts.append("arg0='\(arg0)'") }
+        return parts.joined(separator: ",")
+    }
+
+    /// `sender` is compared only when it is a unique name: messages carry the
+    /// sender's unique name, never the well-known one.
+    func matches(_ message: Message) -> Bool {
+        if let sender, sender.hasPrefix(":"), message.sender != sender { return false }
+        if let path, message.path != path { return false }
+        if let interface, message.interface != interface { return false }
+        if let member, message.member != member { return false }
+        if let arg0, message.arguments().first?.stringValue != arg0 { return false }
+        return true
+    }
+}
+
+/// Carries a value that is only ever used on one serial queue across `queue.async`.
+/// `@unchecked Sendable`: the queue serialises every use, so no two threads touch it.
+struct QueueConfined<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}

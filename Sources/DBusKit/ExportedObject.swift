@@ -1,0 +1,251 @@
+/// One incoming method call, answered exactly once with `reply` or `fail`, now or
+/// later (a handler may keep it while it waits for the user or another service).
+///
+/// Confined to the connection's queue, like the connection.
+public final class MethodCall {
+    public let message: Message
+    /// The arguments, already checked against the method's input signature.
+    public let arguments: [DBusValue]
+    public let connection: Connection
+    private var answered = false
+
+    init(message: Message, arguments: [DBusValue], connection: Connection) {
+        self.message = message
+        self.arguments = arguments
+        self.connection = connection
+    }
+
+    /// The caller's unique bus name, set by the bus daemon.
+    public var sender: String { message.sender ?? "" }
+
+    public func reply(_ values: [DBusValue] = []) {
+        guard !answered else { return }
+        answered = true
+        guard !message.noReplyExpected else { return }
+        let reply = message.makeReply()
+        do {
+            try reply.append(values)
+            connection.send(reply)
+        } catch {
+            // Our own reply did not marshal: a bug, but the caller still gets an answer.
+            connection.send(message.makeErrorReply(BusError(BusError.failed, "internal error: \(error.message)")))
+        }
+    }
+
+    public func fail(_ error: BusError) {
+        guard !answered else { return }
+        answered = true
+        guard !message.noReplyExpected else { return }
+        connection.send(message.makeErrorReply(error))
+    }
+
+    deinit {
+        // A handler that forgot to answer must not leave the caller waiting 25 s.
+        if !answered, !message.noReplyExpected {
+            connection.send(message.makeErrorReply(BusError(BusError.failed, "the call was dropped")))
+        }
+    }
+}
+
+/// A method in an exported interface.
+public struct Method {
+    public let name: String
+    public let inputSignature: String
+    public let handler: (MethodCall) -> Void
+
+    public init(_ name: String, input: String = "", handler: @escaping (MethodCall) -> Void) {
+        self.name = name
+        self.inputSignature = input
+        self.handler = handler
+    }
+}
+
+/// A read-only property; its value is read when asked for (Get, GetAll,
+/// PropertiesChanged), so it is always current.
+public struct Property {
+    public let name: String
+    public let get: () -> DBusValue
+
+    public init(_ name: String, get: @escaping () -> DBusValue) {
+        self.name = name
+        self.get = get
+    }
+}
+
+public struct Interface {
+    public let name: String
+    public let methods: [String: Method]
+    public let properties: [String: Property]
+    /// Property names in the order GetAll returns them.
+    let propertyOrder: [String]
+
+    public init(_ name: String, methods: [Method], properties: [Property] = []) {
+        self.name = name
+        self.methods = Dictionary(methods.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
+        self.properties = Dictionary(properties.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
+        self.propertyOrder = properties.map(\.name)
+    }
+}
+
+/// An object at a path with its interfaces. `introspection` is the `<interface>`
+/// XML of those interfaces, returned by Introspect as is.
+public final class ExportedObject {
+    public let path: String
+    public let interfaces: [String: Interface]
+    public let introspection: String
+
+    public init(path: String, interfaces: [Interface], introspection: String) {
+        self.path = path
+        self.interfaces = Dictionary(interfaces.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
+        self.introspection = introspection
+    }
+
+    /// Emits org.freedesktop.DBus.Properties.PropertiesChanged with the current
+    /// values of the named properties.
+    public func emitPropertiesChanged(on connection: Connection, interface: String, _ names: [String]) {
+        guard let iface = interfaces[interface] else { return }
+        let changed = names.compactMap { name in iface.properties[name].map { (name, $0.get()) } }
+        try? connection.emitSignal(path: path, interface: "org.freedesktop.DBus.Properties",
+                                   member: "PropertiesChanged",
+                                   [.string(interface), .vardict(changed), .strings([])])
+    }
+}
+
+/// Routes method calls to exported objects, and answers the standard
+/// Introspectable and Properties interfaces for them.
+enum ObjectRouter {
+    static let propertiesInterface = "org.freedesktop.DBus.Properties"
+    static let introspectableInterface = "org.freedesktop.DBus.Introspectable"
+
+    static func dispatch(_ message: Message, objects: [String: ExportedObject], connection: Connection) {
+        let path = message.path ?? "/"
+        let member = message.member ?? ""
+        let arguments = message.arguments()
+        let call = MethodCall(message: message, arguments: arguments, connection: connection)
+
+        if message.interface == introspectableInterface || (message.interface == nil && member == "Introspect") {
+            guard member == "Introspect" else { return call.fail(unknownMethod(message)) }
+            return call.reply([.string(introspect(path, objects: objects))])
+        }
+        guard let object = objects[path] else {
+            return call.fail(BusError(BusError.unknownObject, "no object at path \"\(path.escapedForMessage)\""))
+        }
+        if message.interface == propertiesInterface {
+            return properties(call, object: object, member: member)
+        }
+        let candidates: [Interface]
+        if let name = message.interface {
+            guard let iface = object.interfaces[name] else {
+                return call.fail(BusError(BusError.unknownInterface,
+                                          "no interface \"\(name.escapedForMessage)\" at \(path)"))
+            }
+            candidates = [iface]
+        } else {
+            candidates = Array(object.interfaces.values)
+        }
+        guard let method = candidates.lazy.compactMap({ $0.methods[member] }).first else {
+            return call.fail(unknownMethod(message))
+        }
+        guard message.signature == method.inputSignature else {
+            return call.fail(BusError(BusError.invalidArgs,
+                                      "\(member) takes arguments of type '\(method.inputSignature)', "
+                                        + "not '\(message.signature.escapedForMessage)'"))
+        }
+        method.handler(call)
+    }
+
+    private static func unknownMethod(_ message: Message) -> BusError {
+        BusError(BusError.unknownMethod,
+                 "no method \"\((message.member ?? "").escapedForMessage)\" in interface "
+                   + "\"\((message.interface ?? "").escapedForMessage)\"")
+    }
+
+    private static func properties(_ call: MethodCall, object: ExportedObject, member: String) {
+        let args = call.arguments
+        let sig = call.message.signature
+        func interface(_ name: String) -> Interface? { object.interfaces[name] }
+        switch (member, sig) {
+        case ("Get", "ss"):
+            let (ifaceName, prop) = (args[0].stringValue!, args[1].stringValue!)
+            guard let iface = interface(ifaceName) else {
+                return call.fail(BusError(BusError.unknownInterface, "no interface \"\(ifaceName.escapedForMessage)\""))
+            }
+            guard let property = iface.properties[prop] else {
+                return call.fail(BusError(BusError.unknownProperty, "no property \"\(prop.escapedForMessage)\""))
+            }
+            call.reply([.variant(property.get())])
+        case ("GetAll", "s"):
+            let ifaceName = args[0].stringValue!
+            // The specification allows an empty dictionary for interfaces without properties.
+            let iface = interface(ifaceName)
+            let pairs = iface.map { i in i.propertyOrder.map { ($0, i.properties[$0]!.get()) } } ?? []
+            if iface == nil, !ifaceName.isEmpty {
+                return call.fail(BusError(BusError.unknownInterface, "no interface \"\(ifaceName.escapedForMessage)\""))
+            }
+            call.reply([.vardict(pairs)])
+        case ("Set", "ssv"):
+            let prop = args[1].stringValue!
+            let known = interface(args[0].stringValue!)?.properties[prop] != nil
+            call.fail(known ? BusError(BusError.propertyReadOnly, "property \"\(prop)\" is read-only")
+                            : BusError(BusError.unknownProperty, "no property \"\(prop.escapedForMessage)\""))
+        case ("Get", _), ("GetAll", _), ("Set", _):
+            call.fail(BusError(BusError.invalidArgs,
+                               "\(member) does not take arguments of type '\(sig.escapedForMessage)'"))
+        default:
+            call.fail(BusError(BusError.unknownMethod, "no method \"\(member.escapedForMessage)\" in \(propertiesInterface)"))
+        }
+    }
+
+    /// Introspection of `path`: its own interfaces if it is exported, and a `<node>`
+    /// for each next path element leading to an exported object (so `busctl tree` works).
+    static func introspect(_ path: String, objects: [String: ExportedObject]) -> String {
+        let prefix = path == "/" ? "/" : path + "/"
+        var children = Set<String>()
+        for other in objects.keys where other.hasPrefix(prefix) && other != path {
+            if let first = other.dropFirst(prefix.count).split(separator: "/").first { children.insert(String(first)) }
+        }
+        var xml = """
+            <!DOCTYPE node PUBLIC "-//freedesktop//DTD D-BUS Object Introspection 1.0//EN"
+             "http://www.freedesktop.org/standards/dbus/1.0/introspect.dtd">
+            <node>
+
+            """
+        if let object = objects[path] {
+            xml += standardInterfaces + object.introspection
+        }
+        for child in children.sorted() { xml += " <node name=\"\(child)\"/>\n" }
+        return xml + "</node>\n"
+    }
+
+    static let standardInterfaces = """
+         <interface name="org.freedesktop.DBus.Peer">
+          <method name="Ping"/>
+          <method name="GetMachineId"><arg type="s" name="machine_uuid" direction="out"/></method>
+         </interface>
+         <interface name="org.freedesktop.DBus.Introspectable">
+          <method name="Introspect"><arg name="xml_data" type="s" direction="out"/></method>
+         </interface>
+         <interface name="org.freedesktop.DBus.Properties">
+          <method name="Get">
+           <arg name="interface_name" direction="in" type="s"/>
+           <arg name="property_name" direction="in" type="s"/>
+           <arg name="value" direction="out" type="v"/>
+          </method>
+          <method name="GetAll">
+           <arg name="interface_name" direction="in" type="s"/>
+           <arg name="props" direction="out" type="a{sv}"/>
+          </method>
+          <method name="Set">
+           <arg name="interface_name" direction="in" type="s"/>
+           <arg name="property_name" direction="in" type="s"/>
+           <arg name="value" direction="in" type="v"/>
+          </method>
+          <signal name="PropertiesChanged">
+           <arg type="s" name="interface_name"/>
+           <arg type="a{sv}" name="changed_properties"/>
+           <arg type="as" name="invalidated_properties"/>
+          </signal>
+         </interface>
+
+        """
+}

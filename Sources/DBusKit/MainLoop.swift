@@ -1,0 +1,197 @@
+internal import CDBus
+import Dispatch
+
+// Runs a libdbus connection on a serial DispatchQueue: libdbus tells us which file
+// descriptors to watch and which timeouts to arm (DBusWatch, DBusTimeout); we turn
+// them into dispatch sources on the connection's queue. Nothing polls and nothing
+// blocks: a peer that does not read its socket only fills libdbus's outgoing queue.
+//
+// libdbus calls these functions from inside its own calls, and every libdbus call on
+// a connection happens on that connection's queue, so all of this runs there.
+
+/// The dispatch sources that serve one `DBusWatch`.
+final class WatchSources {
+    let watch: OpaquePointer
+    unowned let connection: Connection
+    var read: (any DispatchSourceRead)?
+    var write: (any DispatchSourceWrite)?
+
+    init(watch: OpaquePointer, connection: Connection) {
+        self.watch = watch
+        self.connection = connection
+    }
+
+    /// Matches the sources to the watch's current flags and enabled state.
+    func update() {
+        let fd = dbus_watch_get_unix_fd(watch)
+        let enabled = dbus_watch_get_enabled(watch) != 0
+        let flags = dbus_watch_get_flags(watch)
+        let wantRead = enabled && flags & DBUS_WATCH_READABLE.rawValue != 0
+        let wantWrite = enabled && flags & DBUS_WATCH_WRITABLE.rawValue != 0
+        if wantRead, read == nil {
+            let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: connection.queue)
+            source.setEventHandler { [unowned self] in self.handle(DBUS_WATCH_READABLE.rawValue) }
+            source.resume()
+            read = source
+        } else if !wantRead, let source = read {
+            source.cancel()
+            read = nil
+        }
+        if wantWrite, write == nil {
+            let source = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: connection.queue)
+            source.setEventHandler { [unowned self] in self.handle(DBUS_WATCH_WRITABLE.rawValue) }
+            source.resume()
+            write = source
+        } else if !wantWrite, let source = write {
+            source.cancel()
+            write = nil
+        }
+    }
+
+    func cancel() {
+        read?.cancel()
+        write?.cancel()
+        read = nil
+        write = nil
+    }
+
+    private func handle(_ flag: UInt32) {
+        let c = connection  // handling may remove this watch; keep what we need
+        _ = dbus_watch_handle(watch, flag)
+        c.dispatchPending()
+    }
+}
+
+/// The timer that serves one `DBusTimeout`.
+final class TimeoutSource {
+    let timeout: OpaquePointer
+    unowned let connection: Connection
+    var timer: (any DispatchSourceTimer)?
+
+    init(timeout: OpaquePointer, connection: Connection) {
+        self.timeout = timeout
+        self.connection = connection
+    }
+
+    func update() {
+        timer?.cancel()
+        timer = nil
+        guard dbus_timeout_get_enabled(timeout) != 0 else { return }
+        let interval = Int(dbus_timeout_get_interval(timeout))
+        let t = DispatchSource.makeTimerSource(queue: connection.queue)
+        t.schedule(deadline: .now() + .milliseconds(interval), repeating: .milliseconds(interval))
+        t.setEventHandler { [unowned self] in
+            let c = self.connection
+            _ = dbus_timeout_handle(self.timeout)
+            c.dispatchPending()
+        }
+        t.resume()
+        timer = t
+    }
+
+    func cancel() {
+        timer?.cancel()
+        timer = nil
+    }
+}
+
+// C callbacks: plain functions (never closures in main.swift, which Swift 6 would
+// make @MainActor). `data` is the connection, passed unretained: the connection
+// removes these functions before it is freed.
+
+private func connection(_ data: UnsafeMutableRawPointer?) -> Connection {
+    Unmanaged<Connection>.fromOpaque(data!).takeUnretainedValue()
+}
+
+private func releaseWatchSources(_ data: UnsafeMutableRawPointer?) {
+    guard let data else { return }
+    let sources = Unmanaged<WatchSources>.fromOpaque(data).takeRetainedValue()
+    sources.cancel()
+}
+
+private func releaseTimeoutSource(_ data: UnsafeMutableRawPointer?) {
+    guard let data else { return }
+    let source = Unmanaged<TimeoutSource>.fromOpaque(data).takeRetainedValue()
+    source.cancel()
+}
+
+func mainLoopAddWatch(_ watch: OpaquePointer?, _ data: UnsafeMutableRawPointer?) -> dbus_bool_t {
+    guard let watch else { return 0 }
+    let sources = WatchSources(watch: watch, connection: connection(data))
+    dbus_watch_set_data(watch, Unmanaged.passRetained(sources).toOpaque(), releaseWatchSources)
+    sources.update()
+    return 1
+}
+
+func mainLoopRemoveWatch(_ watch: OpaquePointer?, _ data: UnsafeMutableRawPointer?) {
+    guard let watch else { return }
+    dbus_watch_set_data(watch, nil, nil)  // runs releaseWatchSources
+}
+
+func mainLoopToggleWatch(_ watch: OpaquePointer?, _ data: UnsafeMutableRawPointer?) {
+    guard let watch, let raw = dbus_watch_get_data(watch) else { return }
+    Unmanaged<WatchSources>.fromOpaque(raw).takeUnretainedValue().update()
+}
+
+func mainLoopAddTimeout(_ timeout: OpaquePointer?, _ data: UnsafeMutableRawPointer?) -> dbus_bool_t {
+    guard let timeout else { return 0 }
+    let source = TimeoutSource(timeout: timeout, connection: connection(data))
+    dbus_timeout_set_data(timeout, Unmanaged.passRetained(source).toOpaque(), releaseTimeoutSource)
+    source.update()
+    return 1
+}
+
+func mainLoopRemoveTimeout(_ timeout: OpaquePointer?, _ data: UnsafeMutableRawPointer?) {
+    guard let timeout else { return }
+    dbus_timeout_set_data(timeout, nil, nil)
+}
+
+func mainLoopToggleTimeout(_ timeout: OpaquePointer?, _ data: UnsafeMutableRawPointer?) {
+    guard let timeout, let raw = dbus_timeout_get_data(timeout) else { return }
+    Unmanaged<TimeoutSource>.fromOpaque(raw).takeUnretainedValue().update()
+}
+
+/// libdbus says more messages can be dispatched; we may be inside a libdbus call, so
+/// dispatching now would re-enter it: schedule it instead.
+func mainLoopDispatchStatusChanged(_ raw: OpaquePointer?, _ status: DBusDispatchStatus,
+                                   _ data: UnsafeMutableRawPointer?) {
+    guard status == DBUS_DISPATCH_DATA_REMAINS else { return }
+    let c = connection(data)
+    c.queue.async { c.dispatchPending() }
+}
+
+/// Every incoming message passes here first (one filter per connection).
+func connectionFilter(_ raw: OpaquePointer?, _ message: OpaquePointer?,
+                      _ data: UnsafeMutableRawPointer?) -> DBusHandlerResult {
+    guard let message else { return DBUS_HANDLER_RESULT_NOT_YET_HANDLED }
+    return connection(data).route(Message(borrowing: message))
+        ? DBUS_HANDLER_RESULT_HANDLED : DBUS_HANDLER_RESULT_NOT_YET_HANDLED
+}
+
+/// A pending call finished (reply, error, or libdbus's own timeout error).
+func pendingCallNotify(_ pending: OpaquePointer?, _ data: UnsafeMutableRawPointer?) {
+    guard let pending, let data else { return }
+    let box = Unmanaged<ReplyBox>.fromOpaque(data).takeUnretainedValue()
+    guard let reply = dbus_pending_call_steal_reply(pending) else {
+        box.deliver(.failure(BusError(BusError.noReply, "no reply")))
+        return
+    }
+    let message = Message(owning: reply)
+    box.deliver(message.asError.map { .failure($0) } ?? .success(message))
+}
+
+func releaseReplyBox(_ data: UnsafeMutableRawPointer?) {
+    guard let data else { return }
+    Unmanaged<ReplyBox>.fromOpaque(data).release()
+}
+
+/// Holds a reply handler until libdbus calls it exactly once (or frees it unused).
+final class ReplyBox {
+    private var handler: ((Result<Message, BusError>) -> Void)?
+    init(_ handler: @escaping (Result<Message, BusError>) -> Void) { self.handler = handler }
+    func deliver(_ result: Result<Message, BusError>) {
+        let h = handler
+        handler = nil
+        h?(result)
+    }
+}

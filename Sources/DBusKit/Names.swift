@@ -1,0 +1,74 @@
+internal import CDBus
+
+// Validation of the D-Bus names a caller can hand us, using libdbus's own checks
+// so that our idea of "valid" is exactly the wire protocol's. Each error quotes
+// the bad value, escaped so that control characters cannot forge log lines.
+
+public enum ObjectPath {
+    public static func validate(_ path: String) throws(BusError) {
+        try check(path, "object path", dbus_validate_path)
+    }
+}
+
+public enum InterfaceName {
+    public static func validate(_ name: String) throws(BusError) {
+        try check(name, "interface name", dbus_validate_interface)
+    }
+}
+
+public enum MemberName {
+    public static func validate(_ name: String) throws(BusError) {
+        try check(name, "member name", dbus_validate_member)
+    }
+}
+
+public enum BusName {
+    public static func validate(_ name: String) throws(BusError) {
+        try check(name, "bus name", dbus_validate_bus_name)
+    }
+}
+
+public enum Signature {
+    public static func validate(_ signature: String) throws(BusError) {
+        let error = CError()
+        let ok = !signature.utf8.contains(0) && dbus_signature_validate(signature, &error.raw) != 0
+        if !ok { throw BusError(BusError.invalidArgs, "invalid signature \"\(signature.escapedForMessage)\"") }
+    }
+
+    public static func validateSingle(_ signature: String) throws(BusError) {
+        let error = CError()
+        let ok = !signature.utf8.contains(0) && dbus_signature_validate_single(signature, &error.raw) != 0
+        if !ok { throw BusError(BusError.invalidArgs, "invalid single type \"\(signature.escapedForMessage)\"") }
+    }
+}
+
+private func check(_ value: String, _ what: String,
+                   _ validator: (UnsafePointer<CChar>?, UnsafeMutablePointer<DBusError>?) -> dbus_bool_t)
+    throws(BusError)
+{
+    let error = CError()
+    let ok = !value.utf8.contains(0) && validator(value, &error.raw) != 0
+    if !ok { throw BusError(BusError.invalidArgs, "invalid \(what) \"\(value.escapedForMessage)\"") }
+}
+
+extension String {
+    /// The string with control characters shown as `\xNN` and long values cut, for
+    /// quoting untrusted input in error messages and log lines.
+    public var escapedForMessage: String {
+        var out = ""
+        var count = 0
+        for scalar in unicodeScalars {
+            if count == 200 { out += "…"; break }
+            count += 1
+            if scalar.value < 0x20 || scalar.value == 0x7f {
+                let hex = String(scalar.value, radix: 16)
+                out += "\\x" + (hex.count == 1 ? "0" + hex : hex)
+            } else if scalar == "\\" || scalar == "\"" {
+                out += "\\" + String(scalar)
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+}

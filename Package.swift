@@ -36,10 +36,12 @@ let package = Package(
         .systemLibrary(name: "CGLib", pkgConfig: "glib-2.0", providers: [.apt(["libglib2.0-dev"])]),
         // The plugin ABI: one header, plus compile-time layout checks.
         .target(name: "CPermissionsPlugin"),
+        // dbus/org.example.Permissions.xml compiled in, for Introspect.
+        .target(name: "CPermissionsData", cSettings: [.unsafeFlags(["-std=c23"])]),
 
         .target(name: "DBusKit", dependencies: ["CDBus"], swiftSettings: strictSettings),
         .target(name: "PermissionsCore",
-                dependencies: ["DBusKit", "CSQLite", "CGLib", "CPermissionsPlugin"],
+                dependencies: ["DBusKit", "CSQLite", "CGLib", "CPermissionsPlugin", "CPermissionsData"],
                 swiftSettings: strictSettings),
         .executableTarget(name: "permissionsd", dependencies: ["PermissionsCore"],
                           swiftSettings: strictSettings),

@@ -1,0 +1,137 @@
+internal import CGLib
+internal import Glibc
+
+/// The daemon's configuration: `permissions.conf` in the config directory, then the
+/// drop-ins `permissions.conf.d/*.conf` in name order, a later file overriding a key
+/// of an earlier one. Keyfile syntax (GLib's parser), the style of geoclue.conf:
+///
+///     [location]
+///     enabled=true
+///     max-accuracy=city
+///     allow=org.gnome.Maps;/usr/bin/gnome-weather
+///     deny=/usr/bin/untrusted
+///
+/// Each `[section]` names a permission or a plugin; the host hands each plugin the
+/// sections that are its own.
+public struct ConfigFiles: Sendable {
+    public let directory: String
+
+    public init(directory: String) { self.directory = directory }
+
+    public var mainFile: String { directory + "/permissions.conf" }
+    public var dropInDirectory: String { directory + "/permissions.conf.d" }
+
+    public struct ParseError: Error, CustomStringConvertible {
+        public let file: String
+        public let line: Int?
+        public let reason: String
+        public var description: String { "\(file)\(line.map { ":\($0)" } ?? ""): \(reason)" }
+    }
+
+    /// The files that make up the configuration now, in the order they apply.
+    public var files: [String] {
+        var result: [String] = []
+        if Files.read(mainFile, limit: 1) != nil { result.append(mainFile) }
+        for name in Files.list(dropInDirectory) where name.hasSuffix(".conf") && !name.hasPrefix(".") {
+            result.append(dropInDirectory + "/" + name)
+        }
+        return result
+    }
+
+    /// Reads and merges every file. Throws for the first malformed one, so the caller
+    /// keeps its last good configuration.
+    public func load() throws(ParseError) -> [ConfigEntry] {
+        var merged: [String: ConfigEntry] = [:]  // "section\0key" -> entry
+        var order: [String] = []
+        for file in files {
+            for entry in try Self.parse(file) {
+                let id = entry.section + "\0" + entry.key
+                if merged[id] == nil { order.append(id) }
+                merged[id] = entry
+            }
+        }
+        return order.map { merged[$0]! }
+    }
+
+    /// One file through GLib's keyfile parser.
+    static func parse(_ path: String) throws(ParseError) -> [ConfigEntry] {
+        guard let bytes = Files.read(path) else {
+            throw ParseError(file: path, line: nil, reason: "cannot read: \(String(cString: strerror(errno)))")
+        }
+        let keyFile = g_key_file_new()
+        defer { g_key_file_free(keyFile) }
+        var error: UnsafeMutablePointer<GError>? = nil
+        let ok = bytes.withUnsafeBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) {
+                g_key_file_load_from_data(keyFile, $0.baseAddress, gsize($0.count), G_KEY_FILE_NONE, &error)
+            }
+        }
+        let text = String(decoding: bytes, as: UTF8.self)
+        if ok == 0 {
+            let reason = error.map { String(cString: $0.pointee.message) } ?? "cannot parse"
+            g_error_free(error)
+            throw ParseError(file: path, line: Self.lineQuoted(in: reason, text: text), reason: reason)
+        }
+        let lines = Self.keyLines(text)
+        var entries: [ConfigEntry] = []
+        var groupCount: gsize = 0
+        guard let groups = g_key_file_get_groups(keyFile, &groupCount) else { return [] }
+        defer { g_strfreev(groups) }
+        for g in 0..<Int(groupCount) {
+            guard let groupPtr = groups[g] else { continue }
+            let section = String(cString: groupPtr)
+            var keyCount: gsize = 0
+            guard let keys = g_key_file_get_keys(keyFile, groupPtr, &keyCount, nil) else { continue }
+            defer { g_strfreev(keys) }
+            for k in 0..<Int(keyCount) {
+                guard let keyPtr = keys[k] else { continue }
+                let key = String(cString: keyPtr)
+                var valueError: UnsafeMutablePointer<GError>? = nil
+                guard let valuePtr = g_key_file_get_string(keyFile, groupPtr, keyPtr, &valueError) else {
+                    let reason = valueError.map { String(cString: $0.pointee.message) } ?? "bad value"
+                    g_error_free(valueError)
+                    throw ParseError(file: path, line: lines[section + "\0" + key], reason: "[\(section)] \(key): \(reason)")
+                }
+                let value = String(cString: valuePtr)
+                g_free(valuePtr)
+                let line = lines[section + "\0" + key].map { ":\($0)" } ?? ""
+                entries.append(ConfigEntry(section: section, key: key, value: value, origin: path + line))
+            }
+        }
+        return entries
+    }
+
+    /// GLib quotes the offending line in its parse errors but gives no number;
+    /// find the first line with that text.
+    static func lineQuoted(in reason: String, text: String) -> Int? {
+        guard let open = reason.firstIndex(of: "“"), let close = reason[open...].dropFirst().firstIndex(of: "”")
+        else { return nil }
+        let quoted = reason[reason.index(after: open)..<close]
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        return lines.firstIndex { $0 == quoted }.map { $0 + 1 }
+    }
+
+    /// Line numbers of "key=" lines per section, for error messages only (GLib
+    /// keeps no line numbers). The last occurrence wins, as in GLib.
+    static func keyLines(_ text: String) -> [String: Int] {
+        var result: [String: Int] = [:]
+        var section = ""
+        for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = raw.drop { $0 == " " || $0 == "\t" }
+            if line.hasPrefix("["), let end = line.firstIndex(of: "]") {
+                section = String(line[line.index(after: line.startIndex)..<end])
+            } else if !line.hasPrefix("#"), let eq = line.firstIndex(of: "=") {
+                let key = line[..<eq].trimmingCharacters(in: " \t")
+                result[section + "\0" + key] = index + 1
+            }
+        }
+        return result
+    }
+}
+
+extension Substring {
+    func trimmingCharacters(in set: String) -> String {
+        let chars = Set(set)
+        return String(drop { chars.contains($0) }.reversed().drop { chars.contains($0) }.reversed())
+    }
+}

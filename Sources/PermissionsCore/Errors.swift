@@ -1,0 +1,35 @@
+public import DBusKit
+
+/// The service's named errors (org.example.Permissions.Error.*). Messages quote the
+/// offending value, escaped.
+public enum PermissionsError {
+    public static let prefix = "org.example.Permissions.Error."
+
+    public static func unknownPermission(_ name: String) -> BusError {
+        BusError(prefix + "UnknownPermission", "unknown permission \"\(name.escapedForMessage)\"")
+    }
+
+    public static func invalidArgument(_ message: String) -> BusError {
+        BusError(prefix + "InvalidArgument", message)
+    }
+
+    public static func invalidPermissionName(_ name: String) -> BusError {
+        invalidArgument("invalid permission name \"\(name.escapedForMessage)\": expected [a-z][a-z0-9-]{0,63}")
+    }
+
+    public static func invalidAppID(_ id: String) -> BusError {
+        invalidArgument("invalid app id \"\(id.escapedForMessage)\"")
+    }
+
+    public static func notAuthorized(_ what: String) -> BusError {
+        BusError(prefix + "NotAuthorized", what)
+    }
+
+    public static func unknownCaller(_ message: String) -> BusError {
+        BusError(prefix + "UnknownCaller", message)
+    }
+
+    public static func storageFailed(_ message: String) -> BusError {
+        BusError(prefix + "StorageFailed", message)
+    }
+}

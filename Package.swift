@@ -39,13 +39,15 @@ let package = Package(
         // dbus/org.example.Permissions.xml compiled in, for Introspect.
         .target(name: "CPermissionsData", cSettings: [.unsafeFlags(["-std=c23"])]),
 
+        .target(name: "CShims"),
+        .target(name: "CLISupport", dependencies: ["CShims"], swiftSettings: strictSettings),
         .target(name: "DBusKit", dependencies: ["CDBus"], swiftSettings: strictSettings),
         .target(name: "PermissionsCore",
                 dependencies: ["DBusKit", "CSQLite", "CGLib", "CPermissionsPlugin", "CPermissionsData"],
                 swiftSettings: strictSettings),
-        .executableTarget(name: "permissionsd", dependencies: ["PermissionsCore"],
+        .executableTarget(name: "permissionsd", dependencies: ["PermissionsCore", "CLISupport"],
                           swiftSettings: strictSettings),
-        .executableTarget(name: "permissionsctl", dependencies: ["DBusKit"],
+        .executableTarget(name: "permissionsctl", dependencies: ["DBusKit", "CLISupport"],
                           swiftSettings: strictSettings),
 
         // Linked statically into each Swift plugin; never into the daemon.

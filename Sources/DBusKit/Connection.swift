@@ -40,7 +40,8 @@ public final class Connection: @unchecked Sendable {
         let handler: (Message) -> Void
     }
 
-    /// Connects and says Hello. The one blocking round trip, at start-up.
+    /// Connects and says Hello: the one blocking round trip, at start-up. With a
+    /// queue, call it on that queue (or before the queue runs anything else).
     public static func open(_ bus: Bus, queue: DispatchQueue? = nil) throws(BusError) -> Connection {
         _ = dbus_threads_init_default()
         let error = CError()
@@ -59,7 +60,9 @@ public final class Connection: @unchecked Sendable {
         guard let raw else { throw error.busError }
         dbus_connection_set_exit_on_disconnect(raw, 0)
         let connection = Connection(raw: raw, queue: queue)
-        if queue != nil { queue!.sync { connection.attach() } }
+        // Call from the queue itself, or before anything else uses the connection:
+        // from here on, libdbus calls our watch functions, which touch queue state.
+        if queue != nil { connection.attach() }
         return connection
     }
 

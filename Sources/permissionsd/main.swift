@@ -1,1 +1,54 @@
-print("x")
+// permissionsd: the permissions service. Options are PRODUCT.md's; everything else
+// lives in PermissionsCore.Daemon.
+import CLISupport
+import DBusKit
+import Glibc
+import PermissionsCore
+
+let usage = """
+    Usage: permissionsd [OPTIONS]
+
+    Serve org.example.Permissions on a D-Bus bus.
+
+      --system             the system bus (the default)
+      --session            the session bus
+      --address ADDRESS    the bus at ADDRESS
+      --config-dir DIR     configuration directory (default /etc/permissions)
+      --state-dir DIR      where decisions are stored (default /var/lib/permissions on
+                           the system bus, ~/.local/state/permissions otherwise)
+      --plugin-dir DIR     a plugin directory; may repeat (default: the build tree, then
+                           /usr/local/lib/permissions/plugins, /usr/lib/permissions/plugins)
+      --verbose            log debug messages
+      -h, --help           show this help
+
+    """
+
+let specs = ["system", "session", "verbose", "help", "version"].map { OptionSpec($0) }
+    + ["address", "config-dir", "state-dir", "plugin-dir"].map { OptionSpec($0, takesValue: true) }
+
+var options = DaemonOptions()
+do {
+    let parsed = try parseOptions(Array(CommandLine.arguments.dropFirst()), specs: specs, stopAtFirstPositional: false)
+    if parsed.has("help") {
+        print(usage, terminator: "")
+        exit(0)
+    }
+    if parsed.has("version") {
+        print("permissionsd interface version \(PermissionsService.interfaceVersion)")
+        exit(0)
+    }
+    if let extra = parsed.positional.first { throw UsageError(description: "unexpected argument \(extra)") }
+    let busChoices = ["system", "session", "address"].filter(parsed.has)
+    if busChoices.count > 1 { throw UsageError(description: "choose one of --system, --session, --address") }
+    if parsed.has("session") { options.bus = .session }
+    if let address = parsed.last("address") { options.bus = .address(address) }
+    if let dir = parsed.last("config-dir") { options.configDirectory = dir }
+    options.stateDirectory = parsed.last("state-dir")
+    options.pluginDirectories = parsed.all("plugin-dir")
+    options.verbose = parsed.has("verbose")
+} catch {
+    printError("permissionsd: \(error)\nTry 'permissionsd --help'.")
+    exit(2)
+}
+
+Daemon(options: options).run()

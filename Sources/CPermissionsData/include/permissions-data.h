@@ -4,6 +4,6 @@
 #define PERMISSIONS_DATA_H
 
 /* dbus/org.example.Permissions.xml, NUL-terminated. */
-extern const char permissions_interface_xml[];
+const char *permissions_interface_xml(void);
 
 #endif

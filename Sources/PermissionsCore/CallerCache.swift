@@ -1,0 +1,80 @@
+public import DBusKit
+
+/// App identities of connected callers, keyed by unique bus name, so that only a
+/// caller's first call costs a round trip to the bus daemon
+/// (`GetConnectionCredentials`). An entry is dropped when the bus reports that the
+/// unique name has gone (`NameOwnerChanged`); unique names are never reused.
+///
+/// Confined to the service queue, like the connection.
+public final class CallerCache {
+    private let connection: Connection
+    private let reader: IdentityReader
+    private var known: [String: AppIdentity] = [:]
+    private var waiting: [String: [(Result<AppIdentity, BusError>) -> Void]] = [:]
+
+    public init(connection: Connection, reader: IdentityReader) {
+        self.connection = connection
+        self.reader = reader
+        connection.subscribe(SignalMatch(sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                         interface: "org.freedesktop.DBus", member: "NameOwnerChanged")) {
+            [unowned self] message in
+            let args = message.arguments()
+            guard args.count == 3, let name = args[0].stringValue, name.hasPrefix(":"),
+                  args[2].stringValue == "" else { return }
+            self.known[name] = nil
+        }
+    }
+
+    public var count: Int { known.count }
+
+    /// Calls `done` with the caller's identity: at once if known, else after asking
+    /// the bus. A caller that has left the bus (or whose process is gone) gets
+    /// `UnknownCaller`, never a fallback identity.
+    public func identify(_ sender: String, done: @escaping (Result<AppIdentity, BusError>) -> Void) {
+        if let identity = known[sender] { return done(.success(identity)) }
+        if waiting[sender] != nil {
+            waiting[sender]!.append(done)
+            return
+        }
+        waiting[sender] = [done]
+        let message: Message
+        do {
+            message = try Message.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                             interface: "org.freedesktop.DBus", member: "GetConnectionCredentials")
+            try message.append(.string(sender))
+        } catch {
+            return finish(sender, .failure(PermissionsError.unknownCaller("invalid sender \(sender.escapedForMessage)")))
+        }
+        connection.call(message, timeoutMilliseconds: 5000) { [unowned self] result in
+            self.finish(sender, self.resolve(sender, result))
+        }
+    }
+
+    private func resolve(_ sender: String, _ result: Result<Message, BusError>) -> Result<AppIdentity, BusError> {
+        switch result {
+        case .failure(let error):
+            return .failure(PermissionsError.unknownCaller("cannot read the credentials of \(sender): \(error.message)"))
+        case .success(let reply):
+            let credentials = reply.arguments().first?.stringKeyedEntries ?? []
+            let uid = credentials.first { $0.0 == "UnixUserID" }?.1.uint32Value
+            let pid = credentials.first { $0.0 == "ProcessID" }?.1.uint32Value
+            guard let uid, let pid else {
+                return .failure(PermissionsError.unknownCaller("the bus gave no user or process id for \(sender)"))
+            }
+            switch reader.identify(pid: pid, uid: uid) {
+            case .success(let identity):
+                known[sender] = identity
+                return .success(identity)
+            case .failure(.unreadable(let why)):
+                return .failure(PermissionsError.unknownCaller("cannot identify \(sender) (pid \(pid)): \(why)"))
+            case .failure(.invalid(let id)):
+                return .failure(PermissionsError.unknownCaller("caller \(sender) has an invalid app id \"\(id.escapedForMessage)\""))
+            }
+        }
+    }
+
+    private func finish(_ sender: String, _ result: Result<AppIdentity, BusError>) {
+        let callbacks = waiting.removeValue(forKey: sender) ?? []
+        for callback in callbacks { callback(result) }
+    }
+}

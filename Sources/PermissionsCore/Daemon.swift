@@ -1,0 +1,163 @@
+public import DBusKit
+internal import Glibc
+public import Dispatch
+
+/// How permissionsd was asked to run (its command-line options).
+public struct DaemonOptions: Sendable {
+    public var bus: Bus = .system
+    public var configDirectory = "/etc/permissions"
+    public var stateDirectory: String?
+    public var pluginDirectories: [String] = []
+    public var verbose = false
+
+    public init() {}
+
+    /// The state directory: as given, else /var/lib/permissions on the system bus
+    /// and $XDG_STATE_HOME/permissions (~/.local/state/permissions) otherwise.
+    public var resolvedStateDirectory: String {
+        if let stateDirectory { return stateDirectory }
+        if bus == .system { return "/var/lib/permissions" }
+        if let xdg = getenv("XDG_STATE_HOME").map({ String(cString: $0) }), xdg.hasPrefix("/") {
+            return xdg + "/permissions"
+        }
+        let home = getenv("HOME").map { String(cString: $0) } ?? "/root"
+        return home + "/.local/state/permissions"
+    }
+
+    /// The plugin directories: as given, else the directory of the executable when it
+    /// holds plugins (a build tree: `swift run permissionsd` finds the plugins the same
+    /// build made), then <exe>/../lib/permissions/plugins, /usr/local/lib/… and /usr/lib/….
+    public var resolvedPluginDirectories: [String] {
+        if !pluginDirectories.isEmpty { return pluginDirectories }
+        var result: [String] = []
+        if let exe = Files.readLink("/proc/self/exe"), let slash = exe.lastIndex(of: "/") {
+            let dir = String(exe[..<slash])
+            if !PluginHost.pluginFiles(in: dir).isEmpty { result.append(dir) }
+            result.append(dir + "/../lib/permissions/plugins")
+        }
+        return result + ["/usr/local/lib/permissions/plugins", "/usr/lib/permissions/plugins"]
+    }
+}
+
+/// permissionsd: wires the bus, the store, the plugins and the config together on
+/// one serial queue, then serves until SIGTERM/SIGINT or the bus goes away.
+public final class Daemon {
+    let options: DaemonOptions
+    let queue = DispatchQueue(label: "org.example.Permissions")
+    private var connection: Connection!
+    private var service: PermissionsService!
+    private var host: PluginHost!
+    private var watcher: ConfigWatcher?
+    private var lastConfig: [ConfigEntry] = []
+    private var signalSources: [any DispatchSourceSignal] = []
+    private static let queueKey = DispatchSpecificKey<Bool>()
+
+    public init(options: DaemonOptions) {
+        self.options = options
+        queue.setSpecific(key: Self.queueKey, value: true)
+    }
+
+    /// Starts on the queue and never returns.
+    public func run() -> Never {
+        Log.shared.verbose = options.verbose
+        signal(SIGPIPE, SIG_IGN)
+        let me = Confined(self)
+        queue.async { me.value.start() }
+        dispatchMain()
+    }
+
+    private func fail(_ message: String) -> Never {
+        logError(message)
+        exit(1)
+    }
+
+    private func start() {
+        let stateDirectory = options.resolvedStateDirectory
+        guard Files.makeDirectories(stateDirectory, mode: 0o700) else {
+            fail("cannot create the state directory \(stateDirectory): \(String(cString: strerror(errno)))")
+        }
+        let store: DecisionStore
+        do {
+            store = try DecisionStore(path: stateDirectory + "/decisions.sqlite")
+        } catch {
+            fail("cannot open the decision store: \(error)")
+        }
+        do {
+            connection = try Connection.open(options.bus, queue: queue)
+        } catch {
+            fail("cannot connect to the bus: \(error)")
+        }
+        connection.onDisconnect = {
+            logInfo("the bus closed the connection; exiting")
+            exit(0)
+        }
+
+        // Plugins may publish from their own threads; publications are applied on the
+        // queue, synchronously when already there (during init and configure).
+        let confined = Confined(self)
+        host = PluginHost { snapshot in
+            if DispatchQueue.getSpecific(key: Daemon.queueKey) == true {
+                confined.value.service.apply(snapshot)
+            } else {
+                confined.value.queue.async { confined.value.service.apply(snapshot) }
+            }
+        }
+        let callers = CallerCache(connection: connection, reader: IdentityReader())
+        service = PermissionsService(connection: connection, store: store, plugins: host, callers: callers,
+                                     ownUIDIsAdmin: options.bus != .system)
+        service.quiet = true  // no signals for the first snapshots, before we own the name
+        let configFiles = ConfigFiles(directory: options.configDirectory)
+        do {
+            lastConfig = try configFiles.load()
+        } catch {
+            logError("\(error); starting with no configuration")
+        }
+        host.loadAll(from: options.resolvedPluginDirectories, config: lastConfig)
+        if host.plugins.isEmpty {
+            logWarning("no plugins found in \(options.resolvedPluginDirectories.joined(separator: ", "))")
+        }
+        watcher = ConfigWatcher(files: configFiles, queue: queue) { [unowned self] in self.reloadConfig(configFiles) }
+        service.quiet = false
+        _ = service.pluginsChanged()
+
+        do {
+            switch try connection.requestName(PermissionsService.busName) {
+            case .primaryOwner, .alreadyOwner: break
+            case .exists, .inQueue: fail("\(PermissionsService.busName) is already owned on this bus")
+            }
+        } catch {
+            fail("cannot own \(PermissionsService.busName): \(error)")
+        }
+        for number in [SIGTERM, SIGINT] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
+            source.setEventHandler { [unowned self] in self.stop() }
+            source.resume()
+            signalSources.append(source)
+        }
+        logInfo("serving \(PermissionsService.busName) as \(connection.uniqueName) with "
+                + "\(service.permissions.count) permissions from \(host.plugins.count) plugins; "
+                + "store \(stateDirectory)/decisions.sqlite")
+    }
+
+    private func reloadConfig(_ files: ConfigFiles) {
+        let entries: [ConfigEntry]
+        do {
+            entries = try files.load()
+        } catch {
+            logError("\(error); keeping the last good configuration")
+            return
+        }
+        guard entries != lastConfig else { return }
+        lastConfig = entries
+        logInfo("configuration changed; applying it")
+        host.configureAll(entries)
+    }
+
+    private func stop() {
+        logInfo("stopping")
+        host.stopAll()
+        connection.close()
+        exit(0)
+    }
+}

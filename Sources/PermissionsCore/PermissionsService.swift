@@ -1,0 +1,294 @@
+public import DBusKit
+internal import CPermissionsData
+internal import Glibc
+
+/// The org.example.Permissions object: combines plugin snapshots with stored
+/// decisions into statuses, answers the methods, and emits StatusChanged exactly
+/// once per real change.
+///
+/// Every method handler follows the same steps (hostnamed's recipe): read and
+/// validate the arguments (InvalidArgument / UnknownPermission quoting the value),
+/// identify and authorize the caller, change and save, emit signals, reply.
+///
+/// Confined to the connection's queue: the bus, the plugin host and the store are
+/// all used from there only.
+public final class PermissionsService {
+    public static let busName = "org.example.Permissions"
+    public static let objectPath = "/org/example/Permissions"
+    public static let interfaceName = "org.example.Permissions"
+    public static let interfaceVersion: UInt32 = 1
+
+    let connection: Connection
+    let store: DecisionStore
+    let plugins: PluginHost
+    let callers: CallerCache
+    /// Whether the daemon's own uid is an admin (session bus or a given address).
+    let ownUIDIsAdmin: Bool
+    private(set) var snapshots: [String: Snapshot] = [:]
+    private var object: ExportedObject!
+    private var lastPermissions: [String] = []
+    /// While true (start-up, before the name is owned), snapshots are taken without signals.
+    var quiet = false
+
+    public init(connection: Connection, store: DecisionStore, plugins: PluginHost, callers: CallerCache,
+                ownUIDIsAdmin: Bool) {
+        self.connection = connection
+        self.store = store
+        self.plugins = plugins
+        self.callers = callers
+        self.ownUIDIsAdmin = ownUIDIsAdmin
+        object = ExportedObject(path: Self.objectPath, interfaces: [makeInterface()],
+                                introspection: Self.interfaceXML)
+        connection.export(object)
+    }
+
+    /// The `<interface>` part of dbus/org.example.Permissions.xml, compiled in.
+    static let interfaceXML: String = {
+        let file = String(cString: permissions_interface_xml())
+        guard let start = file.firstRange(of: "<interface "), let end = file.ranges(of: "</node>").last
+        else { return "" }
+        return " " + String(file[start.lowerBound..<end.lowerBound])
+    }()
+
+    // MARK: State
+
+    /// Known permissions: every permission a loaded plugin declares.
+    public var permissions: [String] { plugins.providers.keys.sorted() }
+
+    func snapshot(_ permission: String) -> Snapshot {
+        snapshots[permission] ?? .unpublished(permission)
+    }
+
+    public func status(app: String, permission: String) -> Status {
+        let s = snapshot(permission)
+        return effectiveStatus(service: s.service, policy: s.policy(for: app),
+                               decision: store.decision(app: app, permission: permission)?.decision)
+    }
+
+    /// A plugin published: diff against the last snapshot and signal real changes.
+    public func apply(_ new: Snapshot) {
+        guard plugins.providers[new.permission] != nil else { return }  // plugin stopped meanwhile
+        let old = snapshot(new.permission)
+        guard old != new else { return }
+        snapshots[new.permission] = new
+        if quiet { return }
+        let serviceChanged = old.serviceLevelStatus != new.serviceLevelStatus
+        if serviceChanged { emitStatusChanged(app: "", permission: new.permission, new.serviceLevelStatus) }
+        let apps = Set(old.policies.keys).union(new.policies.keys).filter { old.policy(for: $0) != new.policy(for: $0) }
+        for app in apps.sorted() {
+            let decision = store.decision(app: app, permission: new.permission)?.decision
+            let before = effectiveStatus(service: old.service, policy: old.policy(for: app), decision: decision)
+            let after = effectiveStatus(service: new.service, policy: new.policy(for: app), decision: decision)
+            // A service-level change already told every app about disabled/unsupported.
+            if before != after, !(serviceChanged && (after == .disabled || after == .unsupported)) {
+                emitStatusChanged(app: app, permission: new.permission, after)
+            }
+        }
+    }
+
+    func emitStatusChanged(app: String, permission: String, _ status: Status) {
+        logDebug("StatusChanged(\"\(app)\", \(permission), \(status.rawValue))")
+        try? connection.emitSignal(path: Self.objectPath, interface: Self.interfaceName, member: "StatusChanged",
+                                   [.string(app), .string(permission), .string(status.rawValue)])
+    }
+
+    /// Emits PropertiesChanged for Permissions and Plugins if the plugin set changed.
+    @discardableResult
+    public func pluginsChanged() -> Bool {
+        let now = permissions
+        guard now != lastPermissions else { return false }
+        lastPermissions = now
+        if !quiet {
+            object.emitPropertiesChanged(on: connection, interface: Self.interfaceName, ["Permissions", "Plugins"])
+        }
+        return true
+    }
+
+    // MARK: Interface
+
+    private func makeInterface() -> Interface {
+        Interface(Self.interfaceName, methods: [
+            Method("GetStatus", input: "s") { [unowned self] in self.getStatus($0) },
+            Method("GetAll") { [unowned self] in self.getAll($0) },
+            Method("GetDetails", input: "s") { [unowned self] in self.getDetails($0) },
+            Method("GetStatusForApp", input: "ss") { [unowned self] in self.getStatusForApp($0) },
+            Method("SetDecision", input: "sss") { [unowned self] in self.setDecision($0) },
+            Method("ResetDecisions", input: "sas") { [unowned self] in self.resetDecisions($0) },
+            Method("ListDecisions", input: "s") { [unowned self] in self.listDecisions($0) },
+        ], properties: [
+            Property("Permissions") { [unowned self] in .strings(self.permissions) },
+            Property("Plugins") { [unowned self] in
+                .array(elementSignature: "(sssas)", self.plugins.infos.map { info in
+                    .structure([.string(info.name), .string(info.version), .string(info.state.rawValue),
+                                .strings(info.permissions)])
+                })
+            },
+            Property("version") { .uint32(Self.interfaceVersion) },
+        ])
+    }
+
+    /// A known permission name, or the error to reply with.
+    func knownPermission(_ value: DBusValue) -> Result<String, BusError> {
+        let name = value.stringValue ?? ""
+        guard Validate.isPermissionName(name) else { return .failure(PermissionsError.invalidPermissionName(name)) }
+        guard plugins.providers[name] != nil else { return .failure(PermissionsError.unknownPermission(name)) }
+        return .success(name)
+    }
+
+    func validAppID(_ value: DBusValue) -> Result<String, BusError> {
+        let id = value.stringValue ?? ""
+        return Validate.isAppID(id) ? .success(id) : .failure(PermissionsError.invalidAppID(id))
+    }
+
+    /// Runs `body` with the caller's identity, or answers the call with the error.
+    func withCaller(_ call: MethodCall, _ body: @escaping (AppIdentity) -> Void) {
+        callers.identify(call.sender) { result in
+            switch result {
+            case .success(let identity): body(identity)
+            case .failure(let error): call.fail(error)
+            }
+        }
+    }
+
+    /// Runs `body` if the caller may use admin methods: root, or on a session bus
+    /// the daemon's own uid.
+    func asAdmin(_ call: MethodCall, _ body: @escaping (AppIdentity) -> Void) {
+        withCaller(call) { [ownUIDIsAdmin] identity in
+            guard identity.uid == 0 || (ownUIDIsAdmin && identity.uid == getuid()) else {
+                let member = call.message.member ?? ""
+                return call.fail(PermissionsError.notAuthorized(
+                    "\(member) is for administrators; uid \(identity.uid) is not one"))
+            }
+            body(identity)
+        }
+    }
+
+    private func getStatus(_ call: MethodCall) {
+        switch knownPermission(call.arguments[0]) {
+        case .failure(let error): call.fail(error)
+        case .success(let permission):
+            withCaller(call) { [unowned self] identity in
+                call.reply([.string(self.status(app: identity.appID, permission: permission).rawValue)])
+            }
+        }
+    }
+
+    private func getAll(_ call: MethodCall) {
+        withCaller(call) { [unowned self] identity in
+            call.reply([.stringDictionary(self.permissions.map {
+                ($0, self.status(app: identity.appID, permission: $0).rawValue)
+            })])
+        }
+    }
+
+    private func getDetails(_ call: MethodCall) {
+        switch knownPermission(call.arguments[0]) {
+        case .failure(let error): call.fail(error)
+        case .success(let permission):
+            withCaller(call) { [unowned self] identity in
+                call.reply([self.details(identity: identity, permission: permission)])
+            }
+        }
+    }
+
+    func details(identity: AppIdentity, permission: String) -> DBusValue {
+        let s = snapshot(permission)
+        let stored = store.decision(app: identity.appID, permission: permission)
+        var pairs: [(String, DBusValue)] = [
+            ("app-id", .string(identity.appID)),
+            ("identity-kind", .string(identity.kind.rawValue)),
+            ("status", .string(status(app: identity.appID, permission: permission).rawValue)),
+            ("service-state", .string(s.service.rawValue)),
+            ("policy", .string(s.policy(for: identity.appID).rawValue)),
+            ("decision", .string(stored?.decision.rawValue ?? "none")),
+        ]
+        if let stored {
+            pairs.append(("decision-set-by", .string(stored.setBy)))
+            pairs.append(("decision-set-at", .int64(stored.setAt)))
+        }
+        pairs.append(("plugin", .string(plugins.providers[permission]?.info.name ?? "")))
+        pairs.append(("plugin-details", .stringDictionary(s.details.map { ($0.key, $0.value) })))
+        pairs.append(("devices", .array(elementSignature: "a{ss}", s.devices.map { device in
+            .stringDictionary(device.map { ($0.key, $0.value) })
+        })))
+        return .vardict(pairs)
+    }
+
+    private func getStatusForApp(_ call: MethodCall) {
+        let appResult = validAppID(call.arguments[0])
+        let permissionResult = knownPermission(call.arguments[1])
+        guard case .success(let app) = appResult else { return call.fail(appResult.error!) }
+        guard case .success(let permission) = permissionResult else { return call.fail(permissionResult.error!) }
+        asAdmin(call) { [unowned self] _ in
+            call.reply([.string(self.status(app: app, permission: permission).rawValue)])
+        }
+    }
+
+    private func setDecision(_ call: MethodCall) {
+        let appResult = validAppID(call.arguments[0])
+        let permissionResult = knownPermission(call.arguments[1])
+        guard case .success(let app) = appResult else { return call.fail(appResult.error!) }
+        guard case .success(let permission) = permissionResult else { return call.fail(permissionResult.error!) }
+        let word = call.arguments[2].stringValue ?? ""
+        guard let decision = Decision(rawValue: word) else {
+            return call.fail(PermissionsError.invalidArgument(
+                "invalid decision \"\(word.escapedForMessage)\": expected \"authorized\" or \"denied\""))
+        }
+        asAdmin(call) { [unowned self] identity in
+            let before = self.status(app: app, permission: permission)
+            if self.store.decision(app: app, permission: permission)?.decision == decision { return call.reply() }
+            do {
+                try self.store.set(app: app, permission: permission, decision: decision,
+                                   setBy: "uid \(identity.uid) (\(identity.appID))")
+            } catch {
+                return call.fail(PermissionsError.storageFailed("cannot store the decision: \(error)"))
+            }
+            let after = self.status(app: app, permission: permission)
+            if before != after { self.emitStatusChanged(app: app, permission: permission, after) }
+            call.reply()
+        }
+    }
+
+    private func resetDecisions(_ call: MethodCall) {
+        let appResult = validAppID(call.arguments[0])
+        guard case .success(let app) = appResult else { return call.fail(appResult.error!) }
+        let names = call.arguments[1].stringArray ?? []
+        if let bad = names.first(where: { !Validate.isPermissionName($0) }) {
+            return call.fail(PermissionsError.invalidPermissionName(bad))
+        }
+        asAdmin(call) { [unowned self] _ in
+            let affected = names.isEmpty ? self.store.list(app: app).map(\.permission) : names
+            let before = affected.map { self.status(app: app, permission: $0) }
+            let removed: Int
+            do {
+                removed = try self.store.reset(app: app, permissions: names)
+            } catch {
+                return call.fail(PermissionsError.storageFailed("cannot reset decisions: \(error)"))
+            }
+            for (permission, old) in zip(affected, before) where self.plugins.providers[permission] != nil {
+                let new = self.status(app: app, permission: permission)
+                if new != old { self.emitStatusChanged(app: app, permission: permission, new) }
+            }
+            call.reply([.uint32(UInt32(removed))])
+        }
+    }
+
+    private func listDecisions(_ call: MethodCall) {
+        let filter = call.arguments[0].stringValue ?? ""
+        if !filter.isEmpty, !Validate.isAppID(filter) { return call.fail(PermissionsError.invalidAppID(filter)) }
+        asAdmin(call) { [unowned self] _ in
+            let rows = self.store.list(app: filter.isEmpty ? nil : filter)
+            call.reply([.array(elementSignature: "(sssxs)", rows.map { row in
+                .structure([.string(row.appID), .string(row.permission), .string(row.decision.rawValue),
+                            .int64(row.setAt), .string(row.setBy)])
+            })])
+        }
+    }
+}
+
+extension Result {
+    var error: Failure? {
+        if case .failure(let e) = self { return e }
+        return nil
+    }
+}

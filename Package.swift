@@ -10,12 +10,16 @@ let strictSettings: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
+/// The package's root, for the linker script path below.
+let root = String(#filePath.dropLast("/Package.swift".count))
+
 /// A backend plugin: a Swift target under Plugins/<dir> shipped as
 /// `libpermissions-<name>.so`, the file name the daemon's loader expects.
 func plugin(_ name: String, target: String, dir: String) -> (Product, Target) {
     (.library(name: "permissions-\(name)", type: .dynamic, targets: [target]),
      .target(name: target, dependencies: ["PluginKit"], path: "Plugins/\(dir)",
-             swiftSettings: strictSettings))
+             swiftSettings: strictSettings,
+             linkerSettings: [.unsafeFlags(["-Xlinker", "--version-script=\(root)/Plugins/plugin.map"])]))
 }
 
 let plugins = [

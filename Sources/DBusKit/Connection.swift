@@ -84,30 +84,19 @@ public final class Connection: @unchecked Sendable {
         queue.async { self.dispatchPending() }  // messages that arrived during Hello
     }
 
-    /// Closes the connection. The object must not be used afterwards.
+    /// Closes the connection (on its queue, when attached). The object must not
+    /// be used afterwards.
     public func close() {
-        let body = {
-            if self.attached {
-                _ = dbus_connection_set_watch_functions(self.raw, nil, nil, nil, nil, nil)
-                _ = dbus_connection_set_timeout_functions(self.raw, nil, nil, nil, nil, nil)
-                dbus_connection_set_dispatch_status_function(self.raw, nil, nil, nil)
-            }
-            dbus_connection_close(self.raw)
+        assertOnQueue()
+        if attached {
+            _ = dbus_connection_set_watch_functions(raw, nil, nil, nil, nil, nil)
+            _ = dbus_connection_set_timeout_functions(raw, nil, nil, nil, nil, nil)
+            dbus_connection_set_dispatch_status_function(raw, nil, nil, nil)
         }
-        if attached { onQueue(body) } else { body() }
+        dbus_connection_close(raw)
     }
 
     deinit { dbus_connection_unref(raw) }
-
-    private func onQueue(_ body: () -> Void) {
-        if DispatchQueue.getSpecific(key: Connection.queueKey) == ObjectIdentifier(self) {
-            body()
-        } else {
-            queue.sync(execute: body)
-        }
-    }
-
-    private static let queueKey = DispatchSpecificKey<ObjectIdentifier>()
 
     /// Runs `body` later on the connection's queue. `body` need not be `Sendable`:
     /// it is created on the queue and runs on the same queue, never concurrently.

@@ -121,16 +121,16 @@ public final class PluginHost {
         let info = PluginInfo(name: name, version: d.version.map { String(cString: $0) } ?? "",
                               state: .loaded, permissions: permissions, file: path)
         let plugin = LoadedPlugin(handle: handle, descriptor: descriptor, info: info, deliver: deliver)
+        // Listed before init, so that what it publishes during init is accepted.
+        plugins.append(plugin)
         let rc = plugin.start()
         guard rc == 0 else {
             let reason = rc == -ENOTSUP || rc == -ENODEV
                 ? "its backend is not available on this system" : "init failed: \(errnoName(-rc))"
             logInfo("plugin \(path): unavailable: \(reason)")
             plugin.info.state = .unavailable
-            plugins.append(plugin)
             return
         }
-        plugins.append(plugin)
         plugin.configure(config)
         logInfo("plugin \(name) \(info.version) loaded from \(path): \(permissions.joined(separator: ", "))")
     }

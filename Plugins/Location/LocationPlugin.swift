@@ -1,0 +1,45 @@
+// The location plugin: the `location` permission from the [location] section of the
+// configuration (see SwitchConfig), plus a maximum accuracy level, geoclue's levels:
+//
+//     [location]
+//     enabled=true
+//     max-accuracy=city        none | country | city | neighborhood | street | exact
+//     allow=org.gnome.Maps
+//     deny=/usr/bin/untrusted
+//
+// max-accuracy is reported in GetDetails' plugin-details; apps that honour it (or a
+// location portal in front of them) must not ask for more. Default: exact.
+import CPermissionsPlugin
+import PluginKit
+
+let accuracyLevels = ["none", "country", "city", "neighborhood", "street", "exact"]
+
+func locationExtraKey(_ key: String, _ value: String) throws(SwitchConfig.Invalid) -> String? {
+    guard key == "max-accuracy" else { return nil }
+    guard accuracyLevels.contains(value) else {
+        throw SwitchConfig.Invalid(description: "expected one of \(accuracyLevels.joined(separator: ", "))")
+    }
+    return value
+}
+
+func locationInit(_ host: UnsafePointer<permissions_host>?,
+                  _ state: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> Int32 {
+    SwitchPlugin.start(host, state) { handle in
+        SwitchPlugin(permission: "location", host: handle, extraKey: locationExtraKey) { config in
+            [("max-accuracy", config.extra["max-accuracy"] ?? "exact")]
+        }
+    }
+}
+
+func locationConfigure(_ state: UnsafeMutableRawPointer?, _ config: UnsafePointer<permissions_config>?) -> Int32 {
+    SwitchPlugin.configure(state, config)
+}
+
+func locationFini(_ state: UnsafeMutableRawPointer?) { SwitchPlugin.stop(state) }
+
+nonisolated(unsafe) let descriptor = makeDescriptor(
+    name: "location", version: "1.0", description: "Location services, from the [location] config section",
+    permissions: ["location"], initialize: locationInit, configure: locationConfigure, finish: locationFini)
+
+@c(permissions_plugin_entry_v1)
+func permissionsPluginEntry() -> UnsafePointer<permissions_plugin> { descriptor }

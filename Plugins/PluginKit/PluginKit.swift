@@ -1,0 +1,148 @@
+public import CPermissionsPlugin
+internal import Glibc
+
+// Helpers for writing a permissions plugin in Swift. They build the C structs of
+// permissions-plugin.h from Swift values; nothing Swift crosses the ABI. Linked
+// statically into each plugin library.
+
+/// Builds the static descriptor a plugin's entry point returns. Call it once, from
+/// a global `let` (Swift initialises globals exactly once, thread-safely). The
+/// strings are copied and live as long as the library.
+public func makeDescriptor(
+    name: String, version: String, description: String, permissions: [String],
+    initialize: @convention(c) (UnsafePointer<permissions_host>?, UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> Int32,
+    configure: (@convention(c) (UnsafeMutableRawPointer?, UnsafePointer<permissions_config>?) -> Int32)?,
+    finish: (@convention(c) (UnsafeMutableRawPointer?) -> Void)?
+) -> UnsafePointer<permissions_plugin> {
+    let list = UnsafeMutablePointer<UnsafePointer<CChar>?>.allocate(capacity: permissions.count + 1)
+    for (i, p) in permissions.enumerated() { list[i] = UnsafePointer(strdup(p)) }
+    list[permissions.count] = nil
+    let d = UnsafeMutablePointer<permissions_plugin>.allocate(capacity: 1)
+    d.initialize(to: permissions_plugin(
+        abi_version: PERMISSIONS_PLUGIN_ABI_VERSION,
+        struct_size: UInt32(MemoryLayout<permissions_plugin>.size),
+        name: UnsafePointer(strdup(name)), version: UnsafePointer(strdup(version)),
+        description: UnsafePointer(strdup(description)), permissions: UnsafePointer(list),
+        `init`: initialize, configure: configure, fini: finish))
+    return UnsafePointer(d)
+}
+
+/// The host functions a plugin was given, for use from any thread.
+///
+/// `@unchecked Sendable`: it holds only the host's pointer, and the ABI says the
+/// host's functions may be called from any thread until fini returns.
+public struct HostHandle: @unchecked Sendable {
+    let host: UnsafePointer<permissions_host>
+
+    public init(_ host: UnsafePointer<permissions_host>) { self.host = host }
+
+    public enum Priority: Int32 { case error = 3, warning = 4, info = 6, debug = 7 }
+
+    public func log(_ priority: Priority, _ message: String) {
+        host.pointee.log?(host.pointee.host_data, priority.rawValue, message)
+    }
+
+    /// Publishes a snapshot; returns the host's answer (0 or -errno).
+    @discardableResult
+    public func publish(_ snapshot: PluginSnapshot) -> Int32 {
+        guard let publish = host.pointee.publish else { return -ENOSYS }
+        return snapshot.withCStruct { publish(host.pointee.host_data, $0) }
+    }
+}
+
+public enum PluginServiceState: Int32, Sendable {
+    case available = 0, disabled = 1, unsupported = 2
+}
+
+public enum PluginPolicy: Int32, Sendable {
+    case none = 0, restricted = 1, allow = 2
+}
+
+/// A Swift view of `struct permissions_snapshot`.
+public struct PluginSnapshot: Sendable, Equatable {
+    public var permission: String
+    public var service: PluginServiceState
+    public var policies: [(app: String, policy: PluginPolicy)]
+    public var details: [(key: String, value: String)]
+    public var devices: [[(key: String, value: String)]]
+
+    public init(permission: String, service: PluginServiceState,
+                policies: [(app: String, policy: PluginPolicy)] = [],
+                details: [(key: String, value: String)] = [], devices: [[(key: String, value: String)]] = []) {
+        self.permission = permission
+        self.service = service
+        self.policies = policies
+        self.details = details
+        self.devices = devices
+    }
+
+    public static func == (a: PluginSnapshot, b: PluginSnapshot) -> Bool {
+        a.permission == b.permission && a.service == b.service
+            && a.policies.map(\.app) == b.policies.map(\.app) && a.policies.map(\.policy) == b.policies.map(\.policy)
+            && a.details.map(\.key) == b.details.map(\.key) && a.details.map(\.value) == b.details.map(\.value)
+            && a.devices.map { $0.map { $0.key + "\0" + $0.value } } == b.devices.map { $0.map { $0.key + "\0" + $0.value } }
+    }
+
+    /// Lends the C struct for the length of `body`.
+    func withCStruct<R>(_ body: (UnsafePointer<permissions_snapshot>) -> R) -> R {
+        var strings: [UnsafeMutablePointer<CChar>] = []
+        func c(_ s: String) -> UnsafePointer<CChar> {
+            let p = strdup(s)!
+            strings.append(p)
+            return UnsafePointer(p)
+        }
+        defer { strings.forEach { free($0) } }
+        let policyArray = policies.map { permissions_app_policy(app_id: c($0.app), policy: $0.policy.rawValue) }
+        let detailArray = details.map { permissions_kv(key: c($0.key), value: c($0.value)) }
+        let deviceProps = devices.map { $0.map { permissions_kv(key: c($0.key), value: c($0.value)) } }
+        let permissionName = c(permission)
+        return policyArray.withUnsafeBufferPointer { policyBuffer in
+            detailArray.withUnsafeBufferPointer { detailBuffer in
+                withDeviceArray(deviceProps) { deviceBuffer in
+                    var s = permissions_snapshot(
+                        abi_version: PERMISSIONS_PLUGIN_ABI_VERSION,
+                        struct_size: UInt32(MemoryLayout<permissions_snapshot>.size),
+                        permission: permissionName, service_state: service.rawValue,
+                        n_policies: UInt32(policyBuffer.count), policies: policyBuffer.baseAddress,
+                        n_details: UInt32(detailBuffer.count), details: detailBuffer.baseAddress,
+                        n_devices: UInt32(deviceBuffer.count), devices: deviceBuffer.baseAddress)
+                    return body(&s)
+                }
+            }
+        }
+    }
+}
+
+/// Builds the `permissions_device` array, keeping every property array alive.
+private func withDeviceArray<R>(_ devices: [[permissions_kv]],
+                                _ body: (UnsafeBufferPointer<permissions_device>) -> R) -> R {
+    let buffers = devices.map { props -> UnsafeMutableBufferPointer<permissions_kv> in
+        let b = UnsafeMutableBufferPointer<permissions_kv>.allocate(capacity: max(props.count, 1))
+        _ = b.initialize(from: props)
+        return b
+    }
+    defer { buffers.forEach { $0.deallocate() } }
+    let array = zip(devices, buffers).map { props, buffer in
+        permissions_device(n_properties: UInt32(props.count), properties: UnsafePointer(buffer.baseAddress))
+    }
+    return array.withUnsafeBufferPointer(body)
+}
+
+/// One configuration key as the host passed it.
+public struct PluginConfigEntry: Sendable, Equatable {
+    public var section: String
+    public var key: String
+    public var value: String
+    public var origin: String
+}
+
+/// Copies the configuration the host lends to `configure`.
+public func configEntries(_ config: UnsafePointer<permissions_config>?) -> [PluginConfigEntry] {
+    guard let config, let entries = config.pointee.entries else { return [] }
+    return (0..<Int(config.pointee.n_entries)).compactMap { i in
+        let e = entries[i]
+        guard let s = e.section, let k = e.key, let v = e.value else { return nil }
+        return PluginConfigEntry(section: String(cString: s), key: String(cString: k), value: String(cString: v),
+                                 origin: e.origin.map { String(cString: $0) } ?? "?")
+    }
+}

@@ -1,0 +1,64 @@
+public import CPermissionsPlugin
+internal import Glibc
+
+/// A whole plugin for one config-driven permission (location, notifications): it
+/// publishes at init, and again on every accepted configuration.
+///
+/// `@unchecked Sendable`: the host calls init, configure and fini on its one
+/// dispatch thread, and only those touch `config`.
+public final class SwitchPlugin: @unchecked Sendable {
+    public let permission: String
+    let host: HostHandle
+    let extraKey: (String, String) throws(SwitchConfig.Invalid) -> String?
+    let details: (SwitchConfig) -> [(key: String, value: String)]
+    public private(set) var config = SwitchConfig()
+
+    public init(permission: String, host: HostHandle,
+                extraKey: @escaping (String, String) throws(SwitchConfig.Invalid) -> String? = { _, _ in nil },
+                details: @escaping (SwitchConfig) -> [(key: String, value: String)] = { _ in [] }) {
+        self.permission = permission
+        self.host = host
+        self.extraKey = extraKey
+        self.details = details
+        publish()
+    }
+
+    func publish() {
+        host.publish(config.snapshot(permission: permission, details: details(config)))
+    }
+
+    /// Applies a configuration, or keeps the last good one and returns -EINVAL.
+    public func configure(_ entries: [PluginConfigEntry]) -> Int32 {
+        do {
+            let new = try SwitchConfig.parse(entries, section: permission, log: host, extraKey: extraKey)
+            if new != config {
+                config = new
+                publish()
+            }
+            return 0
+        } catch {
+            host.log(.error, "\(error.description); keeping the last good configuration")
+            return -EINVAL
+        }
+    }
+
+    // The C side: init/configure/fini bodies shared by every switch plugin.
+
+    public static func start(_ host: UnsafePointer<permissions_host>?, _ state: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
+                             make: (HostHandle) -> SwitchPlugin) -> Int32 {
+        guard let host, let state else { return -EINVAL }
+        let plugin = make(HostHandle(host))
+        state.pointee = Unmanaged.passRetained(plugin).toOpaque()
+        return 0
+    }
+
+    public static func configure(_ state: UnsafeMutableRawPointer?, _ config: UnsafePointer<permissions_config>?) -> Int32 {
+        guard let state else { return -EINVAL }
+        return Unmanaged<SwitchPlugin>.fromOpaque(state).takeUnretainedValue().configure(configEntries(config))
+    }
+
+    public static func stop(_ state: UnsafeMutableRawPointer?) {
+        guard let state else { return }
+        Unmanaged<SwitchPlugin>.fromOpaque(state).release()
+    }
+}

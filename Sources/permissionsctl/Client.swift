@@ -1,0 +1,59 @@
+import DBusKit
+import Glibc
+
+/// Blocking calls to org.example.Permissions, for a command-line tool.
+struct Client {
+    static let name = "org.example.Permissions"
+    static let path = "/org/example/Permissions"
+    let connection: Connection
+
+    init(bus: Bus) throws(BusError) {
+        connection = try Connection.open(bus)
+    }
+
+    func call(_ member: String, _ arguments: DBusValue...) throws(BusError) -> [DBusValue] {
+        let message = try Message.methodCall(destination: Self.name, path: Self.path, interface: Self.name,
+                                             member: member)
+        try message.append(arguments)
+        let reply = try connection.callBlocking(message)
+        if let error = reply.asError { throw error }
+        return reply.arguments()
+    }
+
+    func property(_ name: String) throws(BusError) -> DBusValue {
+        let message = try Message.methodCall(destination: Self.name, path: Self.path,
+                                             interface: "org.freedesktop.DBus.Properties", member: "Get")
+        try message.append(.string(Self.name), .string(name))
+        let reply = try connection.callBlocking(message)
+        if let error = reply.asError { throw error }
+        guard case .variant(let value)? = reply.arguments().first else { return .strings([]) }
+        return value
+    }
+
+    /// Prints a line per StatusChanged and PropertiesChanged until the bus goes away.
+    /// The first line ("Monitoring …") is printed once the match rules are in force,
+    /// so a script can wait for it before it changes anything.
+    func monitor(_ print: @escaping (String) -> Void) throws(BusError) -> Never {
+        connection.enableRouting()
+        connection.subscribe(SignalMatch(sender: Self.name, path: Self.path, interface: Self.name,
+                                         member: "StatusChanged")) { message in
+            let a = message.arguments().map { $0.stringValue ?? "" }
+            guard a.count == 3 else { return }
+            print("StatusChanged app=\(a[0].isEmpty ? "*" : a[0]) permission=\(a[1]) status=\(a[2])")
+        }
+        connection.subscribe(SignalMatch(sender: Self.name, path: Self.path,
+                                         interface: "org.freedesktop.DBus.Properties",
+                                         member: "PropertiesChanged")) { message in
+            let changed = message.arguments().dropFirst().first?.stringKeyedEntries ?? []
+            print("PropertiesChanged " + changed.map { "\($0.0)=\(Format.value($0.1))" }.joined(separator: " "))
+        }
+        // The bus daemon handles our messages in order: once it answers this, both
+        // AddMatch calls are in force.
+        let ping = try Message.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                          interface: "org.freedesktop.DBus.Peer", member: "Ping")
+        _ = try connection.callBlocking(ping)
+        print("Monitoring \(Self.name) for StatusChanged and PropertiesChanged")
+        while connection.readWriteDispatch(timeoutMilliseconds: -1) {}
+        throw BusError(BusError.disconnected, "the bus closed the connection")
+    }
+}

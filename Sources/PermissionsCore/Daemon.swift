@@ -61,6 +61,13 @@ public final class Daemon {
     public func run() -> Never {
         Log.shared.verbose = options.verbose
         signal(SIGPIPE, SIG_IGN)
+        // A parent may have left SIGTERM/SIGINT blocked in the mask we inherit (a
+        // process spawned from a dispatch thread does); we handle them ourselves.
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGTERM)
+        sigaddset(&set, SIGINT)
+        pthread_sigmask(SIG_UNBLOCK, &set, nil)
         let me = Confined(self)
         queue.async { me.value.start() }
         dispatchMain()

@@ -1,0 +1,90 @@
+import Foundation
+import Testing
+
+/// The daemon answers real clients (busctl, gdbus) on a private bus.
+@Suite struct ServiceTests {
+    let bus: TestBus
+    let daemon: DaemonUnderTest
+
+    init() throws {
+        bus = try TestBus()
+        daemon = try DaemonUnderTest(bus: bus, config: """
+            [location]
+            enabled=true
+            max-accuracy=city
+            """)
+    }
+
+    @Test func busctlGetStatus() throws {
+        let r = try daemon.call("GetStatus", "s", "location")
+        #expect(r.status == 0)
+        #expect(r.stdout == "s \"not-determined\"\n")
+    }
+
+    @Test func gdbusGetAll() throws {
+        let r = try daemon.gdbusCall("GetAll")
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == "({'location': 'not-determined', 'notifications': 'not-determined'},)\n")
+    }
+
+    @Test func introspectionIsTheInterfaceFile() throws {
+        let r = try daemon.busctl(["introspect", "--xml-interface", "org.example.Permissions",
+                                   "/org/example/Permissions"])
+        #expect(r.status == 0)
+        let file = try String(contentsOfFile: packageRoot + "/dbus/org.example.Permissions.xml", encoding: .utf8)
+        let start = file.range(of: "<interface ")!.lowerBound
+        let end = file.range(of: "</interface>")!.upperBound
+        #expect(r.stdout.contains(String(file[start..<end])))
+        #expect(r.stdout.contains("<interface name=\"org.freedesktop.DBus.Properties\">"))
+
+        // gdbus parses it too, with every method of the contract.
+        let g = try run("/usr/bin/gdbus", ["introspect", "--address", bus.address, "--dest", "org.example.Permissions",
+                                           "--object-path", "/org/example/Permissions"])
+        #expect(g.status == 0)
+        for method in ["GetStatus(", "GetAll(", "GetDetails(", "GetStatusForApp(", "SetDecision(",
+                       "ResetDecisions(", "ListDecisions(", "StatusChanged("] {
+            #expect(g.stdout.contains(method), "\(method) missing from gdbus introspect")
+        }
+    }
+
+    @Test func introspectionOfParentPathsLeadsToTheObject() throws {
+        let r = try daemon.busctl(["tree", "--list", "org.example.Permissions"])
+        #expect(r.status == 0)
+        #expect(r.stdout.split(separator: "\n").contains("/org/example/Permissions"))
+    }
+
+    @Test func properties() throws {
+        let permissions = try daemon.busctl(["get-property", "org.example.Permissions", "/org/example/Permissions",
+                                             "org.example.Permissions", "Permissions"])
+        #expect(permissions.stdout == "as 2 \"location\" \"notifications\"\n")
+        let version = try daemon.busctl(["get-property", "org.example.Permissions", "/org/example/Permissions",
+                                         "org.example.Permissions", "version"])
+        #expect(version.stdout == "u 1\n")
+        let plugins = try daemon.busctl(["get-property", "org.example.Permissions", "/org/example/Permissions",
+                                         "org.example.Permissions", "Plugins"])
+        #expect(plugins.stdout == "a(sssas) 2 \"location\" \"1.0\" \"loaded\" 1 \"location\" "
+                + "\"notifications\" \"1.0\" \"loaded\" 1 \"notifications\"\n")
+        let set = try daemon.busctl(["set-property", "org.example.Permissions", "/org/example/Permissions",
+                                     "org.example.Permissions", "version", "u", "2"])
+        #expect(set.status != 0)
+        #expect(set.stderr.contains("read-only"))
+    }
+
+    @Test func detailsOfTheCaller() throws {
+        let r = try daemon.ctl("status", "location")
+        #expect(r.status == 0, "\(r.stderr)")
+        let lines = Set(r.stdout.split(separator: "\n").map(String.init))
+        #expect(lines.contains("app-id: \(binDir)/permissionsctl"))
+        #expect(lines.contains("identity-kind: executable"))
+        #expect(lines.contains("status: not-determined"))
+        #expect(lines.contains("service-state: available"))
+        #expect(lines.contains("plugin: location"))
+        #expect(lines.contains("plugin-details: max-accuracy=city"))
+    }
+
+    @Test func pingIsAnsweredByLibdbus() throws {
+        let r = try daemon.busctl(["call", "org.example.Permissions", "/org/example/Permissions",
+                                   "org.freedesktop.DBus.Peer", "Ping"])
+        #expect(r.status == 0)
+    }
+}

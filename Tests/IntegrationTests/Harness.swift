@@ -172,6 +172,14 @@ final class DaemonUnderTest {
         self.process = nil
     }
 
+    /// SIGKILL: no chance to clean up, as in a crash.
+    func kill() {
+        guard let process, process.isRunning else { return }
+        Glibc.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        self.process = nil
+    }
+
     var isRunning: Bool { process?.isRunning ?? false }
 
     var log: String { (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "" }

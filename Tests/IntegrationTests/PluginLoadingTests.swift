@@ -1,0 +1,97 @@
+import Foundation
+import Testing
+
+/// Plugin files that are not valid plugins are skipped with one log line naming
+/// the file and the reason, and every other plugin still loads. The test plugins
+/// are C, compiled here against the shipped header with only a C compiler.
+@Suite struct PluginLoadingTests {
+    static let header = packageRoot + "/Sources/CPermissionsPlugin/include"
+
+    /// A plugin in C: `descriptor` fills in `struct permissions_plugin d`.
+    static func cPlugin(name: String, permissions: String, abi: String = "PERMISSIONS_PLUGIN_ABI_VERSION",
+                        initBody: String = "return 0;", entry: String = "permissions_plugin_entry_v1") -> String {
+        """
+        #include <errno.h>
+        #include "permissions-plugin.h"
+        static const char *const perms[] = { \(permissions) NULL };
+        static int plugin_init(const struct permissions_host *host, void **state) {
+            (void)state;
+            struct permissions_snapshot s = { PERMISSIONS_PLUGIN_ABI_VERSION, sizeof s };
+            s.service_state = PERMISSIONS_SERVICE_AVAILABLE;
+            for (int i = 0; perms[i]; i++) { s.permission = perms[i]; host->publish(host->host_data, &s); }
+            \(initBody)
+        }
+        static const struct permissions_plugin descriptor = {
+            \(abi), sizeof(struct permissions_plugin), "\(name)", "0.1", "test plugin", perms,
+            plugin_init, NULL, NULL,
+        };
+        const struct permissions_plugin *\(entry)(void) { return &descriptor; }
+        """
+    }
+
+    static func compile(_ source: String, into directory: String, file: String) throws {
+        let c = directory + "/" + file + ".c"
+        try source.write(toFile: c, atomically: true, encoding: .utf8)
+        let r = try run("/usr/bin/cc", ["-shared", "-fPIC", "-Wall", "-Werror", "-I", header, "-o",
+                                        directory + "/" + file, c])
+        #expect(r.status == 0, "cc: \(r.stderr)")
+        try FileManager.default.removeItem(atPath: c)
+    }
+
+    @Test func badFilesAreSkippedAndTheOthersLoad() throws {
+        let dir = try makeTemporaryDirectory("plugins")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try "this is not a library\n".write(toFile: dir + "/libpermissions-junk.so", atomically: true, encoding: .utf8)
+        try Self.compile(Self.cPlugin(name: "oldabi", permissions: "\"old-abi\",", abi: "99"),
+                         into: dir, file: "libpermissions-oldabi.so")
+        try Self.compile(Self.cPlugin(name: "nosym", permissions: "\"no-sym\",", entry: "some_other_symbol"),
+                         into: dir, file: "libpermissions-nosym.so")
+        try Self.compile(Self.cPlugin(name: "other", permissions: "\"misnamed\","),
+                         into: dir, file: "libpermissions-misnamed.so")
+        try Self.compile(Self.cPlugin(name: "dup", permissions: "\"location\","),
+                         into: dir, file: "libpermissions-dup.so")
+        try Self.compile(Self.cPlugin(name: "badname", permissions: "\"Bad Name\","),
+                         into: dir, file: "libpermissions-badname.so")
+        try Self.compile(Self.cPlugin(name: "failing", permissions: "\"failing\",", initBody: "return -EIO;"),
+                         into: dir, file: "libpermissions-failing.so")
+        try Self.compile(Self.cPlugin(name: "cgood", permissions: "\"c-good\", \"c-other\","),
+                         into: dir, file: "libpermissions-cgood.so")
+        try "not even looked at\n".write(toFile: dir + "/README", atomically: true, encoding: .utf8)
+
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, pluginDirectories: [binDir, dir])
+        let log = daemon.log
+        let expected = [
+            "libpermissions-junk.so: skipped: not a loadable library",
+            "libpermissions-oldabi.so: skipped: ABI version 99, this daemon supports 1",
+            "libpermissions-nosym.so: skipped: no entry symbol permissions_plugin_entry_v1",
+            "libpermissions-misnamed.so: skipped: it calls itself \"other\", the file name says \"misnamed\"",
+            "libpermissions-dup.so: skipped: permission \"location\" is already provided by plugin \"location\"",
+            "libpermissions-badname.so: skipped: invalid permission name \"Bad Name\"",
+            "libpermissions-failing.so: unavailable: init failed: Input/output error (errno 5)",
+        ]
+        for line in expected {
+            #expect(log.components(separatedBy: "\n").filter { $0.contains(line) }.count == 1, "missing: \(line)\n\(log)")
+        }
+        #expect(!log.contains("README"))
+
+        let permissions = try daemon.busctl(["get-property", "org.example.Permissions", "/org/example/Permissions",
+                                             "org.example.Permissions", "Permissions"])
+        #expect(permissions.stdout == "as 4 \"c-good\" \"c-other\" \"location\" \"notifications\"\n")
+        #expect(try daemon.call("GetStatus", "s", "c-good").stdout == "s \"not-determined\"\n")
+        #expect(try daemon.call("GetStatus", "s", "failing").stderr.contains("unknown permission \"failing\""))
+
+        let plugins = try daemon.ctl("plugins")
+        #expect(plugins.stdout.contains("failing        0.1      unavailable  failing"), "\(plugins.stdout)")
+        #expect(plugins.stdout.contains("junk                    unavailable"), "\(plugins.stdout)")
+    }
+
+    @Test func noPluginsAtAllStillServes() throws {
+        let dir = try makeTemporaryDirectory("plugins")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, pluginDirectories: [dir])
+        #expect(try daemon.gdbusCall("GetAll").stdout == "(@a{ss} {},)\n")
+        #expect(try daemon.call("GetStatus", "s", "camera").stderr.contains("unknown permission \"camera\""))
+    }
+}

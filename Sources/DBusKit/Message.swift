@@ -89,6 +89,10 @@ public final class Message: @unchecked Sendable {
     /// object path is a thrown error rather than a libdbus assertion.
     public func append(_ values: [DBusValue]) throws(BusError) {
         for value in values { try MessageCoding.validate(value) }
+        let total = signature.utf8.count + values.reduce(0) { $0 + $1.signature.utf8.count }
+        guard total <= MessageCoding.maxSignatureLength else {
+            throw BusError(BusError.invalidArgs, "the arguments' signature would be \(total) bytes; the limit is 255")
+        }
         var iter = DBusMessageIter()
         dbus_message_iter_init_append(raw, &iter)
         for value in values { MessageCoding.append(value, to: &iter) }

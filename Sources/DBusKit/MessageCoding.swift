@@ -6,11 +6,29 @@ enum MessageCoding {
     // The DBUS_TYPE_* macros are `((int) 'x')` and do not import into Swift.
     static func code(_ c: Character) -> Int32 { Int32(c.asciiValue!) }
 
+    /// The wire format's limits: a signature is at most 255 bytes and containers
+    /// nest at most 32 deep; libdbus aborts or loops instead of failing past them.
+    static let maxSignatureLength = 255
+    static let maxDepth = 32
+
+    /// Checks a value against the wire format before libdbus sees it.
     static func validate(_ value: DBusValue) throws(BusError) {
+        let signature = value.signature
+        guard signature.utf8.count <= maxSignatureLength else {
+            throw BusError(BusError.invalidArgs,
+                           "a value of type \"\(signature.escapedForMessage)\" exceeds the 255-byte signature limit")
+        }
+        try validate(value, depth: 0)
+    }
+
+    private static func validate(_ value: DBusValue, depth: Int) throws(BusError) {
+        guard depth <= maxDepth else {
+            throw BusError(BusError.invalidArgs, "containers nested deeper than \(maxDepth)")
+        }
         switch value {
         case .string(let s):
             if s.utf8.contains(0) {
-                throw BusError(BusError.invalidArgs, "string contains a NUL byte: \"\(s.replacingNUL())\"")
+                throw BusError(BusError.invalidArgs, "string contains a NUL byte: \"\(s.escapedForMessage)\"")
             }
         case .objectPath(let p):
             try ObjectPath.validate(p)
@@ -23,7 +41,7 @@ enum MessageCoding {
                     throw BusError(BusError.invalidArgs,
                                    "array element of type '\(item.signature)' in an array of '\(element)'")
                 }
-                try validate(item)
+                try validate(item, depth: depth + 1)
             }
         case .dictionary(let key, let val, let entries):
             try Signature.validateSingle("a{" + key + val + "}")
@@ -31,14 +49,18 @@ enum MessageCoding {
                 guard entry.key.signature == key, entry.value.signature == val else {
                     throw BusError(BusError.invalidArgs, "dictionary entry of the wrong type in 'a{\(key)\(val)}'")
                 }
-                try validate(entry.key)
-                try validate(entry.value)
+                try validate(entry.key, depth: depth + 1)
+                try validate(entry.value, depth: depth + 1)
             }
         case .structure(let fields):
             guard !fields.isEmpty else { throw BusError(BusError.invalidArgs, "empty structure") }
-            for field in fields { try validate(field) }
+            for field in fields { try validate(field, depth: depth + 1) }
         case .variant(let inner):
-            try validate(inner)
+            // A variant carries its own signature, with the same 255-byte limit.
+            guard inner.signature.utf8.count <= maxSignatureLength else {
+                throw BusError(BusError.invalidArgs, "a variant's type exceeds the 255-byte signature limit")
+            }
+            try validate(inner, depth: depth + 1)
         default:
             break
         }

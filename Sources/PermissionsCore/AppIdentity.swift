@@ -38,7 +38,8 @@ public struct IdentityReader: Sendable {
            let unit = Self.unitName(fromCgroup: cgroup),
            let appID = Self.appID(fromUnit: unit)
         {
-            guard Validate.isAppID(appID) else { return .failure(.invalid(appID)) }
+            // A unit names an app, never a path: "/usr/bin/sudo" from a unit is forged.
+            guard Validate.isAppID(appID), !appID.hasPrefix("/") else { return .failure(.invalid(appID)) }
             return .success(AppIdentity(appID: appID, kind: .systemdUnit, uid: uid, pid: pid))
         }
         guard var exe = Files.readLink(base + "/exe") else {

@@ -87,11 +87,15 @@ public struct ConfigFiles: Sendable {
                 guard let keyPtr = keys[k] else { continue }
                 let key = String(cString: keyPtr)
                 var valueError: UnsafeMutablePointer<GError>? = nil
-                guard let valuePtr = g_key_file_get_string(keyFile, groupPtr, keyPtr, &valueError) else {
-                    let reason = valueError.map { String(cString: $0.pointee.message) } ?? "bad value"
+                let valuePtr = g_key_file_get_string(keyFile, groupPtr, keyPtr, &valueError)
+                // GLib may return a value *and* an error (a bad escape): an error either way.
+                if let valueError {
+                    let reason = String(cString: valueError.pointee.message)
                     g_error_free(valueError)
+                    g_free(valuePtr)
                     throw ParseError(file: path, line: lines[section + "\0" + key], reason: "[\(section)] \(key): \(reason)")
                 }
+                guard let valuePtr else { continue }
                 let value = String(cString: valuePtr)
                 g_free(valuePtr)
                 let line = lines[section + "\0" + key].map { ":\($0)" } ?? ""
@@ -101,14 +105,32 @@ public struct ConfigFiles: Sendable {
         return entries
     }
 
-    /// GLib quotes the offending line in its parse errors but gives no number;
-    /// find the first line with that text.
+    /// GLib gives no line numbers. Most of its parse errors quote the offending line
+    /// (“…”); the others name a key or a group, or complain about the first line.
     static func lineQuoted(in reason: String, text: String) -> Int? {
-        guard let open = reason.firstIndex(of: "“"), let close = reason[open...].dropFirst().firstIndex(of: "”")
-        else { return nil }
-        let quoted = reason[reason.index(after: open)..<close]
-        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-        return lines.firstIndex { $0 == quoted }.map { $0 + 1 }
+        let lines = splitLines(text)
+        func first(_ predicate: (Substring) -> Bool) -> Int? { lines.firstIndex(where: predicate).map { $0 + 1 } }
+        if let open = reason.firstIndex(of: "“"), let close = reason[open...].dropFirst().firstIndex(of: "”") {
+            let quoted = reason[reason.index(after: open)..<close]
+            return first { $0 == quoted }
+        }
+        if let r = reason.firstRange(of: "Invalid key name: ") {
+            let key = reason[r.upperBound...]
+            return first { line in line.firstIndex(of: "=").map { line[..<$0].trimmingCharacters(in: " \t") == key } ?? false }
+        }
+        if let r = reason.firstRange(of: "Invalid group name: ") {
+            let group = reason[r.upperBound...]
+            return first { $0.trimmingCharacters(in: " \t") == "[" + group + "]" }
+        }
+        if reason.contains("does not start with a group") {
+            return first { let t = $0.trimmingCharacters(in: " \t"); return !t.isEmpty && !t.hasPrefix("#") }
+        }
+        return nil
+    }
+
+    /// Lines of a file, for LF and CRLF endings alike (Swift reads "\r\n" as one Character).
+    static func splitLines(_ text: String) -> [Substring] {
+        text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" })
     }
 
     /// Line numbers of "key=" lines per section, for error messages only (GLib
@@ -116,7 +138,7 @@ public struct ConfigFiles: Sendable {
     static func keyLines(_ text: String) -> [String: Int] {
         var result: [String: Int] = [:]
         var section = ""
-        for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        for (index, raw) in splitLines(text).enumerated() {
             let line = raw.drop { $0 == " " || $0 == "\t" }
             if line.hasPrefix("["), let end = line.firstIndex(of: "]") {
                 section = String(line[line.index(after: line.startIndex)..<end])

@@ -35,7 +35,7 @@ public final class DecisionStore {
         do {
             db = try Self.open(path)
         } catch {
-            let aside = "\(path).corrupt-\(currentMicroseconds() / 1_000_000)"
+            let aside = "\(path).corrupt-\(currentMicroseconds())"
             logError("decision store \(path) is unreadable (\(error)); moved it to \(aside) and starting empty")
             _ = rename(path, aside)
             unlink(path + "-wal")

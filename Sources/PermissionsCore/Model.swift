@@ -53,14 +53,21 @@ public enum Validate {
         }
     }
 
-    /// An app id: 1 to 255 bytes of printable ASCII, no `..` path element. App ids
-    /// are either reverse-DNS names or absolute executable paths.
+    /// An app id: 1 to 255 bytes of printable ASCII, either an absolute executable
+    /// path with no empty, "." or ".." element, or a reverse-DNS style name of
+    /// letters, digits, ".", "_" and "-" that does not start with "." or "-".
     public static func isAppID(_ id: String) -> Bool {
         let bytes = Array(id.utf8)
         guard !bytes.isEmpty, bytes.count <= 255, bytes.allSatisfy({ $0 >= 0x20 && $0 < 0x7f }) else { return false }
         if id.hasPrefix("/") {
-            return !id.split(separator: "/", omittingEmptySubsequences: false).contains { $0 == ".." || $0 == "." }
+            let parts = id.dropFirst().split(separator: "/", omittingEmptySubsequences: false)
+            return !parts.contains { $0.isEmpty || $0 == "." || $0 == ".." }
         }
-        return !id.contains("..") && !id.contains("/") && !id.contains(" ")
+        guard bytes[0] != UInt8(ascii: "."), bytes[0] != UInt8(ascii: "-"), !id.contains("..") else { return false }
+        return bytes.allSatisfy { b in
+            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(b) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(b)
+                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(b)
+                || b == UInt8(ascii: ".") || b == UInt8(ascii: "_") || b == UInt8(ascii: "-")
+        }
     }
 }

@@ -1,0 +1,45 @@
+import Testing
+import DBusKit
+
+@Suite("escapedForMessage")
+struct EscapingTests {
+    @Test(arguments: [
+        ("a\nb", "a\\x0ab"),
+        ("tab\there", "tab\\x09here"),
+        ("\0", "\\x00"),
+        ("\u{1b}[31mred", "\\x1b[31mred"),
+        ("del\u{7f}", "del\\x7f"),
+        ("cr\r\nlf", "cr\\x0d\\x0alf"),
+        ("say \"hi\"", "say \\\"hi\\\""),
+        ("back\\slash", "back\\\\slash"),
+        ("héllo ✓ 日本 🎉", "héllo ✓ 日本 🎉"),
+        ("", ""),
+        ("plain org.gnome.Maps", "plain org.gnome.Maps"),
+    ])
+    func escapes(input: String, expected: String) {
+        #expect(input.escapedForMessage == expected)
+    }
+
+    @Test func keepsExactly200Characters() {
+        let s = String(repeating: "x", count: 200)
+        #expect(s.escapedForMessage == s)
+    }
+
+    @Test func cutsLongerValues() {
+        #expect(String(repeating: "x", count: 201).escapedForMessage == String(repeating: "x", count: 200) + "…")
+        let long = String(repeating: "ab", count: 5000)
+        #expect(long.escapedForMessage == String(long.prefix(200)) + "…")
+    }
+
+    @Test func cutCountsInputCharactersNotEscapes() {
+        // 199 letters, a newline (one input character, four output characters), then more.
+        let input = String(repeating: "a", count: 199) + "\n" + "tail"
+        #expect(input.escapedForMessage == String(repeating: "a", count: 199) + "\\x0a…")
+    }
+
+    @Test func resultHasNoControlCharacters() {
+        let hostile = String((0..<0x80).map { Character(Unicode.Scalar(UInt8($0))) })
+        let escaped = hostile.escapedForMessage
+        #expect(!escaped.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7f })
+    }
+}

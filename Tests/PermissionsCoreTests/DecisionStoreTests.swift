@@ -1,0 +1,163 @@
+import Foundation
+import Testing
+@testable import PermissionsCore
+
+@Suite("Decision store")
+struct DecisionStoreTests {
+    let dir: TempDirectory
+    var path: String { dir.url("decisions.db") }
+
+    init() throws { dir = try TempDirectory() }
+
+    private func nowMicroseconds() -> Int64 { Int64(Date().timeIntervalSince1970 * 1_000_000) }
+
+    @Test func newStoreIsEmpty() throws {
+        let store = try DecisionStore(path: path)
+        #expect(store.path == path)
+        #expect(store.list().isEmpty)
+        #expect(store.list(app: "org.gnome.Maps").isEmpty)
+        #expect(store.decision(app: "org.gnome.Maps", permission: "camera") == nil)
+        #expect(FileManager.default.fileExists(atPath: path))
+    }
+
+    @Test func setThenGet() throws {
+        let store = try DecisionStore(path: path)
+        let before = nowMicroseconds()
+        try store.set(app: "org.gnome.Maps", permission: "location", decision: .authorized, setBy: "uid 1000 (:1.42)")
+        let after = nowMicroseconds()
+        let stored = try #require(store.decision(app: "org.gnome.Maps", permission: "location"))
+        #expect(stored.appID == "org.gnome.Maps")
+        #expect(stored.permission == "location")
+        #expect(stored.decision == .authorized)
+        #expect(stored.setBy == "uid 1000 (:1.42)")
+        // Microseconds since the epoch, taken during the call (1 ms slack for clock rounding).
+        #expect(stored.setAt >= before - 1000 && stored.setAt <= after + 1000,
+                "setAt \(stored.setAt) not in \(before)...\(after)")
+        #expect(store.decision(app: "org.gnome.Maps", permission: "camera") == nil)
+        #expect(store.decision(app: "org.gnome.Map", permission: "location") == nil)
+    }
+
+    @Test func setReplacesTheEarlierDecision() throws {
+        let store = try DecisionStore(path: path)
+        try store.set(app: "org.a", permission: "camera", decision: .authorized, setBy: "first")
+        let first = try #require(store.decision(app: "org.a", permission: "camera"))
+        try store.set(app: "org.a", permission: "camera", decision: .denied, setBy: "second")
+        let second = try #require(store.decision(app: "org.a", permission: "camera"))
+        #expect(second.decision == .denied)
+        #expect(second.setBy == "second")
+        #expect(second.setAt >= first.setAt)
+        #expect(store.list() == [second])
+    }
+
+    @Test func listIsSortedAndFiltered() throws {
+        let store = try DecisionStore(path: path)
+        let rows: [(String, String, Decision)] = [
+            ("org.z", "camera", .denied), ("/usr/bin/x", "microphone", .authorized),
+            ("org.a", "microphone", .authorized), ("org.a", "camera", .denied), ("org.m", "location", .authorized),
+        ]
+        for (app, permission, decision) in rows {
+            try store.set(app: app, permission: permission, decision: decision, setBy: "test")
+        }
+        let all = store.list()
+        #expect(all.map { "\($0.appID) \($0.permission) \($0.decision.rawValue)" } == [
+            "/usr/bin/x microphone authorized",
+            "org.a camera denied",
+            "org.a microphone authorized",
+            "org.m location authorized",
+            "org.z camera denied",
+        ])
+        #expect(store.list(app: "org.a").map(\.permission) == ["camera", "microphone"])
+        #expect(store.list(app: "org.nothing").isEmpty)
+    }
+
+    @Test func resetAllOfOneApp() throws {
+        let store = try DecisionStore(path: path)
+        for permission in ["camera", "microphone", "location"] {
+            try store.set(app: "org.a", permission: permission, decision: .denied, setBy: "t")
+        }
+        try store.set(app: "org.b", permission: "camera", decision: .authorized, setBy: "t")
+        #expect(try store.reset(app: "org.a", permissions: []) == 3)
+        #expect(store.list(app: "org.a").isEmpty)
+        #expect(store.list().map(\.appID) == ["org.b"])
+        #expect(try store.reset(app: "org.a", permissions: []) == 0)
+    }
+
+    @Test func resetSomePermissions() throws {
+        let store = try DecisionStore(path: path)
+        for permission in ["camera", "microphone", "location"] {
+            try store.set(app: "org.a", permission: permission, decision: .authorized, setBy: "t")
+        }
+        try store.set(app: "org.b", permission: "camera", decision: .authorized, setBy: "t")
+        #expect(try store.reset(app: "org.a", permissions: ["camera", "location", "bluetooth", "camera"]) == 2)
+        #expect(store.list(app: "org.a").map(\.permission) == ["microphone"])
+        #expect(store.decision(app: "org.b", permission: "camera")?.decision == .authorized)
+        #expect(try store.reset(app: "org.a", permissions: ["camera"]) == 0)
+        // The store still takes writes after the transactions.
+        try store.set(app: "org.a", permission: "camera", decision: .denied, setBy: "t")
+        #expect(store.decision(app: "org.a", permission: "camera")?.decision == .denied)
+    }
+
+    @Test func hostileTextIsStoredVerbatim() throws {
+        let store = try DecisionStore(path: path)
+        let app = "/opt/My App/bin/it's \"quoted\""
+        let setBy = "'); DROP TABLE decisions; -- ✓"
+        try store.set(app: app, permission: "camera", decision: .denied, setBy: setBy)
+        let stored = try #require(store.decision(app: app, permission: "camera"))
+        #expect(stored.appID == app)
+        #expect(stored.setBy == setBy)
+        #expect(store.decision(app: "%", permission: "camera") == nil)
+        #expect(store.list().count == 1)
+    }
+
+    @Test func decisionsSurviveReopening() throws {
+        var expected: [StoredDecision] = []
+        do {
+            let store = try DecisionStore(path: path)
+            try store.set(app: "org.a", permission: "camera", decision: .authorized, setBy: "uid 0")
+            try store.set(app: "org.b", permission: "location", decision: .denied, setBy: "uid 1000")
+            _ = try store.reset(app: "org.b", permissions: ["camera"])  // a no-op
+            expected = store.list()
+        }
+        #expect(expected.count == 2)
+        let reopened = try DecisionStore(path: path)
+        #expect(reopened.list() == expected)
+        #expect(try dir.contents().filter { $0.contains(".corrupt-") }.isEmpty)
+    }
+
+    @Test func corruptFileIsMovedAsideAndTheStoreStartsEmpty() throws {
+        // 4 KiB that are not an SQLite database (no "SQLite format 3" header).
+        let garbage = (0..<4096).map { UInt8(truncatingIfNeeded: $0 &* 151 &+ 7) }
+        try dir.write("decisions.db", bytes: garbage)
+
+        let store = try DecisionStore(path: path)
+        #expect(store.list().isEmpty)
+        let aside = try dir.contents().filter { $0.hasPrefix("decisions.db.corrupt-") }
+        #expect(aside.count == 1)
+        if let name = aside.first {
+            // Kept for inspection, byte for byte.
+            let kept = try Data(contentsOf: URL(fileURLWithPath: dir.url(name)))
+            #expect(Array(kept) == garbage)
+        }
+        // Usable, and durable.
+        try store.set(app: "org.a", permission: "camera", decision: .denied, setBy: "t")
+        #expect(store.decision(app: "org.a", permission: "camera")?.decision == .denied)
+        let reopened = try DecisionStore(path: path)
+        #expect(reopened.decision(app: "org.a", permission: "camera")?.decision == .denied)
+    }
+
+    @Test func truncatedStoreStillOpensUsable() throws {
+        do {
+            let store = try DecisionStore(path: path)
+            for i in 0..<200 {
+                try store.set(app: "org.app\(i)", permission: "camera", decision: .denied, setBy: "t")
+            }
+        }
+        let whole = try Data(contentsOf: URL(fileURLWithPath: path))
+        #expect(whole.count > 4096)
+        try dir.write("decisions.db", bytes: Array(whole.prefix(whole.count / 2 + 100)))
+
+        let store = try DecisionStore(path: path)
+        try store.set(app: "org.new", permission: "camera", decision: .authorized, setBy: "t")
+        #expect(store.decision(app: "org.new", permission: "camera")?.decision == .authorized)
+    }
+}

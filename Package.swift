@@ -15,9 +15,10 @@ let root = String(#filePath.dropLast("/Package.swift".count))
 
 /// A backend plugin: a Swift target under Plugins/<dir> shipped as
 /// `libpermissions-<name>.so`, the file name the daemon's loader expects.
-func plugin(_ name: String, target: String, dir: String) -> (Product, Target) {
+func plugin(_ name: String, target: String, dir: String,
+            dependencies: [Target.Dependency] = []) -> (Product, Target) {
     (.library(name: "permissions-\(name)", type: .dynamic, targets: [target]),
-     .target(name: target, dependencies: ["PluginKit"], path: "Plugins/\(dir)",
+     .target(name: target, dependencies: ["PluginKit"] + dependencies, path: "Plugins/\(dir)",
              swiftSettings: strictSettings,
              linkerSettings: [.unsafeFlags(["-Xlinker", "--version-script=\(root)/Plugins/plugin.map"])]))
 }
@@ -25,6 +26,8 @@ func plugin(_ name: String, target: String, dir: String) -> (Product, Target) {
 let plugins = [
     plugin("location", target: "LocationPlugin", dir: "Location"),
     plugin("notifications", target: "NotificationsPlugin", dir: "Notifications"),
+    plugin("pipewire", target: "PipeWirePlugin", dir: "PipeWire", dependencies: ["CPipeWire", "CPipeWireShims"]),
+    plugin("bluetooth", target: "BluetoothPlugin", dir: "Bluetooth", dependencies: ["DBusKit", "CBluetooth"]),
 ]
 
 let package = Package(
@@ -38,6 +41,10 @@ let package = Package(
         .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CGLib", pkgConfig: "glib-2.0", providers: [.apt(["libglib2.0-dev"])]),
+        .systemLibrary(name: "CPipeWire", pkgConfig: "libpipewire-0.3", providers: [.apt(["libpipewire-0.3-dev"])]),
+        .systemLibrary(name: "CBluetooth", pkgConfig: "bluez", providers: [.apt(["libbluetooth-dev"])]),
+        // Wrappers for PipeWire's macro-only API (pw_registry_add_listener, pw_loop_*).
+        .target(name: "CPipeWireShims", dependencies: ["CPipeWire"]),
         // The plugin ABI: one header, plus compile-time layout checks.
         .target(name: "CPermissionsPlugin"),
         // dbus/org.example.Permissions.xml compiled in, for Introspect.

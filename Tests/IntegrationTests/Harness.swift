@@ -15,6 +15,18 @@ let binDir: String = {
     return root.appendingPathComponent(".build/debug").path
 }()
 
+/// A plugin directory with only the config-driven plugins (location, notifications),
+/// so that tests of the core see a fixed set of permissions and no backend that
+/// reaches for PipeWire or the system bus. Made once per test process.
+let corePluginDirectory: String = {
+    let dir = try! makeTemporaryDirectory("core-plugins")
+    for name in ["location", "notifications"] {
+        let file = "libpermissions-\(name).so"
+        try! FileManager.default.createSymbolicLink(atPath: dir + "/" + file, withDestinationPath: binDir + "/" + file)
+    }
+    return dir
+}()
+
 let packageRoot: String = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
     .deletingLastPathComponent().deletingLastPathComponent().path
 
@@ -130,16 +142,21 @@ final class DaemonUnderTest {
     var configDirectory: String { root + "/config" }
     var stateDirectory: String { root + "/state" }
     var pluginDirectories: [String]
+    /// Extra environment for the daemon (e.g. XDG_RUNTIME_DIR for PipeWire,
+    /// DBUS_SYSTEM_BUS_ADDRESS for BlueZ), on top of the test runner's.
+    var environment: [String: String]
     var logFile: String { root + "/permissionsd.log" }
     private var process: Process?
 
-    /// Starts permissionsd with the plugins of this build unless `pluginDirectories`
-    /// says otherwise, and `config` as permissions.conf.
-    init(bus: TestBus, config: String = "", pluginDirectories: [String]? = nil, start: Bool = true) throws {
+    /// Starts permissionsd with `config` as permissions.conf and the location and
+    /// notifications plugins of this build, unless `pluginDirectories` says otherwise.
+    init(bus: TestBus, config: String = "", pluginDirectories: [String]? = nil,
+         environment: [String: String] = [:], start: Bool = true) throws {
         self.bus = bus
+        self.environment = environment
         root = try makeTemporaryDirectory("permissionsd")
         try FileManager.default.createDirectory(atPath: root + "/config", withIntermediateDirectories: true)
-        self.pluginDirectories = pluginDirectories ?? [binDir]
+        self.pluginDirectories = pluginDirectories ?? [corePluginDirectory]
         try writeConfig(config)
         if start { try self.start() }
     }
@@ -149,6 +166,7 @@ final class DaemonUnderTest {
         process.executableURL = URL(fileURLWithPath: binDir + "/permissionsd")
         process.arguments = ["--address", bus.address, "--config-dir", configDirectory, "--state-dir", stateDirectory,
                              "--verbose"] + pluginDirectories.flatMap { ["--plugin-dir", $0] }
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         FileManager.default.createFile(atPath: logFile, contents: nil)
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logFile))
         log.seekToEndOfFile()

@@ -59,7 +59,7 @@ import Testing
         try "not even looked at\n".write(toFile: dir + "/README", atomically: true, encoding: .utf8)
 
         let bus = try TestBus()
-        let daemon = try DaemonUnderTest(bus: bus, pluginDirectories: [binDir, dir])
+        let daemon = try DaemonUnderTest(bus: bus, pluginDirectories: [corePluginDirectory, dir])
         let log = daemon.log
         let expected = [
             "libpermissions-junk.so: skipped: not a loadable library",

@@ -1,0 +1,1 @@
+// The BlueZ plugin: bluetooth (not written yet).

@@ -1,0 +1,1 @@
+// The PipeWire plugin: camera and microphone (not written yet).

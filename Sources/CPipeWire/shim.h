@@ -1,0 +1,2 @@
+#include <pipewire/pipewire.h>
+#include <spa/utils/dict.h>

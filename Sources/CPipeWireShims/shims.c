@@ -1,0 +1,1 @@
+#include "cpipewire-shims.h"

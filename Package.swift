@@ -35,6 +35,7 @@ let package = Package(
     products: [
         .executable(name: "permissionsd", targets: ["permissionsd"]),
         .executable(name: "permissionsctl", targets: ["permissionsctl"]),
+        .executable(name: "permissions-bench", targets: ["permissions-bench"]),
     ] + plugins.map(\.0),
     targets: [
         // C libraries from Debian, found through pkg-config.
@@ -60,6 +61,11 @@ let package = Package(
                           swiftSettings: strictSettings),
         .executableTarget(name: "permissionsctl", dependencies: ["DBusKit", "CLISupport"],
                           swiftSettings: strictSettings),
+
+        // Benchmarks (not tests): scripts/bench runs them.
+        .executableTarget(name: "permissions-bench",
+                          dependencies: ["DBusKit", "CPipeWire", "CPipeWireShims"],
+                          swiftSettings: [.enableUpcomingFeature("ExistentialAny")]),
 
         // Linked statically into each Swift plugin; never into the daemon.
         .target(name: "PluginKit", dependencies: ["CPermissionsPlugin"], path: "Plugins/PluginKit",

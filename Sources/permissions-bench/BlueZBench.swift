@@ -1,0 +1,1 @@
+func runBlueZBench(_ arguments: [String]) { fatalError("not written yet") }

@@ -1,0 +1,1 @@
+func runPipeWireBench(_ arguments: [String]) { fatalError("not written yet") }

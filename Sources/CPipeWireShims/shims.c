@@ -1,1 +1,48 @@
 #include "cpipewire-shims.h"
+
+const char *cpw_type_interface_node(void) { return PW_TYPE_INTERFACE_Node; }
+
+int cpw_core_add_listener(struct pw_core *core, struct spa_hook *listener,
+                          const struct pw_core_events *events, void *data)
+{
+    return pw_core_add_listener(core, listener, events, data);
+}
+
+int cpw_core_sync(struct pw_core *core, uint32_t id, int seq) { return pw_core_sync(core, id, seq); }
+
+int cpw_registry_add_listener(struct pw_registry *registry, struct spa_hook *listener,
+                              const struct pw_registry_events *events, void *data)
+{
+    return pw_registry_add_listener(registry, listener, events, data);
+}
+
+struct spa_source *cpw_loop_add_timer(struct pw_loop *loop, spa_source_timer_func_t func, void *data)
+{
+    return pw_loop_add_timer(loop, func, data);
+}
+
+int cpw_loop_arm_timer(struct pw_loop *loop, struct spa_source *timer, uint64_t delay_ns)
+{
+    if (delay_ns == 0)
+        delay_ns = 1;
+    struct timespec value = { .tv_sec = (time_t)(delay_ns / SPA_NSEC_PER_SEC),
+                              .tv_nsec = (long)(delay_ns % SPA_NSEC_PER_SEC) };
+    struct timespec interval = { 0, 0 };
+    return pw_loop_update_timer(loop, timer, &value, &interval, false);
+}
+
+int cpw_loop_disarm_timer(struct pw_loop *loop, struct spa_source *timer)
+{
+    struct timespec zero = { 0, 0 };
+    return pw_loop_update_timer(loop, timer, &zero, &zero, false);
+}
+
+void cpw_loop_destroy_source(struct pw_loop *loop, struct spa_source *source)
+{
+    pw_loop_destroy_source(loop, source);
+}
+
+const struct spa_dict *cpw_properties_dict(const struct pw_properties *properties)
+{
+    return &properties->dict;
+}

@@ -1,8 +1,13 @@
+internal import CGLib
 internal import Glibc
 
 /// Who a caller is, from its bus credentials.
 public struct AppIdentity: Sendable, Equatable {
     public enum Kind: String, Sendable {
+        /// From the sandbox's /.flatpak-info ([Application] name).
+        case flatpak
+        /// From the snap's AppArmor label (snap.<name>.<app>); the app id is "snap.<name>".
+        case snap
         /// From a systemd app scope or service (XDG desktop spec naming).
         case systemdUnit = "systemd-unit"
         /// The caller's executable path.
@@ -17,9 +22,17 @@ public struct AppIdentity: Sendable, Equatable {
 
 /// Works out an app id from a process, reading `/proc` (or a stand-in tree for tests).
 ///
-/// Order (PRODUCT.md): a systemd app scope or service named by the XDG desktop spec,
+/// Order (PRODUCT.md): flatpak (`/proc/PID/root/.flatpak-info`, opened without
+/// following a link); snap (AppArmor label `snap.<name>.<app>`, then the cgroup);
+/// a systemd app scope or service named by the XDG desktop spec,
 /// `app[-<launcher>]-<app id>-<random>.scope` or `app[-<launcher>]-<app id>[@<random>].service`;
-/// then the executable path. Flatpak and snap come first once supported.
+/// then the executable path. The first kind that applies decides: a process that
+/// has a .flatpak-info with a bad name is refused, never identified by a weaker kind.
+///
+/// PID reuse: the process's start time (/proc/PID/stat) is read before and after
+/// the rest; if it changed, the PID now names another process and the caller is
+/// refused. (The caller cache also checks that the connection still exists after
+/// identification.)
 public struct IdentityReader: Sendable {
     public var procRoot: String
 
@@ -34,13 +47,34 @@ public struct IdentityReader: Sendable {
 
     public func identify(pid: UInt32, uid: UInt32) -> Result<AppIdentity, Failure> {
         let base = "\(procRoot)/\(pid)"
-        if let cgroup = Files.readText(base + "/cgroup", limit: 65536),
-           let unit = Self.unitName(fromCgroup: cgroup),
-           let appID = Self.appID(fromUnit: unit)
-        {
-            // A unit names an app, never a path: "/usr/bin/sudo" from a unit is forged.
-            guard Validate.isAppID(appID), !appID.hasPrefix("/") else { return .failure(.invalid(appID)) }
-            return .success(AppIdentity(appID: appID, kind: .systemdUnit, uid: uid, pid: pid))
+        guard let started = startTime(base) else { return .failure(.unreadable("cannot read \(base)/stat")) }
+        let result = identifyUnchecked(base: base, pid: pid, uid: uid)
+        guard startTime(base) == started else {
+            return .failure(.unreadable("process \(pid) was replaced while it was being identified"))
+        }
+        return result
+    }
+
+    private func identifyUnchecked(base: String, pid: UInt32, uid: UInt32) -> Result<AppIdentity, Failure> {
+        func found(_ id: String, _ kind: AppIdentity.Kind) -> Result<AppIdentity, Failure> {
+            // Names from a sandbox or a unit are app names, never paths.
+            guard Validate.isAppID(id), !id.hasPrefix("/") else { return .failure(.invalid(id)) }
+            return .success(AppIdentity(appID: id, kind: kind, uid: uid, pid: pid))
+        }
+        switch flatpakInfo(base) {
+        case .absent: break
+        case .refused(let why): return .failure(.unreadable(why))
+        case .present(let text):
+            guard let name = Self.flatpakName(text) else { return .failure(.invalid("no [Application] name in .flatpak-info")) }
+            return found(name, .flatpak)
+        }
+        let cgroup = Files.readText(base + "/cgroup", limit: 65536)
+        if let label = Files.readText(base + "/attr/current", limit: 4096), let snap = Self.snapName(fromLabel: label) {
+            return found("snap." + snap, .snap)
+        }
+        if let cgroup, let unit = Self.unitName(fromCgroup: cgroup) {
+            if let snap = Self.snapName(fromUnit: unit) { return found("snap." + snap, .snap) }
+            if let appID = Self.appID(fromUnit: unit) { return found(appID, .systemdUnit) }
         }
         guard var exe = Files.readLink(base + "/exe") else {
             return .failure(.unreadable("cannot read \(base)/exe"))
@@ -48,6 +82,67 @@ public struct IdentityReader: Sendable {
         if exe.hasSuffix(" (deleted)") { exe.removeLast(" (deleted)".count) }
         guard Validate.isAppID(exe), exe.hasPrefix("/") else { return .failure(.invalid(exe)) }
         return .success(AppIdentity(appID: exe, kind: .executable, uid: uid, pid: pid))
+    }
+
+    /// Field 22 of /proc/PID/stat (start time in clock ticks since boot).
+    func startTime(_ base: String) -> String? {
+        guard let stat = Files.readText(base + "/stat", limit: 4096), let close = stat.lastIndex(of: ")") else {
+            return nil
+        }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        return fields.count > 19 ? String(fields[19]) : nil
+    }
+
+    enum FlatpakInfo { case absent, present(String), refused(String) }
+
+    /// Reads <root>/.flatpak-info through the process's own root directory, refusing
+    /// a symbolic link (which could point out of the sandbox at a file the app chose).
+    func flatpakInfo(_ base: String) -> FlatpakInfo {
+        let root = open(base + "/root", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard root >= 0 else { return .absent }
+        defer { close(root) }
+        let fd = openat(root, ".flatpak-info", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY)
+        guard fd >= 0 else {
+            return errno == ENOENT ? .absent : .refused("cannot open .flatpak-info: \(String(cString: strerror(errno)))")
+        }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return .refused(".flatpak-info is not a file") }
+        var data: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while data.count < 65536 {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0, errno == EINTR { continue }
+            if n <= 0 { break }
+            data.append(contentsOf: buffer[0..<n])
+        }
+        return .present(String(decoding: data, as: UTF8.self))
+    }
+
+    /// `[Application] name=` of a .flatpak-info, through GLib's keyfile parser.
+    static func flatpakName(_ text: String) -> String? {
+        let keyFile = g_key_file_new()
+        defer { g_key_file_free(keyFile) }
+        let loaded = text.withCString { g_key_file_load_from_data(keyFile, $0, gsize(strlen($0)), G_KEY_FILE_NONE, nil) }
+        guard loaded != 0, let value = g_key_file_get_string(keyFile, "Application", "name", nil) else { return nil }
+        defer { g_free(value) }
+        return String(cString: value)
+    }
+
+    /// The snap name in an AppArmor label "snap.<name>.<app> (enforce)".
+    static func snapName(fromLabel label: String) -> String? {
+        let profile = label.split(separator: " ").first.map(String.init) ?? ""
+        let parts = profile.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count >= 3, parts[0] == "snap", !parts[1].isEmpty else { return nil }
+        return String(parts[1])
+    }
+
+    /// The snap name in a unit "snap.<name>.<app>-<uuid>.scope".
+    static func snapName(fromUnit unit: String) -> String? {
+        guard unit.hasPrefix("snap."), unit.hasSuffix(".scope") else { return nil }
+        let parts = unit.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count >= 4, !parts[1].isEmpty else { return nil }
+        return String(parts[1])
     }
 
     /// The last path element of the unified (`0::`) cgroup line.

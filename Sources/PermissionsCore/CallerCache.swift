@@ -11,6 +11,8 @@ public final class CallerCache {
     private let reader: IdentityReader
     private var known: [String: AppIdentity] = [:]
     private var waiting: [String: [(Result<AppIdentity, BusError>) -> Void]] = [:]
+    /// Called with a unique name when it leaves the bus (one match rule for all).
+    public var onLeave: [(String) -> Void] = []
 
     public init(connection: Connection, reader: IdentityReader) {
         self.connection = connection
@@ -22,6 +24,7 @@ public final class CallerCache {
             guard args.count == 3, let name = args[0].stringValue, name.hasPrefix(":"),
                   args[2].stringValue == "" else { return }
             self.known[name] = nil
+            for handler in self.onLeave { handler(name) }
         }
     }
 
@@ -46,7 +49,10 @@ public final class CallerCache {
             return finish(sender, .failure(PermissionsError.unknownCaller("invalid sender \(sender.escapedForMessage)")))
         }
         connection.call(message, timeoutMilliseconds: 5000) { [unowned self] result in
-            self.finish(sender, self.resolve(sender, result))
+            switch self.resolve(sender, result) {
+            case .failure(let error): self.finish(sender, .failure(error))
+            case .success(let identity): self.confirm(sender, identity) { self.finish(sender, $0) }
+            }
         }
     }
 
@@ -63,13 +69,34 @@ public final class CallerCache {
             }
             switch reader.identify(pid: pid, uid: uid) {
             case .success(let identity):
-                known[sender] = identity
                 return .success(identity)
             case .failure(.unreadable(let why)):
                 return .failure(PermissionsError.unknownCaller("cannot identify \(sender) (pid \(pid)): \(why)"))
             case .failure(.invalid(let id)):
                 return .failure(PermissionsError.unknownCaller("caller \(sender) has an invalid app id \"\(id.escapedForMessage)\""))
             }
+        }
+    }
+
+    /// The process may have exited and its PID been reused between the bus reading
+    /// its credentials and us reading /proc. Its connection then closed with it:
+    /// asking the bus whether the name still exists, after reading /proc, closes
+    /// that window (the check polkit added for CVE-2021-3560).
+    private func confirm(_ sender: String, _ identity: AppIdentity, done: @escaping (Result<AppIdentity, BusError>) -> Void) {
+        let message: Message
+        do {
+            message = try Message.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                             interface: "org.freedesktop.DBus", member: "NameHasOwner")
+            try message.append(.string(sender))
+        } catch {
+            return done(.failure(error))
+        }
+        connection.call(message, timeoutMilliseconds: 5000) { [unowned self] result in
+            guard case .success(let reply) = result, reply.arguments().first?.boolValue == true else {
+                return done(.failure(PermissionsError.unknownCaller("\(sender) left the bus while being identified")))
+            }
+            self.known[sender] = identity
+            done(.success(identity))
         }
     }
 

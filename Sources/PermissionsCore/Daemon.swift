@@ -49,6 +49,7 @@ public final class Daemon {
     private var host: PluginHost!
     private var watcher: ConfigWatcher?
     private var lastConfig: [ConfigEntry] = []
+    private var coreConfig = CoreConfig()
     private var signalSources: [any DispatchSourceSignal] = []
     private static let queueKey = DispatchSpecificKey<Bool>()
 
@@ -111,7 +112,8 @@ public final class Daemon {
         }
         let callers = CallerCache(connection: connection, reader: IdentityReader())
         service = PermissionsService(connection: connection, store: store, plugins: host, callers: callers,
-                                     ownUIDIsAdmin: options.bus != .system)
+                                     authorizer: Authorizer(connection: connection, systemBus: options.bus == .system))
+        service.expireDecisions()  // those that ran out while the daemon was stopped
         service.quiet = true  // no signals for the first snapshots, before we own the name
         let configFiles = ConfigFiles(directory: options.configDirectory)
         do {
@@ -119,7 +121,7 @@ public final class Daemon {
         } catch {
             logError("\(error); starting with no configuration")
         }
-        host.loadAll(from: options.resolvedPluginDirectories, config: lastConfig)
+        host.loadAll(from: options.resolvedPluginDirectories, config: applyCoreConfig(lastConfig))
         if host.plugins.isEmpty {
             logWarning("no plugins found in \(options.resolvedPluginDirectories.joined(separator: ", "))")
         }
@@ -158,7 +160,16 @@ public final class Daemon {
         guard entries != lastConfig else { return }
         lastConfig = entries
         logInfo("configuration changed; applying it")
-        host.configureAll(entries)
+        host.configureAll(applyCoreConfig(entries))
+    }
+
+    /// Takes the daemon's own keys (CoreConfig) and returns the plugins' entries.
+    private func applyCoreConfig(_ entries: [ConfigEntry]) -> [ConfigEntry] {
+        let (core, rest) = CoreConfig.split(entries, previous: coreConfig)
+        coreConfig = core
+        service.noAgentDefaults = core.noAgent
+        service.broker.agentTimeoutMilliseconds = Int32(core.agentTimeoutSeconds * 1000)
+        return rest
     }
 
     private func stop() {

@@ -8,8 +8,10 @@ public struct StoredDecision: Sendable, Equatable {
     public var decision: Decision
     /// Microseconds since the Unix epoch.
     public var setAt: Int64
-    /// Free text naming who made it, e.g. "uid 0 (:1.42)".
+    /// Free text naming who made it, e.g. "uid 0 (/usr/bin/permissionsctl)".
     public var setBy: String
+    /// When it stops applying, in microseconds since the Unix epoch; nil = never.
+    public var expiresAt: Int64? = nil
 }
 
 public struct StoreError: Error, CustomStringConvertible {
@@ -62,8 +64,10 @@ public final class DecisionStore {
                 decision TEXT NOT NULL CHECK (decision IN ('authorized', 'denied')),
                 set_at INTEGER NOT NULL,
                 set_by TEXT NOT NULL,
+                expires_at INTEGER,
                 PRIMARY KEY (app_id, permission)
             ) WITHOUT ROWID;
+            CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
             PRAGMA quick_check;
             """
         var error: UnsafeMutablePointer<CChar>?
@@ -73,6 +77,8 @@ public final class DecisionStore {
             sqlite3_close(handle)
             throw StoreError(message: message)
         }
+        // Schema version 1 had no expires_at.
+        sqlite3_exec(handle, "ALTER TABLE decisions ADD COLUMN expires_at INTEGER", nil, nil, nil)
         return handle
     }
 
@@ -83,25 +89,61 @@ public final class DecisionStore {
 
     // MARK: Queries
 
+    /// The decision in force for the pair: an expired one does not count.
     public func decision(app: String, permission: String) -> StoredDecision? {
-        query("SELECT app_id, permission, decision, set_at, set_by FROM decisions WHERE app_id = ?1 AND permission = ?2",
-              [app, permission]).first
+        query("\(Self.columns) WHERE app_id = ?1 AND permission = ?2 AND (expires_at IS NULL OR expires_at > ?3)",
+              [.text(app), .text(permission), .int(currentMicroseconds())]).first
     }
+
+    static let columns = "SELECT app_id, permission, decision, set_at, set_by, expires_at FROM decisions"
 
     /// Every stored decision, or one app's, sorted by app id then permission.
     public func list(app: String? = nil) -> [StoredDecision] {
         if let app {
-            return query("SELECT app_id, permission, decision, set_at, set_by FROM decisions WHERE app_id = ?1 "
-                         + "ORDER BY app_id, permission", [app])
+            return query("\(Self.columns) WHERE app_id = ?1 ORDER BY app_id, permission", [.text(app)])
         }
-        return query("SELECT app_id, permission, decision, set_at, set_by FROM decisions ORDER BY app_id, permission", [])
+        return query("\(Self.columns) ORDER BY app_id, permission", [])
     }
 
     /// Stores a decision durably (replaces an earlier one for the same pair).
-    public func set(app: String, permission: String, decision: Decision, setBy: String) throws {
-        try execute("INSERT OR REPLACE INTO decisions (app_id, permission, decision, set_at, set_by) "
-                    + "VALUES (?1, ?2, ?3, ?4, ?5)",
-                    [.text(app), .text(permission), .text(decision.rawValue), .int(currentMicroseconds()), .text(setBy)])
+    public func set(app: String, permission: String, decision: Decision, setBy: String,
+                    expiresAt: Int64? = nil) throws {
+        try execute("INSERT OR REPLACE INTO decisions (app_id, permission, decision, set_at, set_by, expires_at) "
+                    + "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    [.text(app), .text(permission), .text(decision.rawValue), .int(currentMicroseconds()), .text(setBy),
+                     expiresAt.map { .int($0) } ?? .null])
+    }
+
+    /// Decisions whose time has come (expires_at <= now), for the expiry timer.
+    public func expired(now: Int64 = currentMicroseconds()) -> [StoredDecision] {
+        query("\(Self.columns) WHERE expires_at IS NOT NULL AND expires_at <= ?1", [.int(now)])
+    }
+
+    /// The earliest expiry still ahead, if any.
+    public func nextExpiry() -> Int64? {
+        query("\(Self.columns) WHERE expires_at IS NOT NULL ORDER BY expires_at LIMIT 1", []).first?.expiresAt
+    }
+
+    /// Deletes one decision if it is still the same (an expiry must not remove a
+    /// newer decision made meanwhile).
+    public func remove(_ decision: StoredDecision) throws {
+        try execute("DELETE FROM decisions WHERE app_id = ?1 AND permission = ?2 AND set_at = ?3",
+                    [.text(decision.appID), .text(decision.permission), .int(decision.setAt)])
+    }
+
+    /// Adds one to a persistent counter and returns its new value (used as the
+    /// change serial's epoch: one write per daemon start).
+    public func increment(_ key: String) throws -> Int64 {
+        try execute("INSERT INTO meta (key, value) VALUES (?1, 1) ON CONFLICT (key) DO UPDATE SET value = value + 1",
+                    [.text(key)])
+        return query(meta: key) ?? 1
+    }
+
+    private func query(meta key: String) -> Int64? {
+        guard let statement = try? prepared("SELECT value FROM meta WHERE key = ?1") else { return nil }
+        bind(statement, [.text(key)])
+        defer { sqlite3_reset(statement) }
+        return sqlite3_step(statement) == SQLITE_ROW ? sqlite3_column_int64(statement, 0) : nil
     }
 
     /// Removes an app's decisions for the given permissions (all when empty); returns
@@ -129,7 +171,7 @@ public final class DecisionStore {
 
     // MARK: SQLite plumbing
 
-    enum Binding { case text(String), int(Int64) }
+    enum Binding { case text(String), int(Int64), null }
 
     private func prepared(_ sql: String) throws -> OpaquePointer {
         if let statement = statements[sql] {
@@ -152,6 +194,7 @@ public final class DecisionStore {
             switch binding {
             case .text(let s): sqlite3_bind_text(statement, Int32(index + 1), s, -1, transient)
             case .int(let v): sqlite3_bind_int64(statement, Int32(index + 1), v)
+            case .null: sqlite3_bind_null(statement, Int32(index + 1))
             }
         }
     }
@@ -166,24 +209,25 @@ public final class DecisionStore {
         }
     }
 
-    private func query(_ sql: String, _ arguments: [String]) -> [StoredDecision] {
+    private func query(_ sql: String, _ arguments: [Binding]) -> [StoredDecision] {
         guard let statement = try? prepared(sql) else { return [] }
-        bind(statement, arguments.map { .text($0) })
+        bind(statement, arguments)
         var rows: [StoredDecision] = []
         while sqlite3_step(statement) == SQLITE_ROW {
             func text(_ column: Int32) -> String {
                 sqlite3_column_text(statement, column).map { String(cString: $0) } ?? ""
             }
             guard let decision = Decision(rawValue: text(2)) else { continue }
+            let expires = sqlite3_column_type(statement, 5) == SQLITE_NULL ? nil : sqlite3_column_int64(statement, 5)
             rows.append(StoredDecision(appID: text(0), permission: text(1), decision: decision,
-                                       setAt: sqlite3_column_int64(statement, 3), setBy: text(4)))
+                                       setAt: sqlite3_column_int64(statement, 3), setBy: text(4), expiresAt: expires))
         }
         sqlite3_reset(statement)
         return rows
     }
 }
 
-func currentMicroseconds() -> Int64 {
+public func currentMicroseconds() -> Int64 {
     var ts = timespec()
     clock_gettime(CLOCK_REALTIME, &ts)
     return Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1000

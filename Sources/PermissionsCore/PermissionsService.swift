@@ -1,6 +1,7 @@
 public import DBusKit
 internal import CPermissionsData
 internal import Glibc
+import Dispatch
 
 /// The org.example.Permissions object: combines plugin snapshots with stored
 /// decisions into statuses, answers the methods, and emits StatusChanged exactly
@@ -22,21 +23,38 @@ public final class PermissionsService {
     let store: DecisionStore
     let plugins: PluginHost
     let callers: CallerCache
-    /// Whether the daemon's own uid is an admin (session bus or a given address).
-    let ownUIDIsAdmin: Bool
+    let authorizer: Authorizer
+    var broker: PromptBroker!
     private(set) var snapshots: [String: Snapshot] = [:]
+    /// "allow-session" grants: (app, permission) -> the requesters' unique names;
+    /// a grant ends when the last of them leaves the bus (the app's process ended).
+    var sessionGrants: [String: Set<String>] = [:]
+    /// The change serial: the high 32 bits count daemon starts (kept in the store),
+    /// the low 32 bits count changes since this start. Strictly increasing across
+    /// restarts, with one write per start rather than one per change.
+    private(set) var changeSerial: UInt64 = 0
+    /// Fires at the next decision expiry.
+    var expiryTimer: (any DispatchSourceTimer)?
+    /// Per-permission answers when no agent is registered ([<permission>] no-agent=).
+    var noAgentDefaults: [String: Status] = [:]
     private var object: ExportedObject!
     private var lastPermissions: [String] = []
     /// While true (start-up, before the name is owned), snapshots are taken without signals.
     var quiet = false
 
     public init(connection: Connection, store: DecisionStore, plugins: PluginHost, callers: CallerCache,
-                ownUIDIsAdmin: Bool) {
+                authorizer: Authorizer) {
         self.connection = connection
         self.store = store
         self.plugins = plugins
         self.callers = callers
-        self.ownUIDIsAdmin = ownUIDIsAdmin
+        self.authorizer = authorizer
+        let epoch = (try? store.increment("serial-epoch")) ?? 1
+        changeSerial = UInt64(truncatingIfNeeded: epoch) << 32
+        broker = PromptBroker(connection: connection,
+                              settle: { [unowned self] in self.settle($0, $1, $2, $3) },
+                              undecided: { [unowned self] in self.undecided($0) })
+        callers.onLeave.append { [unowned self] name in self.peerLeft(name) }
         object = ExportedObject(path: Self.objectPath, interfaces: [makeInterface()],
                                 introspection: Self.interfaceXML)
         connection.export(object)
@@ -61,8 +79,13 @@ public final class PermissionsService {
 
     public func status(app: String, permission: String) -> Status {
         let s = snapshot(permission)
-        return effectiveStatus(service: s.service, policy: s.policy(for: app),
-                               decision: store.decision(app: app, permission: permission)?.decision)
+        return effectiveStatus(service: s.service, policy: s.policy(for: app), decision: decision(app, permission))
+    }
+
+    /// The user decision in force: a stored one, else a session grant.
+    func decision(_ app: String, _ permission: String) -> Decision? {
+        if let stored = store.decision(app: app, permission: permission) { return stored.decision }
+        return sessionGrants[app + "\0" + permission] != nil ? .authorized : nil
     }
 
     /// A plugin published: diff against the last snapshot and signal real changes.
@@ -76,7 +99,7 @@ public final class PermissionsService {
         if serviceChanged { emitStatusChanged(app: "", permission: new.permission, new.serviceLevelStatus) }
         let apps = Set(old.policies.keys).union(new.policies.keys).filter { old.policy(for: $0) != new.policy(for: $0) }
         for app in apps.sorted() {
-            let decision = store.decision(app: app, permission: new.permission)?.decision
+            let decision = self.decision(app, new.permission)
             let before = effectiveStatus(service: old.service, policy: old.policy(for: app), decision: decision)
             let after = effectiveStatus(service: new.service, policy: new.policy(for: app), decision: decision)
             // A service-level change already told every app about disabled/unsupported.
@@ -87,9 +110,10 @@ public final class PermissionsService {
     }
 
     func emitStatusChanged(app: String, permission: String, _ status: Status) {
-        logDebug("StatusChanged(\"\(app)\", \(permission), \(status.rawValue))")
+        changeSerial += 1
+        logDebug("StatusChanged(\"\(app)\", \(permission), \(status.rawValue), \(changeSerial))")
         try? connection.emitSignal(path: Self.objectPath, interface: Self.interfaceName, member: "StatusChanged",
-                                   [.string(app), .string(permission), .string(status.rawValue)])
+                                   [.string(app), .string(permission), .string(status.rawValue), .uint64(changeSerial)])
     }
 
     /// Emits PropertiesChanged for Permissions and Plugins if the plugin set changed.
@@ -115,6 +139,10 @@ public final class PermissionsService {
             Method("SetDecision", input: "sss") { [unowned self] in self.setDecision($0) },
             Method("ResetDecisions", input: "sas") { [unowned self] in self.resetDecisions($0) },
             Method("ListDecisions", input: "s") { [unowned self] in self.listDecisions($0) },
+            Method("Request", input: "sa{sv}") { [unowned self] in self.request($0) },
+            Method("RequestMany", input: "asa{sv}") { [unowned self] in self.requestMany($0) },
+            Method("RegisterAgent", input: "o") { [unowned self] in self.registerAgent($0) },
+            Method("UnregisterAgent", input: "o") { [unowned self] in self.unregisterAgent($0) },
         ], properties: [
             Property("Permissions") { [unowned self] in .strings(self.permissions) },
             Property("Plugins") { [unowned self] in
@@ -124,6 +152,7 @@ public final class PermissionsService {
                 })
             },
             Property("version") { .uint32(Self.interfaceVersion) },
+            Property("ChangeSerial") { [unowned self] in .uint64(self.changeSerial) },
         ])
     }
 
@@ -150,16 +179,16 @@ public final class PermissionsService {
         }
     }
 
-    /// Runs `body` if the caller may use admin methods: root, or on a session bus
-    /// the daemon's own uid.
-    func asAdmin(_ call: MethodCall, _ body: @escaping (AppIdentity) -> Void) {
-        withCaller(call) { [ownUIDIsAdmin] identity in
-            guard identity.uid == 0 || (ownUIDIsAdmin && identity.uid == getuid()) else {
-                let member = call.message.member ?? ""
-                return call.fail(PermissionsError.notAuthorized(
-                    "\(member) is for administrators; uid \(identity.uid) is not one"))
+    /// Runs `body` if the caller may use admin methods (see Authorizer).
+    func asAdmin(_ call: MethodCall, action: Authorizer.Action = .manage, _ body: @escaping (AppIdentity) -> Void) {
+        withCaller(call) { [unowned self] identity in
+            self.authorizer.check(identity, sender: call.sender, action: action) { refusal in
+                if let refusal {
+                    let member = call.message.member ?? ""
+                    return call.fail(PermissionsError.notAuthorized("\(member) is not allowed: \(refusal)"))
+                }
+                body(identity)
             }
-            body(identity)
         }
     }
 
@@ -203,8 +232,13 @@ public final class PermissionsService {
             ("decision", .string(stored?.decision.rawValue ?? "none")),
         ]
         if let stored {
+            pairs.append(("decision-scope", .string("always")))
             pairs.append(("decision-set-by", .string(stored.setBy)))
             pairs.append(("decision-set-at", .int64(stored.setAt)))
+            if let expires = stored.expiresAt { pairs.append(("decision-expires-at", .int64(expires))) }
+        } else if sessionGrants[identity.appID + "\0" + permission] != nil {
+            pairs[5] = ("decision", .string("authorized"))
+            pairs.append(("decision-scope", .string("session")))
         }
         pairs.append(("plugin", .string(plugins.providers[permission]?.info.name ?? "")))
         pairs.append(("plugin-details", .stringDictionary(s.details.map { ($0.key, $0.value) })))
@@ -236,7 +270,9 @@ public final class PermissionsService {
         }
         asAdmin(call) { [unowned self] identity in
             let before = self.status(app: app, permission: permission)
-            if self.store.decision(app: app, permission: permission)?.decision == decision { return call.reply() }
+            let stored = self.store.decision(app: app, permission: permission)
+            if stored?.decision == decision, stored?.expiresAt == nil { return call.reply() }
+            self.sessionGrants[app + "\0" + permission] = nil
             do {
                 try self.store.set(app: app, permission: permission, decision: decision,
                                    setBy: "uid \(identity.uid) (\(identity.appID))")
@@ -257,8 +293,14 @@ public final class PermissionsService {
             return call.fail(PermissionsError.invalidPermissionName(bad))
         }
         asAdmin(call) { [unowned self] _ in
-            let affected = names.isEmpty ? self.store.list(app: app).map(\.permission) : names
+            let stored = names.isEmpty ? self.store.list(app: app).map(\.permission) : names
+            let affected = stored + self.sessionGrants.keys.compactMap { key -> String? in
+                let parts = key.split(separator: "\0", omittingEmptySubsequences: false)
+                return parts.count == 2 && parts[0] == app && (names.isEmpty || names.contains(String(parts[1])))
+                    && !stored.contains(String(parts[1])) ? String(parts[1]) : nil
+            }
             let before = affected.map { self.status(app: app, permission: $0) }
+            for permission in affected { self.sessionGrants[app + "\0" + permission] = nil }
             let removed: Int
             do {
                 removed = try self.store.reset(app: app, permissions: names)

@@ -11,11 +11,14 @@ struct Client {
         connection = try Connection.open(bus)
     }
 
-    func call(_ member: String, _ arguments: DBusValue...) throws(BusError) -> [DBusValue] {
+    /// libdbus's DBUS_TIMEOUT_INFINITE: a prompt may take as long as the user does.
+    static let noTimeout: Int32 = 0x7fff_ffff
+
+    func call(_ member: String, _ arguments: DBusValue..., timeout: Int32 = 25_000) throws(BusError) -> [DBusValue] {
         let message = try Message.methodCall(destination: Self.name, path: Self.path, interface: Self.name,
                                              member: member)
         try message.append(arguments)
-        let reply = try connection.callBlocking(message)
+        let reply = try connection.callBlocking(message, timeoutMilliseconds: timeout)
         if let error = reply.asError { throw error }
         return reply.arguments()
     }
@@ -37,9 +40,11 @@ struct Client {
         connection.enableRouting()
         connection.subscribe(SignalMatch(sender: Self.name, path: Self.path, interface: Self.name,
                                          member: "StatusChanged")) { message in
-            let a = message.arguments().map { $0.stringValue ?? "" }
-            guard a.count == 3 else { return }
-            print("StatusChanged app=\(a[0].isEmpty ? "*" : a[0]) permission=\(a[1]) status=\(a[2])")
+            let args = message.arguments()
+            let a = args.map { $0.stringValue ?? "" }
+            guard a.count >= 3 else { return }
+            let serial = args.count > 3 ? args[3].uint64Value.map { " serial=\($0)" } ?? "" : ""
+            print("StatusChanged app=\(a[0].isEmpty ? "*" : a[0]) permission=\(a[1]) status=\(a[2])\(serial)")
         }
         connection.subscribe(SignalMatch(sender: Self.name, path: Self.path,
                                          interface: "org.freedesktop.DBus.Properties",

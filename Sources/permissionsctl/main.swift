@@ -15,7 +15,10 @@ let usage = """
       grant APP PERMISSION       store "authorized" for an app (admin)
       deny APP PERMISSION        store "denied" for an app (admin)
       reset APP [PERMISSION...]  forget an app's decisions, all or some (admin)
+      request [--reason TEXT] PERMISSION...
+                                 ask for permissions (may prompt; waits for the answer)
       monitor                    print every StatusChanged and property change
+      agent                      answer prompts in this terminal
       plugins                    the loaded plugins and their permissions
 
     Options:
@@ -102,6 +105,31 @@ do {
     case "monitor":
         expectArguments(0...0, "")
         try client.monitor { output($0) }
+    case "request":
+        var names = arguments
+        var reason = ""
+        if names.first == "--reason" {
+            guard names.count >= 2 else { fail("usage: permissionsctl request [--reason TEXT] PERMISSION...", code: 2) }
+            reason = names[1]
+            names.removeFirst(2)
+        }
+        guard !names.isEmpty else { fail("usage: permissionsctl request [--reason TEXT] PERMISSION...", code: 2) }
+        let options = DBusValue.vardict(reason.isEmpty ? [] : [("reason", .string(reason))])
+        if names.count == 1 {
+            output(try client.call("Request", .string(names[0]), options, timeout: Client.noTimeout).first?.stringValue ?? "")
+        } else {
+            let result = try client.call("RequestMany", .strings(names), options, timeout: Client.noTimeout)
+            let statuses = result.first?.stringKeyedEntries ?? []
+            output(Format.table(["PERMISSION", "STATUS"], statuses.map { [$0.0, $0.1.stringValue ?? ""] }))
+        }
+    case "agent":
+        expectArguments(0...0, "")
+        client.connection.close()
+        do {
+            try TerminalAgent(bus: bus, print: output).run()
+        } catch {
+            fail("cannot connect to the bus: \(error.message)")
+        }
     default:
         fail("unknown command \"\(command)\"\nTry 'permissionsctl --help'.", code: 2)
     }

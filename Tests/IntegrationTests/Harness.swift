@@ -242,6 +242,14 @@ final class Monitor: @unchecked Sendable {
     private let process = Process()
     private let condition = NSCondition()
     private var lines: [String] = []
+    private var serialsSeen: [UInt64] = []
+
+    /// The serials of the StatusChanged signals received so far, in order.
+    var serials: [UInt64] {
+        condition.lock()
+        defer { condition.unlock() }
+        return serialsSeen
+    }
 
     init(_ daemon: DaemonUnderTest) throws {
         process.executableURL = URL(fileURLWithPath: binDir + "/permissionsctl")
@@ -258,10 +266,17 @@ final class Monitor: @unchecked Sendable {
                 if chunk.isEmpty { break }
                 pending.append(chunk)
                 while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
-                    let line = String(decoding: pending[pending.startIndex..<newline], as: UTF8.self)
+                    var line = String(decoding: pending[pending.startIndex..<newline], as: UTF8.self)
                     pending.removeSubrange(pending.startIndex...newline)
+                    // Lines are kept without the serial, which tests compare separately.
+                    var serial: UInt64?
+                    if let range = line.range(of: " serial=") {
+                        serial = UInt64(line[range.upperBound...])
+                        line.removeSubrange(range.lowerBound...)
+                    }
                     condition.lock()
                     lines.append(line)
+                    if let serial { serialsSeen.append(serial) }
                     condition.broadcast()
                     condition.unlock()
                 }

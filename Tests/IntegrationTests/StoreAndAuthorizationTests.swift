@@ -45,7 +45,7 @@ import Testing
             let r = try daemon.busctl(["call", "org.example.Permissions", "/org/example/Permissions",
                                        "org.example.Permissions", member] + arguments, asNobody: true)
             #expect(r.status != 0)
-            #expect(r.stderr.contains("is for administrators; uid 65534 is not one"), "\(member): \(r.stderr)")
+            #expect(r.stderr.contains("\(member) is not allowed: uid 65534 is not the service's user"), "\(member): \(r.stderr)")
         }
         let ctl = try daemon.ctl("grant", "org.example.X", "location", asNobody: true)
         #expect(ctl.status == 1)

@@ -10,6 +10,18 @@ struct IdentityReaderTests {
     init() throws {
         root = try TempDirectory()
         reader = IdentityReader(procRoot: root.path)
+        // Every stand-in process has a stat line; its start time (field 22) is 4711.
+        for pid in [4242, 7, 8, 9, 10, 11, 12, 13, 14, 15] {
+            try root.write("\(pid)/stat", Self.statLine(pid: pid, startTime: 4711))
+        }
+    }
+
+    /// A /proc/PID/stat line (the command name has spaces and parentheses, as a
+    /// hostile one could).
+    static func statLine(pid: Int, startTime: Int) -> String {
+        let fields = ["S", "1", "1", "1", "0", "-1", "4194560", "0", "0", "0", "0", "0", "0", "0", "0", "20", "0", "1",
+                      "0", "\(startTime)", "1000", "100"]
+        return "\(pid) (evil) (name) " + fields.joined(separator: " ") + "\n"
     }
 
     private func cgroup(pid: UInt32, unit: String) throws {

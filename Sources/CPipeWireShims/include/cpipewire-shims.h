@@ -1,5 +1,44 @@
-/* PipeWire macros Swift cannot import, as functions (filled in with the PipeWire plugin). */
+/* PipeWire API that Swift cannot import, as plain functions.
+ *
+ * In libpipewire 0.3 most object methods (pw_core_sync, pw_*_add_listener) and
+ * every pw_loop_* call are function-like macros over method tables, and the
+ * interface type names are concatenated string literals: Swift's importer skips
+ * both. Each wrapper here is one line around the macro it names. */
 #ifndef CPIPEWIRE_SHIMS_H
 #define CPIPEWIRE_SHIMS_H
+
+#include <stdint.h>
 #include <pipewire/pipewire.h>
+
+/* PW_TYPE_INTERFACE_Node: PW_TYPE_INFO_INTERFACE_BASE "Node" is a concatenation. */
+const char *cpw_type_interface_node(void);
+
+/* pw_core_add_listener: a macro over the core proxy's method table. */
+int cpw_core_add_listener(struct pw_core *core, struct spa_hook *listener,
+                          const struct pw_core_events *events, void *data);
+
+/* pw_core_sync: a macro; returns the seq that the matching `done` event carries. */
+int cpw_core_sync(struct pw_core *core, uint32_t id, int seq);
+
+/* pw_registry_add_listener: a macro over the registry proxy's method table. */
+int cpw_registry_add_listener(struct pw_registry *registry, struct spa_hook *listener,
+                              const struct pw_registry_events *events, void *data);
+
+/* pw_loop_add_timer: a macro over the loop's utils interface. */
+struct spa_source *cpw_loop_add_timer(struct pw_loop *loop, spa_source_timer_func_t func, void *data);
+
+/* pw_loop_update_timer, relative and one-shot: fires once after `delay_ns`
+ * nanoseconds. A zero timespec would disarm the timer instead, so 0 is sent as 1 ns. */
+int cpw_loop_arm_timer(struct pw_loop *loop, struct spa_source *timer, uint64_t delay_ns);
+
+/* pw_loop_update_timer with a zero timespec: disarms the timer. */
+int cpw_loop_disarm_timer(struct pw_loop *loop, struct spa_source *timer);
+
+/* pw_loop_destroy_source: a macro over the loop's utils interface. */
+void cpw_loop_destroy_source(struct pw_loop *loop, struct spa_source *source);
+
+/* &props->dict: pw_core_create_object takes the spa_dict inside pw_properties,
+ * which Swift would otherwise reach with a pointer cast. */
+const struct spa_dict *cpw_properties_dict(const struct pw_properties *properties);
+
 #endif

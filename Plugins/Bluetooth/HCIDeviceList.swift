@@ -1,0 +1,74 @@
+import CBluetooth
+import Glibc
+
+/// The kernel's HCI device list through libbluetooth: what the bus cannot say while
+/// bluetoothd is not running. "Powered" is the device's HCI_UP flag.
+///
+/// Everything here answers from kernel memory (no HCI command reaches the
+/// controller), so it does not block. A kernel without Bluetooth fails the first
+/// call, `socket`, with EAFNOSUPPORT; one with Bluetooth but no adapter lists none.
+struct HCIDeviceList: KernelAdapterProbe {
+    func probe() -> KernelProbeResult {
+        let fd = socket(AF_BLUETOOTH, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue), BTPROTO_HCI)
+        guard fd >= 0 else { return .fromErrno(errno) }
+        defer { close(fd) }
+        let ids: [UInt16]
+        switch deviceIDs(fd) {
+        case .success(let list): ids = list
+        case .failure(let code): return .fromErrno(code.rawValue)
+        }
+        var adapters: [Adapter] = []
+        for id in ids {
+            var info = hci_dev_info()
+            guard hci_devinfo(Int32(id), &info) == 0 else {
+                if errno == ENODEV { continue }  // unplugged since the list was read
+                return .fromErrno(errno)
+            }
+            adapters.append(Self.adapter(info))
+        }
+        return .adapters(adapters)
+    }
+
+    /// HCIGETDEVLIST: `struct hci_dev_list_req` is a count followed by a flexible
+    /// array of `struct hci_dev_req`, which Swift cannot import, so it is laid out
+    /// by hand in a raw buffer.
+    private func deviceIDs(_ fd: Int32) -> Result<[UInt16], Errno> {
+        let entry = MemoryLayout<hci_dev_req>.self
+        let firstEntry = (MemoryLayout<UInt16>.size + entry.alignment - 1) / entry.alignment * entry.alignment
+        let capacity = Int(HCI_MAX_DEV)
+        let size = firstEntry + capacity * entry.stride
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: entry.alignment)
+        defer { buffer.deallocate() }
+        buffer.initializeMemory(as: UInt8.self, repeating: 0, count: size)
+        buffer.storeBytes(of: UInt16(capacity), as: UInt16.self)
+        guard ioctl(fd, hciGetDeviceList, buffer) >= 0 else { return .failure(Errno(rawValue: errno)) }
+        let count = min(Int(buffer.load(as: UInt16.self)), capacity)
+        return .success((0..<count).map { i in
+            buffer.load(fromByteOffset: firstEntry + i * entry.stride, as: hci_dev_req.self).dev_id
+        })
+    }
+
+    private static func adapter(_ info: hci_dev_info) -> Adapter {
+        var info = info
+        let name = withUnsafeBytes(of: info.name) { raw in
+            String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+        }
+        var text = [CChar](repeating: 0, count: 18)  // "XX:XX:XX:XX:XX:XX" and NUL
+        _ = ba2str(&info.bdaddr, &text)
+        let address = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return Adapter(path: name, address: address, name: name,
+                       powered: hci_test_bit(Int32(HCI_UP), &info.flags) != 0)
+    }
+}
+
+/// An errno value, for `Result`.
+struct Errno: Error {
+    let rawValue: Int32
+}
+
+/// `HCIGETDEVLIST`, `_IOR('H', 210, int)` in <bluetooth/hci.h>: Swift does not
+/// import function-like macros, so the encoding of <asm-generic/ioctl.h> (read
+/// direction 2 in bits 30-31, argument size in bits 16-29, type, number) is
+/// spelt out. Architectures with another ioctl layout (powerpc, mips, sparc) would
+/// need their own value.
+private let hciGetDeviceList = UInt(2) << 30 | UInt(MemoryLayout<Int32>.size) << 16 | UInt(UInt8(ascii: "H")) << 8 | 210

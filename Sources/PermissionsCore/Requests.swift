@@ -1,0 +1,176 @@
+public import DBusKit
+import Dispatch
+
+// Request and RequestMany: the caller's status, or, when nobody has decided yet,
+// a prompt through the registered agent. Also agent registration, grant scopes and
+// decision expiry. Part of PermissionsService; confined to its queue.
+extension PermissionsService {
+    /// Options a request may carry: "reason" (s, shown to the user) and "accuracy"
+    /// (s, location only: the accuracy the app wants). Unknown keys are ignored so
+    /// that newer clients work with this daemon.
+    struct RequestOptions {
+        var reason = ""
+        var details: [(String, DBusValue)] = []
+    }
+
+    func requestOptions(_ value: DBusValue) -> Result<RequestOptions, BusError> {
+        var options = RequestOptions()
+        for (key, value) in value.stringKeyedEntries ?? [] {
+            switch key {
+            case "reason":
+                guard case .variant(.string(let reason)) = value else {
+                    return .failure(PermissionsError.invalidArgument("option \"reason\" must be a string (s)"))
+                }
+                guard reason.utf8.count <= 1024 else {
+                    return .failure(PermissionsError.invalidArgument(
+                        "option \"reason\" is \(reason.utf8.count) bytes; the limit is 1024"))
+                }
+                options.reason = reason
+            case "accuracy":
+                guard case .variant(.string(let accuracy)) = value else {
+                    return .failure(PermissionsError.invalidArgument("option \"accuracy\" must be a string (s)"))
+                }
+                options.details.append(("accuracy", .string(accuracy)))
+            default:
+                continue
+            }
+        }
+        return .success(options)
+    }
+
+    func request(_ call: MethodCall) {
+        let permissionResult = knownPermission(call.arguments[0])
+        let optionsResult = requestOptions(call.arguments[1])
+        guard case .success(let permission) = permissionResult else { return call.fail(permissionResult.error!) }
+        guard case .success(let options) = optionsResult else { return call.fail(optionsResult.error!) }
+        withCaller(call) { [unowned self] identity in
+            self.ask(identity, permission, options, sender: call.sender) { call.reply([.string($0.rawValue)]) }
+        }
+    }
+
+    /// One permission after another, each with its own prompt if needed, like the
+    /// "request everything at first launch" flow.
+    func requestMany(_ call: MethodCall) {
+        let names = call.arguments[0].stringArray ?? []
+        for name in names {
+            if case .failure(let error) = knownPermission(.string(name)) { return call.fail(error) }
+        }
+        let optionsResult = requestOptions(call.arguments[1])
+        guard case .success(let options) = optionsResult else { return call.fail(optionsResult.error!) }
+        withCaller(call) { [unowned self] identity in
+            var results: [(String, String)] = []
+            func next(_ index: Int) {
+                guard index < names.count else { return call.reply([.stringDictionary(results)]) }
+                self.ask(identity, names[index], options, sender: call.sender) { status in
+                    results.append((names[index], status.rawValue))
+                    next(index + 1)
+                }
+            }
+            next(0)
+        }
+    }
+
+    /// Answers at once unless the status is not-determined; then prompts.
+    func ask(_ identity: AppIdentity, _ permission: String, _ options: RequestOptions, sender: String,
+             done: @escaping (Status) -> Void) {
+        let current = status(app: identity.appID, permission: permission)
+        guard current == .notDetermined else { return done(current) }
+        guard broker.hasAgent else { return done(noAgentDefaults[permission] ?? .notDetermined) }
+        let details: [(String, DBusValue)] = [("identity-kind", .string(identity.kind.rawValue)),
+                                              ("uid", .uint32(identity.uid))] + options.details
+        broker.ask(app: identity.appID, permission: permission, reason: options.reason, details: details,
+                   sender: sender, done: done)
+    }
+
+    /// Stores what the user answered and returns the status to reply with.
+    func settle(_ prompt: Prompt, _ answer: AgentAnswer, _ expiresAt: Int64?, _ agent: Agent) -> Status {
+        let (app, permission) = (prompt.app, prompt.permission)
+        let before = status(app: app, permission: permission)
+        let setBy = "user via agent \(agent.owner)"
+        do {
+            switch answer {
+            case .allowOnce:
+                return plugins.providers[permission] == nil ? .unsupported : before == .notDetermined ? .authorized : before
+            case .allowSession:
+                sessionGrants[app + "\0" + permission] = Set(prompt.waiters.map(\.sender))
+            case .allowAlways:
+                try store.set(app: app, permission: permission, decision: .authorized, setBy: setBy, expiresAt: expiresAt)
+            case .deny:
+                try store.set(app: app, permission: permission, decision: .denied, setBy: setBy, expiresAt: expiresAt)
+            case .dismiss:
+                return before
+            }
+        } catch {
+            logError("cannot store the answer for \(app) / \(permission): \(error)")
+            return before
+        }
+        if expiresAt != nil { scheduleExpiry() }
+        let after = status(app: app, permission: permission)
+        if after != before { emitStatusChanged(app: app, permission: permission, after) }
+        return after
+    }
+
+    func undecided(_ prompt: Prompt) -> Status {
+        status(app: prompt.app, permission: prompt.permission)
+    }
+
+    func registerAgent(_ call: MethodCall) {
+        guard case .objectPath(let path) = call.arguments[0] else { return call.fail(PermissionsError.invalidArgument("expected an object path")) }
+        asAdmin(call, action: .agent) { [unowned self] _ in
+            guard self.broker.register(owner: call.sender, path: path) else {
+                return call.fail(PermissionsError.invalidArgument("agent \(path) is already registered"))
+            }
+            call.reply()
+        }
+    }
+
+    func unregisterAgent(_ call: MethodCall) {
+        guard case .objectPath(let path) = call.arguments[0] else { return call.fail(PermissionsError.invalidArgument("expected an object path")) }
+        guard broker.unregister(owner: call.sender, path: path) else {
+            return call.fail(PermissionsError.invalidArgument("no agent \(path) registered by \(call.sender)"))
+        }
+        call.reply()
+    }
+
+    /// A connection left: its prompts, agents and session grants end.
+    func peerLeft(_ name: String) {
+        broker.peerLeft(name)
+        for (key, owners) in sessionGrants where owners.contains(name) {
+            let parts = key.split(separator: "\0", omittingEmptySubsequences: false).map(String.init)
+            let before = status(app: parts[0], permission: parts[1])
+            let rest = owners.subtracting([name])
+            sessionGrants[key] = rest.isEmpty ? nil : rest
+            let after = status(app: parts[0], permission: parts[1])
+            if before != after, plugins.providers[parts[1]] != nil {
+                emitStatusChanged(app: parts[0], permission: parts[1], after)
+            }
+        }
+    }
+
+    /// Arms the timer for the next decision expiry (or disarms it).
+    func scheduleExpiry() {
+        expiryTimer?.cancel()
+        expiryTimer = nil
+        guard let next = store.nextExpiry() else { return }
+        let delay = max(0, next - currentMicroseconds())
+        let timer = DispatchSource.makeTimerSource(queue: connection.queue)
+        timer.schedule(deadline: .now() + .microseconds(Int(min(delay, Int64(Int32.max)))))
+        timer.setEventHandler { [unowned self] in self.expireDecisions() }
+        timer.resume()
+        expiryTimer = timer
+    }
+
+    /// Removes decisions whose time has come, with the signals that implies.
+    func expireDecisions() {
+        for row in store.expired() {
+            let s = snapshot(row.permission)
+            let before = effectiveStatus(service: s.service, policy: s.policy(for: row.appID), decision: row.decision)
+            do { try store.remove(row) } catch { logError("cannot remove an expired decision: \(error)") }
+            let after = status(app: row.appID, permission: row.permission)
+            if before != after, plugins.providers[row.permission] != nil {
+                emitStatusChanged(app: row.appID, permission: row.permission, after)
+            }
+        }
+        scheduleExpiry()
+    }
+}

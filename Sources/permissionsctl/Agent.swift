@@ -1,0 +1,121 @@
+import CLISupport
+import Dispatch
+import DBusKit
+import Glibc
+
+/// `permissionsctl agent`: a terminal prompt agent. It registers an
+/// org.example.Permissions.Agent object, prints each prompt, and reads the answer
+/// as a line on standard input: o(nce), s(ession), a(lways), d(eny), or an empty
+/// line to dismiss. End of input unregisters (the connection closes) and exits.
+///
+/// Everything runs on `queue`: the bus connection, the prompts and the stdin reader.
+final class TerminalAgent: @unchecked Sendable {
+    // @unchecked Sendable: every mutable property is touched only on `queue`.
+    static let path = "/org/example/PermissionsAgent"
+    let queue = DispatchQueue(label: "permissionsctl.agent")
+    let connection: Connection
+    let print: (String) -> Void
+    private var pending: [(id: String, call: MethodCall)] = []
+    private var input: [UInt8] = []
+    private var stdinSource: (any DispatchSourceRead)?
+
+    init(bus: Bus, print: @escaping (String) -> Void) throws(BusError) {
+        connection = try Connection.open(bus, queue: queue)
+        self.print = print
+    }
+
+    func run() -> Never {
+        queue.async { self.start() }
+        dispatchMain()
+    }
+
+    private func start() {
+        connection.onDisconnect = { exit(1) }
+        connection.export(ExportedObject(path: Self.path, interfaces: [Interface("org.example.Permissions.Agent", methods: [
+            Method("Ask", input: "ssssa{sv}") { [unowned self] in self.ask($0) },
+            Method("Cancel", input: "s") { [unowned self] in self.cancel($0) },
+        ])], introspection: ""))
+        let register: Message
+        do {
+            register = try Message.methodCall(destination: Client.name, path: Client.path, interface: Client.name,
+                                              member: "RegisterAgent")
+            try register.append(.objectPath(Self.path))
+        } catch {
+            fail(error.description)
+        }
+        connection.call(register) { [unowned self] result in
+            if case .failure(let error) = result { fail("\(error.message) (\(error.name))") }
+            self.print("Agent registered at \(Self.path); waiting for prompts")
+            self.readStandardInput()
+        }
+    }
+
+    private func ask(_ call: MethodCall) {
+        let a = call.arguments
+        let id = a[0].stringValue ?? "", app = a[1].stringValue ?? "", permission = a[2].stringValue ?? ""
+        let reason = a[3].stringValue ?? ""
+        pending.append((id, call))
+        print("Prompt \(id): \(app.escapedForMessage) asks for \(permission)"
+              + (reason.isEmpty ? "" : "\n  reason: \(reason.escapedForMessage)"))
+        print("Answer [o]nce, [s]ession, [a]lways, [d]eny, or an empty line to dismiss:")
+        answerFromBufferedInput()
+    }
+
+    private func cancel(_ call: MethodCall) {
+        let id = call.arguments[0].stringValue ?? ""
+        if let index = pending.firstIndex(where: { $0.id == id }) {
+            pending.remove(at: index)
+            print("Prompt \(id) cancelled")
+        }
+        call.reply()
+    }
+
+    private func readStandardInput() {
+        let source = DispatchSource.makeReadSource(fileDescriptor: 0, queue: queue)
+        source.setEventHandler { [unowned self] in
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let n = buffer.withUnsafeMutableBytes { read(0, $0.baseAddress, $0.count) }
+            if n <= 0 {
+                if n < 0, errno == EINTR || errno == EAGAIN { return }
+                exit(0)  // end of input: the bus unregisters us with the connection
+            }
+            self.input.append(contentsOf: buffer[0..<n])
+            self.answerFromBufferedInput()
+        }
+        source.resume()
+        stdinSource = source
+    }
+
+    /// Answers the oldest prompt with each complete line typed so far.
+    private func answerFromBufferedInput() {
+        while !pending.isEmpty, let newline = input.firstIndex(of: UInt8(ascii: "\n")) {
+            let line = String(decoding: input[..<newline], as: UTF8.self).trimmingWhitespace.lowercased()
+            input.removeSubrange(...newline)
+            let answer: String
+            switch line {
+            case "o", "once": answer = "allow-once"
+            case "s", "session": answer = "allow-session"
+            case "a", "always": answer = "allow-always"
+            case "d", "deny": answer = "deny"
+            case "": answer = "dismiss"
+            default:
+                print("Please answer o, s, a, d, or an empty line:")
+                continue
+            }
+            let (id, call) = pending.removeFirst()
+            call.reply([.string(answer), .vardict([])])
+            print("Prompt \(id): \(answer)")
+        }
+    }
+}
+
+private func fail(_ message: String) -> Never {
+    printError("permissionsctl: \(message)")
+    exit(1)
+}
+
+extension String {
+    var trimmingWhitespace: String {
+        String(drop { $0 == " " || $0 == "\t" || $0 == "\r" }.reversed().drop { $0 == " " || $0 == "\t" || $0 == "\r" }.reversed())
+    }
+}

@@ -96,7 +96,20 @@ public final class Connection: @unchecked Sendable {
         dbus_connection_close(raw)
     }
 
-    deinit { dbus_connection_unref(raw) }
+    /// libdbus aborts when the last reference to an open private connection goes,
+    /// so a connection nobody closed is closed here. Nothing else can use it now;
+    /// removing the watch functions first cancels our dispatch sources.
+    deinit {
+        if dbus_connection_get_is_connected(raw) != 0 {
+            if attached {
+                _ = dbus_connection_set_watch_functions(raw, nil, nil, nil, nil, nil)
+                _ = dbus_connection_set_timeout_functions(raw, nil, nil, nil, nil, nil)
+                dbus_connection_set_dispatch_status_function(raw, nil, nil, nil)
+            }
+            dbus_connection_close(raw)
+        }
+        dbus_connection_unref(raw)
+    }
 
     /// Runs `body` later on the connection's queue. `body` need not be `Sendable`:
     /// it is created on the queue and runs on the same queue, never concurrently.

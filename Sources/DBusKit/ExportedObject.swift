@@ -41,8 +41,11 @@ public final class MethodCall {
 
     deinit {
         // A handler that forgot to answer must not leave the caller waiting 25 s.
+        // The last reference may go on any thread, so the reply is sent from the queue.
         if !answered, !message.noReplyExpected {
-            connection.send(message.makeErrorReply(BusError(BusError.failed, "the call was dropped")))
+            let reply = message.makeErrorReply(BusError(BusError.failed, "the call was dropped"))
+            let connection = self.connection
+            connection.queue.async { connection.send(reply) }
         }
     }
 }

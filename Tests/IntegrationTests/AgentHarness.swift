@@ -1,0 +1,178 @@
+import DBusKit
+import Foundation
+import Testing
+
+/// An org.example.Permissions.Agent in the test process, on its own connection
+/// and queue. Prompts wait until the test answers them (or `autoAnswer` does).
+final class TestAgent: @unchecked Sendable {
+    // @unchecked Sendable: `prompts`, `cancelled` and `autoAnswer` are touched only
+    // under `condition`'s lock; the connection only on `queue`.
+    struct Prompt {
+        let id: String
+        let app: String
+        let permission: String
+        let reason: String
+        let details: [String: DBusValue]
+        let call: MethodCall
+    }
+
+    let queue = DispatchQueue(label: "test-agent")
+    let connection: Connection
+    let path: String
+    private let condition = NSCondition()
+    private var prompts: [Prompt] = []
+    private var answered = 0
+    private var cancelledIDs: [String] = []
+    /// When set, every prompt is answered at once with this answer.
+    var autoAnswer: String? {
+        get { condition.lock(); defer { condition.unlock() }; return _autoAnswer }
+        set { condition.lock(); _autoAnswer = newValue; condition.unlock() }
+    }
+    private var _autoAnswer: String?
+
+    init(bus: TestBus, path: String = "/test/Agent", register: Bool = true) throws {
+        self.path = path
+        let q = queue
+        connection = try q.sync { try Connection.open(.address(bus.address), queue: q) }
+        queue.sync {
+            connection.export(ExportedObject(path: path, interfaces: [Interface("org.example.Permissions.Agent", methods: [
+                Method("Ask", input: "ssssa{sv}") { [unowned self] in self.ask($0) },
+                Method("Cancel", input: "s") { [unowned self] call in
+                    self.condition.lock()
+                    self.cancelledIDs.append(call.arguments[0].stringValue ?? "")
+                    self.condition.broadcast()
+                    self.condition.unlock()
+                    call.reply()
+                },
+            ])], introspection: ""))
+        }
+        if register { try call("RegisterAgent", [.objectPath(path)]) }
+    }
+
+    /// A method call on the service from the agent's connection, waited for.
+    @discardableResult
+    func call(_ member: String, _ arguments: [DBusValue]) throws -> [DBusValue] {
+        let message = try Message.methodCall(destination: "org.example.Permissions", path: "/org/example/Permissions",
+                                             interface: "org.example.Permissions", member: member)
+        try message.append(arguments)
+        let done = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) var result: Result<Message, BusError> = .failure(BusError(BusError.noReply, "no reply"))
+        queue.async {
+            self.connection.call(message) { r in
+                result = r
+                done.signal()
+            }
+        }
+        done.wait()
+        return try result.get().arguments()
+    }
+
+    private func ask(_ call: MethodCall) {
+        let a = call.arguments
+        let details = Dictionary(a[4].stringKeyedEntries ?? [], uniquingKeysWith: { x, _ in x })
+        let prompt = Prompt(id: a[0].stringValue!, app: a[1].stringValue!, permission: a[2].stringValue!,
+                            reason: a[3].stringValue!, details: details, call: call)
+        condition.lock()
+        let auto = _autoAnswer
+        prompts.append(prompt)
+        if auto != nil { answered += 1 }
+        condition.broadcast()
+        condition.unlock()
+        if let auto { call.reply([.string(auto), .vardict([])]) }
+    }
+
+    /// Every prompt received so far.
+    var received: [Prompt] {
+        condition.lock()
+        defer { condition.unlock() }
+        return prompts
+    }
+
+    /// Waits for the `count`-th prompt (1-based) and returns it.
+    func waitForPrompt(_ count: Int = 1, timeout: TimeInterval = 15) throws -> Prompt {
+        let deadline = Date().addingTimeInterval(timeout)
+        condition.lock()
+        defer { condition.unlock() }
+        while prompts.count < count {
+            if !condition.wait(until: deadline) {
+                throw HarnessError(description: "no prompt #\(count) within \(timeout) s (got \(prompts.count))")
+            }
+        }
+        return prompts[count - 1]
+    }
+
+    func waitForCancel(_ id: String, timeout: TimeInterval = 15) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        condition.lock()
+        defer { condition.unlock() }
+        while !cancelledIDs.contains(id) {
+            if !condition.wait(until: deadline) { throw HarnessError(description: "no Cancel(\(id)) within \(timeout) s") }
+        }
+    }
+
+    /// Answers a prompt (on the agent's queue, as a real agent would).
+    func answer(_ prompt: Prompt, _ answer: String, expiresAt: Int64? = nil) {
+        let results: DBusValue = .vardict(expiresAt.map { [("expires-at", .int64($0))] } ?? [])
+        queue.sync { prompt.call.reply([.string(answer), results]) }
+    }
+
+    /// Drops off the bus, as a crashed agent would.
+    func disconnect() {
+        queue.sync { connection.close() }
+    }
+}
+
+/// A command running in the background (a client waiting for a prompt's answer).
+final class BackgroundCommand: @unchecked Sendable {
+    // @unchecked Sendable: `output` is written once by the reader thread before
+    // `finished` is signalled, and read only after waiting for it.
+    let process = Process()
+    private let finished = DispatchSemaphore(value: 0)
+    private var output = Data()
+    private var errors = Data()
+
+    init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        if let environment { process.environment = environment }
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        Thread.detachNewThread { [self] in
+            errors = err.fileHandleForReading.readDataToEndOfFile()
+        }
+        Thread.detachNewThread { [self] in
+            output = out.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            finished.signal()
+        }
+    }
+
+    /// Waits for the exit; returns (status, stdout).
+    func wait(timeout: TimeInterval = 20) throws -> (Int32, String) {
+        guard finished.wait(timeout: .now() + timeout) == .success else {
+            kill()
+            throw HarnessError(description: "command did not finish within \(timeout) s")
+        }
+        return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+    }
+
+    var isRunning: Bool { process.isRunning }
+
+    func kill() {
+        Glibc.kill(process.processIdentifier, SIGKILL)
+    }
+}
+
+extension DaemonUnderTest {
+    /// `busctl call … Request s PERMISSION a{sv} 0` in the background (the caller is
+    /// /usr/bin/busctl), with a long method-call timeout.
+    func requestInBackground(_ permission: String, reason: String? = nil) throws -> BackgroundCommand {
+        var args = ["--address=\(bus.address)", "--timeout=60", "call", "org.example.Permissions",
+                    "/org/example/Permissions", "org.example.Permissions", "Request", "sa{sv}", permission]
+        if let reason { args += ["1", "reason", "s", reason] } else { args += ["0"] }
+        return try BackgroundCommand("/usr/bin/busctl", args)
+    }
+}

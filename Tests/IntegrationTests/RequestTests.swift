@@ -1,0 +1,229 @@
+import DBusKit
+import Foundation
+import Testing
+
+/// Request through a real agent: prompts, answers, what is stored and what is not.
+/// The requester is busctl (app id /usr/bin/busctl) unless said otherwise.
+@Suite struct RequestTests {
+    let bus: TestBus
+    let daemon: DaemonUnderTest
+    let monitor: Monitor
+    static let app = "/usr/bin/busctl"
+
+    init() throws {
+        bus = try TestBus()
+        daemon = try DaemonUnderTest(bus: bus, config: "[location]\nenabled=true\n[notifications]\nenabled=true\n")
+        monitor = try Monitor(daemon)
+    }
+
+    func stored() throws -> String { try daemon.call("ListDecisions", "s", "").stdout }
+    func status(_ permission: String, app: String = RequestTests.app) throws -> String {
+        try daemon.call("GetStatusForApp", "ss", app, permission).stdout
+    }
+
+    @Test func allowOnceAnswersAuthorizedAndStoresNothing() throws {
+        let agent = try TestAgent(bus: bus)
+        let request = try daemon.requestInBackground("location", reason: "to show the weather")
+        let prompt = try agent.waitForPrompt()
+        #expect(prompt.app == Self.app)
+        #expect(prompt.permission == "location")
+        #expect(prompt.reason == "to show the weather")
+        #expect(prompt.details["identity-kind"] == .variant(.string("executable")))
+        agent.answer(prompt, "allow-once")
+        let (rc, out) = try request.wait()
+        #expect(rc == 0)
+        #expect(out == "s \"authorized\"\n")
+        #expect(try stored() == "a(sssxs) 0\n")
+        #expect(try status("location") == "s \"not-determined\"\n")
+    }
+
+    @Test func allowAlwaysIsStoredAndNotAskedAgain() throws {
+        let agent = try TestAgent(bus: bus)
+        let request = try daemon.requestInBackground("location")
+        agent.answer(try agent.waitForPrompt(), "allow-always")
+        #expect(try request.wait().1 == "s \"authorized\"\n")
+        try monitor.waitFor { $0 == statusLine(app: Self.app, "location", "authorized") }
+        #expect(try stored().contains("\"/usr/bin/busctl\" \"location\" \"authorized\""))
+        // Decided: the next request answers at once, without a prompt.
+        #expect(try daemon.call("Request", "sa{sv}", "location", "0").stdout == "s \"authorized\"\n")
+        #expect(agent.received.count == 1)
+        let details = try daemon.ctl("get", Self.app, "location")
+        #expect(details.stdout == "authorized\n")
+    }
+
+    @Test func denyIsStoredAndStaysDenied() throws {
+        let agent = try TestAgent(bus: bus)
+        let request = try daemon.requestInBackground("notifications")
+        agent.answer(try agent.waitForPrompt(), "deny")
+        #expect(try request.wait().1 == "s \"denied\"\n")
+        #expect(try daemon.call("Request", "sa{sv}", "notifications", "0").stdout == "s \"denied\"\n")
+        #expect(agent.received.count == 1)
+        // An admin reset makes it askable again.
+        #expect(try daemon.ctl("reset", Self.app, "notifications").status == 0)
+        let again = try daemon.requestInBackground("notifications")
+        agent.answer(try agent.waitForPrompt(2), "allow-once")
+        #expect(try again.wait().1 == "s \"authorized\"\n")
+    }
+
+    @Test func dismissStoresNothingAndAsksAgainNextTime() throws {
+        let agent = try TestAgent(bus: bus)
+        let first = try daemon.requestInBackground("location")
+        agent.answer(try agent.waitForPrompt(), "dismiss")
+        #expect(try first.wait().1 == "s \"not-determined\"\n")
+        let second = try daemon.requestInBackground("location")
+        agent.answer(try agent.waitForPrompt(2), "nonsense-answer")  // counts as a dismissal
+        #expect(try second.wait().1 == "s \"not-determined\"\n")
+        #expect(try stored() == "a(sssxs) 0\n")
+    }
+
+    @Test func withoutAgentTheConfiguredDefaultAppliesAndNothingIsStored() throws {
+        #expect(try daemon.call("Request", "sa{sv}", "location", "0").stdout == "s \"not-determined\"\n")
+        try daemon.writeConfig("[location]\nenabled=true\nno-agent=denied\n[notifications]\nenabled=true\n")
+        // The fence: a config change we can see, made after the one we cannot.
+        try daemon.writeConfig("[location]\nenabled=true\nno-agent=denied\n[notifications]\nenabled=false\n")
+        try monitor.waitFor { $0 == statusLine(app: "", "notifications", "disabled") }
+        #expect(try daemon.call("Request", "sa{sv}", "location", "0").stdout == "s \"denied\"\n")
+        #expect(try stored() == "a(sssxs) 0\n")
+        #expect(try status("location") == "s \"not-determined\"\n")
+    }
+
+    @Test func slowAgentDoesNotBlockOtherCallers() throws {
+        let agent = try TestAgent(bus: bus)
+        let request = try daemon.requestInBackground("location")
+        let prompt = try agent.waitForPrompt()
+        // While the prompt is open, everyone else is served.
+        for _ in 0..<5 {
+            #expect(try daemon.call("GetStatus", "s", "notifications").stdout == "s \"not-determined\"\n")
+            #expect(try daemon.ctl("grant", "org.example.Other", "notifications").status == 0)
+        }
+        #expect(request.isRunning)
+        agent.answer(prompt, "allow-always")
+        #expect(try request.wait().1 == "s \"authorized\"\n")
+    }
+
+    @Test func twentyConcurrentRequestsShareOnePrompt() throws {
+        let agent = try TestAgent(bus: bus)
+        let requests = try (0..<20).map { _ in try daemon.requestInBackground("location") }
+        let prompt = try agent.waitForPrompt()
+        // Every request has reached the daemon once each busctl is connected and
+        // waiting; the prompt is still open, so none is answered yet.
+        #expect(requests.allSatisfy { $0.isRunning })
+        agent.answer(prompt, "allow-always")
+        for request in requests { #expect(try request.wait().1 == "s \"authorized\"\n") }
+        #expect(agent.received.count == 1)
+        try monitor.waitFor { $0 == statusLine(app: Self.app, "location", "authorized") }
+        #expect(monitor.statusChanges.filter { $0.contains("app=\(Self.app)") }.count == 1)
+    }
+
+    @Test func requesterLeavingCancelsThePromptAndStoresNothing() throws {
+        let agent = try TestAgent(bus: bus)
+        let request = try daemon.requestInBackground("location")
+        let prompt = try agent.waitForPrompt()
+        request.kill()
+        try agent.waitForCancel(prompt.id)
+        agent.answer(prompt, "allow-always")  // too late: dropped
+        // The fence: a change after the late answer, whose signal comes after any it caused.
+        #expect(try daemon.ctl("grant", "org.example.Fence", "notifications").status == 0)
+        try monitor.waitFor { $0 == statusLine(app: "org.example.Fence", "notifications", "authorized") }
+        #expect(monitor.statusChanges == [statusLine(app: "org.example.Fence", "notifications", "authorized")])
+        #expect(try status("location") == "s \"not-determined\"\n")
+        #expect(!(try stored().contains("\"location\"")))
+    }
+
+    @Test func agentCrashStoresNothing() throws {
+        let agent = try TestAgent(bus: bus)
+        let request = try daemon.requestInBackground("location")
+        _ = try agent.waitForPrompt()
+        agent.disconnect()
+        #expect(try request.wait().1 == "s \"not-determined\"\n")
+        #expect(try stored() == "a(sssxs) 0\n")
+        // It was unregistered: without an agent, the default answer comes at once.
+        #expect(try daemon.call("Request", "sa{sv}", "location", "0").stdout == "s \"not-determined\"\n")
+    }
+
+    @Test func sessionGrantEndsWhenTheRequesterLeaves() throws {
+        let agent = try TestAgent(bus: bus)
+        agent.autoAnswer = "allow-session"
+        // The requester is this test process, on a connection of its own.
+        let requester = try Connection.open(.address(bus.address))
+        let message = try Message.methodCall(destination: "org.example.Permissions", path: "/org/example/Permissions",
+                                             interface: "org.example.Permissions", member: "Request")
+        try message.append(.string("location"), .vardict([]))
+        let reply = try requester.callBlocking(message)
+        #expect(reply.arguments() == [.string("authorized")])
+        let app = agent.received[0].app
+        try monitor.waitFor { $0 == statusLine(app: app, "location", "authorized") }
+        #expect(try status("location", app: app) == "s \"authorized\"\n")
+        #expect(try stored() == "a(sssxs) 0\n")
+        requester.close()
+        try monitor.waitFor { $0 == statusLine(app: app, "location", "not-determined") }
+        #expect(try status("location", app: app) == "s \"not-determined\"\n")
+    }
+
+    @Test func expiryEmitsStatusChanged() throws {
+        let agent = try TestAgent(bus: bus)
+        let request = try daemon.requestInBackground("location")
+        let expires = Int64(Date().timeIntervalSince1970 * 1_000_000) + 1_500_000
+        agent.answer(try agent.waitForPrompt(), "allow-always", expiresAt: expires)
+        #expect(try request.wait().1 == "s \"authorized\"\n")
+        let details = try daemon.call("ListDecisions", "s", Self.app)
+        #expect(details.stdout.contains("\"authorized\""))
+        try monitor.waitFor { $0 == statusLine(app: Self.app, "location", "authorized") }
+        try monitor.waitFor { $0 == statusLine(app: Self.app, "location", "not-determined") }
+        #expect(Int64(Date().timeIntervalSince1970 * 1_000_000) >= expires)
+        #expect(try stored() == "a(sssxs) 0\n")
+    }
+
+    @Test func requestManyAsksOneAfterAnother() throws {
+        let agent = try TestAgent(bus: bus)
+        try daemon.writeConfig("[location]\nenabled=true\n[notifications]\nenabled=true\ndeny=/usr/bin/busctl\n")
+        try monitor.waitFor { $0 == statusLine(app: Self.app, "notifications", "restricted") }
+        let many = try BackgroundCommand("/usr/bin/busctl", [
+            "--address=\(bus.address)", "--timeout=60", "call", "org.example.Permissions", "/org/example/Permissions",
+            "org.example.Permissions", "RequestMany", "asa{sv}", "2", "location", "notifications", "0"])
+        agent.answer(try agent.waitForPrompt(), "deny")
+        let (rc, out) = try many.wait()
+        #expect(rc == 0)
+        #expect(out == "a{ss} 2 \"location\" \"denied\" \"notifications\" \"restricted\"\n")
+        #expect(agent.received.count == 1)  // restricted never prompts
+    }
+
+    @Test func badRequestsGetNamedErrors() throws {
+        for (arguments, message) in [
+            (["Request", "sa{sv}", "location", "1", "reason", "i", "4"], "option \"reason\" must be a string"),
+            (["Request", "sa{sv}", "teleport", "0"], "unknown permission \"teleport\""),
+            (["RequestMany", "asa{sv}", "2", "location", "Bad", "0"], "invalid permission name \"Bad\""),
+            (["Request", "s", "location"], "not 's'"),
+            (["UnregisterAgent", "o", "/nope"], "no agent /nope"),
+        ] {
+            let r = try daemon.busctl(["call", "org.example.Permissions", "/org/example/Permissions",
+                                       "org.example.Permissions"] + arguments)
+            #expect(r.status != 0, "\(arguments)")
+            #expect(r.stderr.contains(message), "\(arguments): \(r.stderr)")
+        }
+        let nobody = try daemon.busctl(["call", "org.example.Permissions", "/org/example/Permissions",
+                                        "org.example.Permissions", "RegisterAgent", "o", "/y"], asNobody: true)
+        #expect(nobody.stderr.contains("RegisterAgent is not allowed"))
+        let agent = try TestAgent(bus: bus)
+        #expect(throws: BusError.self) { try agent.call("RegisterAgent", [.objectPath(agent.path)]) }
+    }
+
+    @Test func changeSerialGrowsByOneAndAcrossRestarts() throws {
+        for app in ["org.example.A", "org.example.B", "org.example.C"] {
+            #expect(try daemon.ctl("grant", app, "location").status == 0)
+            try monitor.waitFor { $0 == statusLine(app: app, "location", "authorized") }
+        }
+        let serials = monitor.serials
+        #expect(serials.count == 3)
+        #expect(serials[1] == serials[0] + 1 && serials[2] == serials[1] + 1)
+        let property = try daemon.busctl(["get-property", "org.example.Permissions", "/org/example/Permissions",
+                                          "org.example.Permissions", "ChangeSerial"])
+        #expect(property.stdout == "t \(serials[2])\n")
+        daemon.stop()
+        try daemon.start()
+        let after = try Monitor(daemon)
+        #expect(try daemon.ctl("grant", "org.example.D", "location").status == 0)
+        try after.waitFor { $0 == statusLine(app: "org.example.D", "location", "authorized") }
+        #expect(after.serials[0] > serials[2])
+    }
+}

@@ -134,6 +134,13 @@ public struct PluginConfigEntry: Sendable, Equatable {
     public var key: String
     public var value: String
     public var origin: String
+
+    public init(section: String, key: String, value: String, origin: String) {
+        self.section = section
+        self.key = key
+        self.value = value
+        self.origin = origin
+    }
 }
 
 /// Copies the configuration the host lends to `configure`.

@@ -24,7 +24,7 @@ public struct SwitchConfig: Equatable, Sendable {
     /// value of a plugin-specific key, throws `Invalid` for a bad value, or returns
     /// nil for a key it does not know. Unknown keys are logged and ignored (as
     /// systemd does); bad values reject the whole configuration.
-    public static func parse(_ entries: [PluginConfigEntry], section: String, log: HostHandle,
+    public static func parse(_ entries: [PluginConfigEntry], section: String, warn: (String) -> Void,
                              extraKey: (String, String) throws(Invalid) -> String? = { _, _ in nil })
         throws(Invalid) -> SwitchConfig
     {
@@ -49,7 +49,7 @@ public struct SwitchConfig: Equatable, Sendable {
                     if let value = try extraKey(entry.key, entry.value) {
                         config.extra[entry.key] = value
                     } else {
-                        log.log(.warning, "\(entry.origin): unknown key \"\(entry.key)\" in [\(section)], ignored")
+                        warn("\(entry.origin): unknown key \"\(entry.key)\" in [\(section)], ignored")
                     }
                 } catch {
                     throw bad(error.description)
@@ -60,6 +60,14 @@ public struct SwitchConfig: Equatable, Sendable {
             throw Invalid(description: "[\(section)]: app \"\(both)\" is in both allow and deny")
         }
         return config
+    }
+
+    /// `parse` with warnings logged through the plugin's host.
+    public static func parse(_ entries: [PluginConfigEntry], section: String, log host: HostHandle,
+                             extraKey: (String, String) throws(Invalid) -> String? = { _, _ in nil })
+        throws(Invalid) -> SwitchConfig
+    {
+        try parse(entries, section: section, warn: { host.log(.warning, $0) }, extraKey: extraKey)
     }
 
     /// The snapshot this configuration gives.

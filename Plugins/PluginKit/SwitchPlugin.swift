@@ -30,7 +30,8 @@ public final class SwitchPlugin: @unchecked Sendable {
     /// Applies a configuration, or keeps the last good one and returns -EINVAL.
     public func configure(_ entries: [PluginConfigEntry]) -> Int32 {
         do {
-            let new = try SwitchConfig.parse(entries, section: permission, log: host, extraKey: extraKey)
+            let new = try SwitchConfig.parse(entries, section: permission, warn: { self.host.log(.warning, $0) },
+                                            extraKey: extraKey)
             if new != config {
                 config = new
                 publish()

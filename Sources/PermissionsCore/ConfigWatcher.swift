@@ -1,71 +1,59 @@
 internal import Glibc
 public import Dispatch
 
-/// Watches the config directory and its drop-in directory with inotify and calls
-/// `changed` on the queue when a file was written (closed after writing), renamed
-/// into place, or removed. Partial writes are not seen: an editor's truncate-then-
-/// write only reports when the file is closed.
+/// Watches the config directory and its drop-in directory and calls `changed` on
+/// the queue when a file was written (closed after writing), renamed into place, or
+/// removed. Partial writes are not seen: an editor's truncate-then-write only
+/// reports when the file is closed.
 public final class ConfigWatcher {
-    private let fd: Int32
+    private let inotify: InotifyWatcher
     private let files: ConfigFiles
-    private var source: (any DispatchSourceRead)?
-    private var dropInWatch: Int32 = -1
     private let mask = UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CREATE)
 
     public init?(files: ConfigFiles, queue: DispatchQueue, changed: @escaping () -> Void) {
-        fd = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
-        guard fd >= 0 else { return nil }
+        guard let inotify = InotifyWatcher(queue: queue) else { return nil }
+        self.inotify = inotify
         self.files = files
-        if inotify_add_watch(fd, files.directory, mask) < 0 {
+        if !inotify.watch(files.directory, mask: mask) {
             logInfo("not watching \(files.directory): \(String(cString: strerror(errno))); edits there need a restart")
         }
-        watchDropIns()
-        let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
-        let confined = Confined(changed)
-        source.setEventHandler { [unowned self] in
-            if self.drain() { confined.value() }
-        }
-        source.setCancelHandler { [fd] in close(fd) }
-        source.resume()
-        self.source = source
-    }
-
-    deinit { source?.cancel() }
-
-    private func watchDropIns() {
-        if dropInWatch < 0 { dropInWatch = inotify_add_watch(fd, files.dropInDirectory, mask) }
-    }
-
-    /// Reads all pending events; true if any concerns a config file.
-    private func drain() -> Bool {
-        var relevant = false
-        var buffer = [UInt8](repeating: 0, count: 8192)
-        while true {
-            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n <= 0 { break }
-            var offset = 0
-            while offset + MemoryLayout<inotify_event>.size <= n {
-                let event = buffer.withUnsafeBytes {
-                    $0.loadUnaligned(fromByteOffset: offset, as: inotify_event.self)
-                }
-                let length = Int(event.len)
-                let isDir = event.mask & UInt32(IN_ISDIR) != 0
-                // The drop-in directory went away: its watch is gone; re-add it if it returns.
-                if event.wd == dropInWatch, event.mask & UInt32(IN_IGNORED) != 0 { dropInWatch = -1; relevant = true }
-                let nameStart = offset + MemoryLayout<inotify_event>.size
-                let nameBytes = buffer[nameStart..<min(nameStart + length, n)].prefix { $0 != 0 }
-                let name = String(decoding: nameBytes, as: UTF8.self)
-                if isDir, name == "permissions.conf.d" { watchDropIns(); relevant = true }
-                if name.hasSuffix(".conf") { relevant = true }
-                offset = nameStart + length
+        inotify.watch(files.dropInDirectory, mask: mask)
+        inotify.onEvent = { [unowned self] directory, name, eventMask in
+            // The drop-in directory came (back): watch it, and read what it holds.
+            if directory == files.directory, name == "permissions.conf.d", eventMask & UInt32(IN_ISDIR) != 0,
+               !self.inotify.isWatching(files.dropInDirectory) {
+                self.inotify.watch(files.dropInDirectory, mask: self.mask)
+                return changed()
             }
+            if name.hasSuffix(".conf") || eventMask & UInt32(IN_IGNORED) != 0 { changed() }
         }
-        return relevant
+    }
+}
+
+/// Watches plugin directories: a `libpermissions-*.so` written (closed after
+/// writing) or renamed into place is loaded; one removed or renamed away is stopped.
+public final class PluginDirectoryWatcher {
+    private let inotify: InotifyWatcher
+
+    public init?(directories: [String], queue: DispatchQueue,
+                 changed: @escaping (_ directory: String, _ file: String, _ present: Bool) -> Void) {
+        guard let inotify = InotifyWatcher(queue: queue) else { return nil }
+        self.inotify = inotify
+        let mask = UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE)
+        for directory in directories where Files.isDirectory(directory) {
+            inotify.watch(directory, mask: mask)
+        }
+        inotify.onEvent = { directory, name, eventMask in
+            guard PluginHost.isPluginFile(name) else { return }
+            let present = eventMask & UInt32(IN_CLOSE_WRITE | IN_MOVED_TO) != 0
+            changed(directory, name, present)
+        }
     }
 }
 
 /// A non-Sendable value used only on the queue that created it.
-/// `@unchecked Sendable`: the dispatch source runs its handler on that same queue.
+/// `@unchecked Sendable`: whoever carries it across a `@Sendable` boundary runs
+/// it on that same queue.
 struct Confined<Value>: @unchecked Sendable {
     let value: Value
     init(_ value: Value) { self.value = value }

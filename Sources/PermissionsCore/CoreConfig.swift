@@ -1,5 +1,14 @@
+internal import PluginKit
+
 /// The keys of the configuration that the daemon itself reads; every other key
 /// goes to the plugins.
+///
+///     [permissions]
+///     declare=contacts;photos;screen-capture
+///                              permissions that no plugin provides, declared by the
+///                              administrator: each behaves like any other (decisions,
+///                              requests, signals), configured by its own section
+///                              with enabled=, allow=, deny= as for notifications
 ///
 ///     [service]
 ///     agent-timeout=120        seconds an agent may take to answer a prompt (1-3600)
@@ -11,6 +20,8 @@
 public struct CoreConfig: Equatable, Sendable {
     public var agentTimeoutSeconds = 120
     public var noAgent: [String: Status] = [:]
+    /// Names from [permissions] declare=, valid ones only, in order.
+    public var declared: [String] = []
 
     public init() {}
 
@@ -22,7 +33,20 @@ public struct CoreConfig: Equatable, Sendable {
         var rest: [ConfigEntry] = []
         var sawTimeout = false
         for entry in entries {
-            if entry.section == "service" {
+            if entry.section == "permissions" {
+                if entry.key == "declare" {
+                    let names = entry.value.split(separator: ";").map { String($0).trimmingWhitespace }.filter { !$0.isEmpty }
+                    for name in names {
+                        if Validate.isPermissionName(name), !Validate.reservedSections.contains(name) {
+                            if !core.declared.contains(name) { core.declared.append(name) }
+                        } else {
+                            logError("\(entry.origin): [permissions] declare: invalid permission name \"\(name.escapedForMessage)\"; ignored")
+                        }
+                    }
+                } else {
+                    logError("\(entry.origin): unknown key \"\(entry.key.escapedForMessage)\" in [permissions]; ignored")
+                }
+            } else if entry.section == "service" {
                 if entry.key == "agent-timeout", let seconds = Int(entry.value), (1...3600).contains(seconds) {
                     core.agentTimeoutSeconds = seconds
                     sawTimeout = true
@@ -45,5 +69,40 @@ public struct CoreConfig: Equatable, Sendable {
         }
         if !sawTimeout { core.agentTimeoutSeconds = entries.contains { $0.section == "service" } ? previous.agentTimeoutSeconds : 120 }
         return (core, rest)
+    }
+}
+
+extension CoreConfig {
+    /// The snapshot of each declared permission that no plugin provides, from its
+    /// section (enabled=, allow=, deny=). A section with a bad value keeps that
+    /// permission's previous snapshot, like a plugin keeps its last good config.
+    func declaredSnapshots(entries: [ConfigEntry], providedByPlugins: Set<String>,
+                           previous: [String: Snapshot] = [:]) -> [String: Snapshot] {
+        var result: [String: Snapshot] = [:]
+        let pluginEntries = entries.map { PluginConfigEntry(section: $0.section, key: $0.key, value: $0.value, origin: $0.origin) }
+        for name in declared {
+            if providedByPlugins.contains(name) {
+                logWarning("[permissions] declare: \"\(name)\" is provided by a plugin; the plugin serves it")
+                continue
+            }
+            do {
+                let config = try SwitchConfig.parse(pluginEntries, section: name, warn: { logWarning($0) })
+                var policies: [String: Policy] = [:]
+                for app in config.allow where Validate.isAppID(app) { policies[app] = .allow }
+                for app in config.deny where Validate.isAppID(app) { policies[app] = .restricted }
+                result[name] = Snapshot(permission: name, service: config.enabled ? .available : .disabled,
+                                        policies: policies)
+            } catch {
+                logError("\(error.description); keeping the last good configuration of \(name)")
+                result[name] = previous[name] ?? Snapshot(permission: name, service: .available)
+            }
+        }
+        return result
+    }
+}
+
+extension String {
+    var trimmingWhitespace: String {
+        String(drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed())
     }
 }

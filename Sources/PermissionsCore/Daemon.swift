@@ -48,6 +48,7 @@ public final class Daemon {
     private var service: PermissionsService!
     private var host: PluginHost!
     private var watcher: ConfigWatcher?
+    private var pluginWatcher: PluginDirectoryWatcher?
     private var lastConfig: [ConfigEntry] = []
     private var coreConfig = CoreConfig()
     private var signalSources: [any DispatchSourceSignal] = []
@@ -100,19 +101,14 @@ public final class Daemon {
             exit(0)
         }
 
-        // Plugins may publish from their own threads; publications are applied on the
-        // queue, synchronously when already there (during init and configure).
-        let confined = Confined(self)
-        host = PluginHost { snapshot in
-            if DispatchQueue.getSpecific(key: Daemon.queueKey) == true {
-                confined.value.service.apply(snapshot)
-            } else {
-                confined.value.queue.async { confined.value.service.apply(snapshot) }
-            }
-        }
+        host = PluginHost(queue: queue)
         let callers = CallerCache(connection: connection, reader: IdentityReader())
         service = PermissionsService(connection: connection, store: store, plugins: host, callers: callers,
                                      authorizer: Authorizer(connection: connection, systemBus: options.bus == .system))
+        host.onPublish = { [unowned self] _, batch in
+            for snapshot in batch { self.service.refresh(snapshot.permission) }
+        }
+        host.onChange = { [unowned self] plugin in self.service.pluginChanged(plugin) }
         service.expireDecisions()  // those that ran out while the daemon was stopped
         service.quiet = true  // no signals for the first snapshots, before we own the name
         let configFiles = ConfigFiles(directory: options.configDirectory)
@@ -121,13 +117,25 @@ public final class Daemon {
         } catch {
             logError("\(error); starting with no configuration")
         }
-        host.loadAll(from: options.resolvedPluginDirectories, config: applyCoreConfig(lastConfig))
+        let directories = options.resolvedPluginDirectories
+        host.loadAll(from: directories, config: applyCoreConfig(lastConfig)) { [unowned self] in
+            // Every plugin has started (or failed, or passed its deadline). Publications
+            // made during init were queued before this runs, so they are in.
+            self.serve(directories: directories, configFiles: configFiles, stateDirectory: stateDirectory)
+        }
+    }
+
+    /// Second half of start-up: watch config and plugin directories, own the name.
+    private func serve(directories: [String], configFiles: ConfigFiles, stateDirectory: String) {
         if host.plugins.isEmpty {
-            logWarning("no plugins found in \(options.resolvedPluginDirectories.joined(separator: ", "))")
+            logWarning("no plugin loaded from \(directories.joined(separator: ", "))")
         }
         watcher = ConfigWatcher(files: configFiles, queue: queue) { [unowned self] in self.reloadConfig(configFiles) }
+        pluginWatcher = PluginDirectoryWatcher(directories: directories, queue: queue) { [unowned self] dir, file, present in
+            self.host.fileChanged(directory: dir, file: file, present: present)
+        }
         service.quiet = false
-        _ = service.pluginsChanged()
+        service.pluginsChanged()
 
         do {
             switch try connection.requestName(PermissionsService.busName) {
@@ -169,6 +177,8 @@ public final class Daemon {
         coreConfig = core
         service.noAgentDefaults = core.noAgent
         service.broker.agentTimeoutMilliseconds = Int32(core.agentTimeoutSeconds * 1000)
+        service.setDeclared(core.declaredSnapshots(entries: rest, providedByPlugins: Set(host.providers.keys),
+                                                   previous: service.declared))
         return rest
     }
 

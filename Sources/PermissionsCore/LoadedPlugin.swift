@@ -1,36 +1,118 @@
 internal import CPermissionsPlugin
 internal import Glibc
+import Dispatch
+import Synchronization
 
-/// One plugin library in use: its descriptor, its private state, and the
-/// `permissions_host` struct handed to it.
+/// One plugin library: its descriptor, its private state, the `permissions_host`
+/// struct handed to it, and what it last published.
 ///
-/// `@unchecked Sendable`: a plugin calls `log`/`publish` from any thread with
-/// `host_data` pointing here, and those calls read only `let` properties (`name`,
-/// `declared`, `deliver`). Everything mutable (`state`, `info`) is touched only on
-/// the service queue, by the host.
+/// Plugin code (dlopen's constructors, the entry point, init, configure, fini) runs
+/// only on `callQueue`, never on the daemon's queue, so a plugin that blocks stalls
+/// itself, not the daemon: the host's watchdog then gives up on it.
+///
+/// `@unchecked Sendable`: plugins call `log`/`publish` from any thread with
+/// `host_data` pointing here. Those calls touch only `let` properties and `shared`,
+/// which a Mutex guards. `state`, `host` and `handle` are touched only on
+/// `callQueue`; `info` and `latest` only on the daemon queue.
 public final class LoadedPlugin: @unchecked Sendable {
-    let handle: UnsafeMutableRawPointer
-    let descriptor: UnsafePointer<permissions_plugin>
+    public let path: String
+    public let name: String
+    let callQueue: DispatchQueue
+    let daemonQueue: DispatchQueue
     public internal(set) var info: PluginInfo
-    let name: String
-    let declared: Set<String>
-    let deliver: @Sendable (Snapshot) -> Void
+    /// Snapshots published so far, by permission (daemon queue).
+    var latest: [String: Snapshot] = [:]
+
+    // callQueue only
+    var handle: UnsafeMutableRawPointer?
+    var descriptor: UnsafePointer<permissions_plugin>?
     private var state: UnsafeMutableRawPointer?
     private var host: UnsafeMutablePointer<permissions_host>?
-    private var stopped = false
 
-    init(handle: UnsafeMutableRawPointer, descriptor: UnsafePointer<permissions_plugin>, info: PluginInfo,
-         deliver: @escaping @Sendable (Snapshot) -> Void) {
+    /// What host calls from plugin threads share with the daemon.
+    struct Shared {
+        /// Permissions it declared (set once the descriptor was read).
+        var declared: Set<String> = []
+        /// No more host calls are accepted: fini ran, or the plugin was given up.
+        var closed = false
+        /// Publications not yet applied, latest per permission: a storm of them
+        /// costs the daemon one apply per permission, not one per publication.
+        var pending: [String: Snapshot] = [:]
+        var drainScheduled = false
+        /// Flood detection over one-second windows.
+        var windowStart: UInt64 = 0
+        var publishedInWindow = 0
+        var loggedInWindow = 0
+        var suppressedLogs = 0
+        var flooded = false
+    }
+    let shared = Mutex(Shared())
+    /// Called on the daemon queue with the permissions whose publications arrived.
+    var drain: ((LoadedPlugin, [Snapshot]) -> Void)?
+    /// Called on the daemon queue when the plugin floods the host.
+    var flooding: ((LoadedPlugin) -> Void)?
+
+    static let maxPublicationsPerSecond = 1000
+    static let maxLogLinesPerSecond = 50
+
+    init(path: String, name: String, daemonQueue: DispatchQueue) {
+        self.path = path
+        self.name = name
+        self.daemonQueue = daemonQueue
+        self.callQueue = DispatchQueue(label: "plugin.\(name)")
+        self.info = PluginInfo(name: name, version: "", state: .loading, permissions: [], file: path)
+    }
+
+    // MARK: Plugin calls (on callQueue)
+
+    /// dlopen, the entry point and the descriptor's own checks. Returns the reason
+    /// for rejecting the file, or nil.
+    func open() -> String? {
+        guard let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL) else {
+            return "not a loadable library (\(dlerror().map { String(cString: $0) } ?? "dlopen failed"))"
+        }
         self.handle = handle
+        guard let symbol = dlsym(handle, PERMISSIONS_PLUGIN_ENTRY) else {
+            return "no entry symbol \(PERMISSIONS_PLUGIN_ENTRY)"
+        }
+        let entry = unsafeBitCast(symbol, to: permissions_plugin_entry_fn.self)
+        guard let descriptor = entry() else { return "the entry point returned NULL" }
+        let d = descriptor.pointee
+        guard d.abi_version == PERMISSIONS_PLUGIN_ABI_VERSION else {
+            return "ABI version \(d.abi_version), this daemon supports \(PERMISSIONS_PLUGIN_ABI_VERSION)"
+        }
+        guard Int(d.struct_size) >= MemoryLayout<permissions_plugin>.size else {
+            return "descriptor of \(d.struct_size) bytes is smaller than ABI 1's \(MemoryLayout<permissions_plugin>.size)"
+        }
+        let declaredName = d.name.map { String(cString: $0) } ?? ""
+        guard declaredName == name else {
+            return "it calls itself \"\(declaredName.escapedForMessage)\", the file name says \"\(name)\""
+        }
+        var permissions: [String] = []
+        if var cursor = d.permissions {
+            while let p = cursor.pointee {
+                guard permissions.count < 256 else { return "more than 256 permissions" }
+                permissions.append(String(cString: p))
+                cursor += 1
+            }
+        }
+        if let bad = permissions.first(where: { !Validate.isPermissionName($0) || Validate.reservedSections.contains($0) }) {
+            return "invalid permission name \"\(bad.escapedForMessage)\""
+        }
+        guard d.`init` != nil else { return "the descriptor has no init function" }
         self.descriptor = descriptor
-        self.info = info
-        self.name = info.name
-        self.declared = Set(info.permissions)
-        self.deliver = deliver
+        let version = d.version.map { String(cString: $0) } ?? ""
+        let declared = permissions
+        shared.withLock { $0.declared = Set(declared) }
+        daemonQueue.async { [self] in
+            info.version = version
+            info.permissions = declared
+        }
+        return nil
     }
 
     /// Calls init with a fresh host struct. The struct holds an unretained pointer to
-    /// this object, which the host keeps alive (it never unloads a plugin it started).
+    /// this object, which the host keeps alive for the life of the process.
     func start() -> Int32 {
         let host = UnsafeMutablePointer<permissions_host>.allocate(capacity: 1)
         host.initialize(to: permissions_host(
@@ -41,13 +123,14 @@ public final class LoadedPlugin: @unchecked Sendable {
             publish: hostPublish))
         self.host = host
         var newState: UnsafeMutableRawPointer? = nil
-        let rc = descriptor.pointee.`init`!(host, &newState)
+        let rc = descriptor!.pointee.`init`!(host, &newState)
         state = newState
         return rc
     }
 
-    func configure(_ config: [ConfigEntry]) {
-        guard let configure = descriptor.pointee.configure else { return }
+    func configure(_ config: [ConfigEntry]) -> Int32 {
+        guard let configure = descriptor?.pointee.configure else { return 0 }
+        let declared = shared.withLock { $0.declared }
         let relevant = config.filter { $0.section == name || declared.contains($0.section) }
         // Keep the C strings alive for the length of the call.
         let strings: [[UnsafeMutablePointer<CChar>]] = relevant.map { entry in
@@ -58,82 +141,99 @@ public final class LoadedPlugin: @unchecked Sendable {
             permissions_config_entry(section: UnsafePointer(s[0]), key: UnsafePointer(s[1]),
                                      value: UnsafePointer(s[2]), origin: UnsafePointer(s[3]))
         }
-        let rc = entries.withUnsafeBufferPointer { buffer in
+        return entries.withUnsafeBufferPointer { buffer in
             var c = permissions_config(abi_version: PERMISSIONS_PLUGIN_ABI_VERSION,
                                        struct_size: UInt32(MemoryLayout<permissions_config>.size),
                                        n_entries: UInt32(buffer.count), entries: buffer.baseAddress)
             return configure(state, &c)
         }
-        if rc != 0 {
-            logWarning("plugin \(name): rejected the new configuration (\(errnoName(-rc))); it keeps the last good one")
-        }
     }
 
+    /// fini, after which the plugin must not call the host (and is ignored if it does).
     func stop() {
-        guard !stopped else { return }
-        stopped = true
-        descriptor.pointee.fini?(state)
+        guard descriptor != nil, host != nil else { return }
+        descriptor?.pointee.fini?(state)
+        close()
     }
 
-    /// Checks and copies a publication; nil (and a log line) if it breaks the ABI.
-    func accept(_ s: UnsafePointer<permissions_snapshot>) -> Snapshot? {
-        let snapshot = s.pointee
-        guard snapshot.abi_version == PERMISSIONS_PLUGIN_ABI_VERSION,
-              Int(snapshot.struct_size) >= MemoryLayout<permissions_snapshot>.size
-        else {
-            logWarning("plugin \(name): publish with an unknown snapshot version or size; ignored")
-            return nil
+    /// From now on, host calls are ignored.
+    func close() {
+        shared.withLock {
+            $0.closed = true
+            $0.pending = [:]
         }
-        let permission = snapshot.permission.map { String(cString: $0) } ?? ""
-        guard declared.contains(permission) else {
-            logWarning("plugin \(name): publish for undeclared permission \"\(permission.escapedForMessage)\"; ignored")
-            return nil
-        }
-        let service: ServiceState
-        switch snapshot.service_state {
-        case Int32(PERMISSIONS_SERVICE_AVAILABLE.rawValue): service = .available
-        case Int32(PERMISSIONS_SERVICE_DISABLED.rawValue): service = .disabled
-        case Int32(PERMISSIONS_SERVICE_UNSUPPORTED.rawValue): service = .unsupported
-        default:
-            logWarning("plugin \(name): service state \(snapshot.service_state) for \(permission) is not in the ABI; ignored")
-            return nil
-        }
-        var policies: [String: Policy] = [:]
-        for i in 0..<Int(snapshot.n_policies) {
-            guard let entry = snapshot.policies?[i], let appPtr = entry.app_id else { continue }
-            let app = String(cString: appPtr)
-            let policy: Policy
-            switch entry.policy {
-            case Int32(PERMISSIONS_POLICY_NONE.rawValue): policy = .none
-            case Int32(PERMISSIONS_POLICY_RESTRICTED.rawValue): policy = .restricted
-            case Int32(PERMISSIONS_POLICY_ALLOW.rawValue): policy = .allow
-            default:
-                logWarning("plugin \(name): policy \(entry.policy) for \(permission) is not in the ABI; ignored")
-                return nil
-            }
-            guard Validate.isAppID(app) else {
-                logWarning("plugin \(name): invalid app id \"\(app.escapedForMessage)\" in a policy; entry ignored")
-                continue
-            }
-            if policy != .none { policies[app] = policy }
-        }
-        let details = Self.pairs(snapshot.details, snapshot.n_details)
-        var devices: [[Snapshot.KeyValue]] = []
-        for i in 0..<Int(snapshot.n_devices) {
-            guard let device = snapshot.devices?[i] else { continue }
-            devices.append(Self.pairs(device.properties, device.n_properties))
-        }
-        return Snapshot(permission: permission, service: service, policies: policies,
-                        details: details, devices: devices)
     }
 
-    private static func pairs(_ kv: UnsafePointer<permissions_kv>?, _ count: UInt32) -> [Snapshot.KeyValue] {
-        guard let kv else { return [] }
-        return (0..<Int(count)).compactMap { i in
-            guard let k = kv[i].key, let v = kv[i].value else { return nil }
-            return Snapshot.KeyValue(String(cString: k), String(cString: v))
+    // MARK: Host calls (any thread)
+
+    /// Checks and copies a publication and queues it for the daemon.
+    func publish(_ s: UnsafePointer<permissions_snapshot>) -> Int32 {
+        guard !shared.withLock({ $0.closed }) else { return -ESHUTDOWN }
+        let declared = shared.withLock { $0.declared }
+        guard let copy = SnapshotReader.read(s, declared: declared, plugin: name) else { return -EINVAL }
+        let now = monotonicNanoseconds()
+        let (schedule, flooded) = shared.withLock { shared -> (Bool, Bool) in
+            if now - shared.windowStart > 1_000_000_000 {
+                shared.windowStart = now
+                shared.publishedInWindow = 0
+            }
+            shared.publishedInWindow += 1
+            if shared.publishedInWindow > Self.maxPublicationsPerSecond, !shared.flooded {
+                shared.flooded = true
+                shared.closed = true
+                return (false, true)
+            }
+            shared.pending[copy.permission] = copy
+            defer { shared.drainScheduled = true }
+            return (!shared.drainScheduled, false)
         }
+        if flooded {
+            daemonQueue.async { [self] in flooding?(self) }
+            return -EBUSY
+        }
+        if schedule {
+            daemonQueue.async { [self] in
+                let batch = shared.withLock { s -> [Snapshot] in
+                    defer {
+                        s.pending = [:]
+                        s.drainScheduled = false
+                    }
+                    return Array(s.pending.values)
+                }
+                if !batch.isEmpty { drain?(self, batch) }
+            }
+        }
+        return 0
     }
+
+    /// Logs a plugin's line, at most `maxLogLinesPerSecond` a second.
+    func log(_ priority: Int32, _ message: String) {
+        let now = monotonicNanoseconds()
+        let (allowed, suppressed) = shared.withLock { s -> (Bool, Int) in
+            if now - s.windowStart > 1_000_000_000 {
+                s.windowStart = now
+                s.publishedInWindow = 0
+                s.loggedInWindow = 0
+            }
+            s.loggedInWindow += 1
+            guard s.loggedInWindow <= Self.maxLogLinesPerSecond else {
+                s.suppressedLogs += 1
+                return (false, 0)
+            }
+            defer { s.suppressedLogs = 0 }
+            return (true, s.suppressedLogs)
+        }
+        guard allowed else { return }
+        if suppressed > 0 { Log.shared.log(.warning, "plugin \(name): \(suppressed) log lines suppressed (more than \(Self.maxLogLinesPerSecond) a second)") }
+        let level = Log.Priority(rawValue: min(max(priority, 3), 7)) ?? .info
+        Log.shared.log(level, "plugin \(name): \(message.escapedForMessage)")
+    }
+}
+
+func monotonicNanoseconds() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
 }
 
 // The host functions of `struct permissions_host`. Plain functions so that they
@@ -145,13 +245,10 @@ private func plugin(_ data: UnsafeMutableRawPointer?) -> LoadedPlugin? {
 
 func hostLog(_ data: UnsafeMutableRawPointer?, _ priority: Int32, _ message: UnsafePointer<CChar>?) {
     guard let p = plugin(data), let message else { return }
-    let level = Log.Priority(rawValue: min(max(priority, 3), 7)) ?? .info
-    Log.shared.log(level, "plugin \(p.name): \(String(cString: message).escapedForMessage)")
+    p.log(priority, String(cString: message))
 }
 
 func hostPublish(_ data: UnsafeMutableRawPointer?, _ snapshot: UnsafePointer<permissions_snapshot>?) -> Int32 {
     guard let p = plugin(data), let snapshot else { return -EINVAL }
-    guard let copy = p.accept(snapshot) else { return -EINVAL }
-    p.deliver(copy)
-    return 0
+    return p.publish(snapshot)
 }

@@ -42,6 +42,9 @@ public func effectiveStatus(service: ServiceState, policy: Policy, decision: Dec
 /// Checks of the names callers hand us. Each failure is an `InvalidArgument` error
 /// that quotes the value (escaped).
 public enum Validate {
+    /// Configuration sections the daemon keeps for itself: never permission names.
+    public static let reservedSections: Set<String> = ["service", "permissions"]
+
     /// `[a-z][a-z0-9-]{0,63}`
     public static func isPermissionName(_ name: String) -> Bool {
         let bytes = Array(name.utf8)

@@ -70,11 +70,33 @@ public final class PermissionsService {
 
     // MARK: State
 
-    /// Known permissions: every permission a loaded plugin declares.
-    public var permissions: [String] { plugins.providers.keys.sorted() }
+    /// Permissions declared in the configuration ([permissions] declare=), with the
+    /// snapshot their own section gives; plugins win a name clash.
+    private(set) var declared: [String: Snapshot] = [:]
+    /// The value of the Plugins property last announced.
+    private var lastPluginsDescription = ""
 
+    /// Known permissions: those the plugins declare (served or not) and those the
+    /// configuration declares.
+    public var permissions: [String] { Set(plugins.providers.keys).union(declared.keys).sorted() }
+
+    func isKnown(_ permission: String) -> Bool {
+        plugins.providers[permission] != nil || declared[permission] != nil
+    }
+
+    /// The snapshot clients last heard about (what signals were computed from).
     func snapshot(_ permission: String) -> Snapshot {
         snapshots[permission] ?? .unpublished(permission)
+    }
+
+    /// What the permission's state is now: its plugin's last publication while the
+    /// plugin serves it, "unsupported" while it does not, else the config's.
+    func currentSnapshot(_ permission: String) -> Snapshot {
+        if let provider = plugins.providers[permission] {
+            guard provider.info.state == .loaded else { return .unpublished(permission) }
+            return provider.latest[permission] ?? .unpublished(permission)
+        }
+        return declared[permission] ?? .unpublished(permission)
     }
 
     public func status(app: String, permission: String) -> Status {
@@ -88,25 +110,40 @@ public final class PermissionsService {
         return sessionGrants[app + "\0" + permission] != nil ? .authorized : nil
     }
 
-    /// A plugin published: diff against the last snapshot and signal real changes.
-    public func apply(_ new: Snapshot) {
-        guard plugins.providers[new.permission] != nil else { return }  // plugin stopped meanwhile
-        let old = snapshot(new.permission)
+    /// Recomputes a permission's snapshot and signals what really changed for apps.
+    public func refresh(_ permission: String) {
+        let new = currentSnapshot(permission)
+        let old = snapshot(permission)
         guard old != new else { return }
-        snapshots[new.permission] = new
+        snapshots[permission] = isKnown(permission) ? new : nil
         if quiet { return }
         let serviceChanged = old.serviceLevelStatus != new.serviceLevelStatus
-        if serviceChanged { emitStatusChanged(app: "", permission: new.permission, new.serviceLevelStatus) }
+        if serviceChanged { emitStatusChanged(app: "", permission: permission, new.serviceLevelStatus) }
         let apps = Set(old.policies.keys).union(new.policies.keys).filter { old.policy(for: $0) != new.policy(for: $0) }
         for app in apps.sorted() {
-            let decision = self.decision(app, new.permission)
+            let decision = self.decision(app, permission)
             let before = effectiveStatus(service: old.service, policy: old.policy(for: app), decision: decision)
             let after = effectiveStatus(service: new.service, policy: new.policy(for: app), decision: decision)
             // A service-level change already told every app about disabled/unsupported.
             if before != after, !(serviceChanged && (after == .disabled || after == .unsupported)) {
-                emitStatusChanged(app: app, permission: new.permission, after)
+                emitStatusChanged(app: app, permission: permission, after)
             }
         }
+    }
+
+    /// A plugin came, went or changed state: refresh its permissions and announce
+    /// the property changes.
+    func pluginChanged(_ plugin: LoadedPlugin) {
+        for permission in Set(plugin.info.permissions).union(plugin.latest.keys) { refresh(permission) }
+        pluginsChanged()
+    }
+
+    /// Replaces the configuration-declared permissions.
+    func setDeclared(_ new: [String: Snapshot]) {
+        let names = Set(declared.keys).union(new.keys)
+        declared = new
+        for name in names.sorted() { refresh(name) }
+        pluginsChanged()
     }
 
     func emitStatusChanged(app: String, permission: String, _ status: Status) {
@@ -116,16 +153,18 @@ public final class PermissionsService {
                                    [.string(app), .string(permission), .string(status.rawValue), .uint64(changeSerial)])
     }
 
-    /// Emits PropertiesChanged for Permissions and Plugins if the plugin set changed.
-    @discardableResult
-    public func pluginsChanged() -> Bool {
+    /// Emits PropertiesChanged for Permissions and Plugins, each if it changed.
+    public func pluginsChanged() {
         let now = permissions
-        guard now != lastPermissions else { return false }
+        let pluginsNow = plugins.infos.map { "\($0.name) \($0.version) \($0.state) \($0.permissions)" }.joined(separator: "\n")
+        var changed: [String] = []
+        if now != lastPermissions { changed.append("Permissions") }
+        if pluginsNow != lastPluginsDescription { changed.append("Plugins") }
         lastPermissions = now
-        if !quiet {
-            object.emitPropertiesChanged(on: connection, interface: Self.interfaceName, ["Permissions", "Plugins"])
+        lastPluginsDescription = pluginsNow
+        if !quiet, !changed.isEmpty {
+            object.emitPropertiesChanged(on: connection, interface: Self.interfaceName, changed)
         }
-        return true
     }
 
     // MARK: Interface
@@ -160,7 +199,7 @@ public final class PermissionsService {
     func knownPermission(_ value: DBusValue) -> Result<String, BusError> {
         let name = value.stringValue ?? ""
         guard Validate.isPermissionName(name) else { return .failure(PermissionsError.invalidPermissionName(name)) }
-        guard plugins.providers[name] != nil else { return .failure(PermissionsError.unknownPermission(name)) }
+        guard isKnown(name) else { return .failure(PermissionsError.unknownPermission(name)) }
         return .success(name)
     }
 
@@ -240,7 +279,7 @@ public final class PermissionsService {
             pairs[5] = ("decision", .string("authorized"))
             pairs.append(("decision-scope", .string("session")))
         }
-        pairs.append(("plugin", .string(plugins.providers[permission]?.info.name ?? "")))
+        pairs.append(("plugin", .string(plugins.providers[permission]?.info.name ?? (declared[permission] != nil ? "config" : ""))))
         pairs.append(("plugin-details", .stringDictionary(s.details.map { ($0.key, $0.value) })))
         pairs.append(("devices", .array(elementSignature: "a{ss}", s.devices.map { device in
             .stringDictionary(device.map { ($0.key, $0.value) })
@@ -307,7 +346,7 @@ public final class PermissionsService {
             } catch {
                 return call.fail(PermissionsError.storageFailed("cannot reset decisions: \(error)"))
             }
-            for (permission, old) in zip(affected, before) where self.plugins.providers[permission] != nil {
+            for (permission, old) in zip(affected, before) where self.isKnown(permission) {
                 let new = self.status(app: app, permission: permission)
                 if new != old { self.emitStatusChanged(app: app, permission: permission, new) }
             }

@@ -1,41 +1,63 @@
 internal import CPermissionsPlugin
 internal import Glibc
-import Dispatch
+public import Dispatch
 
 /// What the daemon knows about one plugin file it found.
 public struct PluginInfo: Sendable {
-    public enum State: String, Sendable { case loaded, unavailable }
+    public enum State: String, Sendable {
+        /// Being opened and started.
+        case loading
+        /// Serving its permissions.
+        case loaded
+        /// Found but not serving: rejected file, failed or blocked init, flooding.
+        /// Its permissions, if it declared any, are "unsupported".
+        case unavailable
+    }
     public var name: String
     public var version: String
     public var state: State
     public var permissions: [String]
     public var file: String
+    /// Why it is unavailable.
+    public var reason = ""
 }
 
-/// Loads plugin libraries and carries their publications to the service.
+/// Loads plugin libraries, runs their code off the daemon's queue under a
+/// watchdog, and carries their publications to the service.
 ///
-/// Loading, init, configure and fini happen on the service queue. Plugins may
-/// publish from any thread: the host copies the snapshot during the call and hands
-/// it to `deliver`, which hops to the service queue.
-public final class PluginHost {
+/// Confined to the daemon queue. Plugin code runs on each plugin's own call
+/// queue; a call that does not return within `deadline` makes the plugin
+/// unavailable (its thread is left blocked: a thread cannot be killed safely), and
+/// everything it does afterwards is ignored.
+///
+/// `@unchecked Sendable`: every property is touched only on `queue`; the closures
+/// that capture the host and cross to a plugin's call queue only hop back to
+/// `queue` before touching it.
+public final class PluginHost: @unchecked Sendable {
     public private(set) var plugins: [LoadedPlugin] = []
-    /// Files that were rejected, for the Plugins property.
-    public private(set) var unavailable: [PluginInfo] = []
-    private let deliver: @Sendable (Snapshot) -> Void
+    /// Files that never became plugins (not a library, wrong ABI, …).
+    public private(set) var rejected: [PluginInfo] = []
+    let queue: DispatchQueue
+    var deadline: DispatchTimeInterval = .seconds(2)
+    private var config: [ConfigEntry] = []
 
-    /// `deliver` receives every accepted publication, on any thread.
-    public init(deliver: @escaping @Sendable (Snapshot) -> Void) {
-        self.deliver = deliver
+    /// Publications, on the daemon queue.
+    var onPublish: ((LoadedPlugin, [Snapshot]) -> Void)?
+    /// A plugin changed state or came or went; on the daemon queue.
+    var onChange: ((LoadedPlugin) -> Void)?
+
+    public init(queue: DispatchQueue) {
+        self.queue = queue
     }
 
     public var infos: [PluginInfo] {
-        (plugins.map(\.info) + unavailable).sorted { $0.name < $1.name }
+        (plugins.map(\.info) + rejected).sorted { $0.name < $1.name }
     }
 
-    /// Permission name to the plugin providing it.
+    /// Permission name to the plugin that declared it (loaded or not).
     public var providers: [String: LoadedPlugin] {
         var map: [String: LoadedPlugin] = [:]
-        for plugin in plugins where plugin.info.state == .loaded {
+        for plugin in plugins where plugin.info.state != .loading {
             for permission in plugin.info.permissions { map[permission] = plugin }
         }
         return map
@@ -43,106 +65,181 @@ public final class PluginHost {
 
     /// Loads every `libpermissions-<name>.so` in the directories, in order; the first
     /// plugin to claim a name or a permission wins. Each rejected file gets one log
-    /// line naming it and the reason; the others still load.
-    public func loadAll(from directories: [String], config: [ConfigEntry]) {
+    /// line naming it and the reason; the others still load. `done` runs once every
+    /// plugin has started, failed or passed its deadline.
+    public func loadAll(from directories: [String], config: [ConfigEntry], done: @escaping () -> Void) {
+        self.config = config
+        var remaining = 1
+        func settled() {
+            remaining -= 1
+            if remaining == 0 { done() }
+        }
         var seen = Set<String>()
         for directory in directories {
             for file in Self.pluginFiles(in: directory) {
-                let name = String(file.dropFirst("libpermissions-".count).dropLast(".so".count))
+                let name = Self.pluginName(file)
                 guard !seen.contains(name) else {
-                    logInfo("plugin \(directory)/\(file): skipped, a plugin named \"\(name)\" is already loaded")
+                    logInfo("plugin \(directory)/\(file): skipped, a plugin named \"\(name)\" was found first")
                     continue
                 }
                 seen.insert(name)
-                load(path: directory + "/" + file, name: name, config: config)
+                remaining += 1
+                load(path: directory + "/" + file, name: name, done: settled)
             }
         }
+        settled()
     }
 
     static func pluginFiles(in directory: String) -> [String] {
-        Files.list(directory).filter {
-            $0.hasPrefix("libpermissions-") && $0.hasSuffix(".so") && $0.count > "libpermissions-.so".count
-        }
+        Files.list(directory).filter(isPluginFile)
     }
 
-    private func reject(_ path: String, _ name: String, _ reason: String) {
-        logWarning("plugin \(path): skipped: \(reason)")
-        unavailable.append(PluginInfo(name: name, version: "", state: .unavailable, permissions: [], file: path))
+    static func isPluginFile(_ name: String) -> Bool {
+        name.hasPrefix("libpermissions-") && name.hasSuffix(".so") && name.count > "libpermissions-.so".count
     }
 
-    func load(path: String, name: String, config: [ConfigEntry]) {
-        guard let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL) else {
-            let reason = dlerror().map { String(cString: $0) } ?? "dlopen failed"
-            return reject(path, name, "not a loadable library (\(reason))")
-        }
-        guard let symbol = dlsym(handle, PERMISSIONS_PLUGIN_ENTRY) else {
-            dlclose(handle)
-            return reject(path, name, "no entry symbol \(PERMISSIONS_PLUGIN_ENTRY)")
-        }
-        let entry = unsafeBitCast(symbol, to: permissions_plugin_entry_fn.self)
-        guard let descriptor = entry() else {
-            dlclose(handle)
-            return reject(path, name, "the entry point returned NULL")
-        }
-        let d = descriptor.pointee
-        guard d.abi_version == PERMISSIONS_PLUGIN_ABI_VERSION else {
-            dlclose(handle)
-            return reject(path, name, "ABI version \(d.abi_version), this daemon supports \(PERMISSIONS_PLUGIN_ABI_VERSION)")
-        }
-        guard Int(d.struct_size) >= MemoryLayout<permissions_plugin>.size else {
-            dlclose(handle)
-            return reject(path, name, "descriptor of \(d.struct_size) bytes is smaller than ABI 1's \(MemoryLayout<permissions_plugin>.size)")
-        }
-        let declaredName = d.name.map { String(cString: $0) } ?? ""
-        guard declaredName == name else {
-            dlclose(handle)
-            return reject(path, name, "it calls itself \"\(declaredName.escapedForMessage)\", the file name says \"\(name)\"")
-        }
-        var permissions: [String] = []
-        if var cursor = d.permissions {
-            while let p = cursor.pointee, permissions.count < 256 {
-                permissions.append(String(cString: p))
-                cursor += 1
+    static func pluginName(_ file: String) -> String {
+        String(file.dropFirst("libpermissions-".count).dropLast(".so".count))
+    }
+
+    private func reject(_ plugin: LoadedPlugin, _ reason: String) {
+        logWarning("plugin \(plugin.path): skipped: \(reason)")
+        plugins.removeAll { $0 === plugin }
+        rejected.removeAll { $0.file == plugin.path }
+        rejected.append(PluginInfo(name: plugin.name, version: "", state: .unavailable, permissions: [],
+                                   file: plugin.path, reason: reason))
+        onChange?(plugin)
+    }
+
+    private func makeUnavailable(_ plugin: LoadedPlugin, _ reason: String) {
+        guard plugin.info.state != .unavailable, plugins.contains(where: { $0 === plugin }) else { return }
+        plugin.close()
+        plugin.info.state = .unavailable
+        plugin.info.reason = reason
+        logWarning("plugin \(plugin.path): unavailable: \(reason)")
+        onChange?(plugin)
+    }
+
+    /// Runs plugin code on its call queue; `then` runs on the daemon queue with the
+    /// result, unless the deadline passed first (then `timedOut` runs instead).
+    private func call<R: Sendable>(_ plugin: LoadedPlugin, _ what: String, _ body: @escaping @Sendable () -> R,
+                                   then: @escaping (R) -> Void) {
+        var finished = false
+        let confinedThen = Confined(then)
+        let confinedFinished = Confined({ () -> Bool in
+            if finished { return false }
+            finished = true
+            return true
+        })
+        plugin.callQueue.async {
+            let result = body()
+            self.queue.async {
+                if confinedFinished.value() { confinedThen.value(result) }
             }
         }
-        if let bad = permissions.first(where: { !Validate.isPermissionName($0) }) {
-            dlclose(handle)
-            return reject(path, name, "invalid permission name \"\(bad.escapedForMessage)\"")
+        queue.asyncAfter(deadline: .now() + deadline) { [weak self] in
+            guard confinedFinished.value() else { return }
+            self?.makeUnavailable(plugin, "\(what) did not return within the deadline; plugin abandoned")
         }
-        let taken = providers
-        if let clash = permissions.first(where: { taken[$0] != nil }) {
-            dlclose(handle)
-            return reject(path, name, "permission \"\(clash)\" is already provided by plugin \"\(taken[clash]!.info.name)\"")
+    }
+
+    func load(path: String, name: String, done: @escaping () -> Void) {
+        let plugin = LoadedPlugin(path: path, name: name, daemonQueue: queue)
+        plugin.drain = { [unowned self] p, batch in
+            p.latest.merge(batch.map { ($0.permission, $0) }) { $1 }
+            if p.info.state == .loaded { self.onPublish?(p, batch) }
         }
-        guard d.`init` != nil else {
-            dlclose(handle)
-            return reject(path, name, "the descriptor has no init function")
+        plugin.flooding = { [unowned self] p in
+            self.makeUnavailable(p, "it published more than \(LoadedPlugin.maxPublicationsPerSecond) snapshots in a second")
         }
-        let info = PluginInfo(name: name, version: d.version.map { String(cString: $0) } ?? "",
-                              state: .loaded, permissions: permissions, file: path)
-        let plugin = LoadedPlugin(handle: handle, descriptor: descriptor, info: info, deliver: deliver)
-        // Listed before init, so that what it publishes during init is accepted.
         plugins.append(plugin)
-        let rc = plugin.start()
-        guard rc == 0 else {
-            let reason = rc == -ENOTSUP || rc == -ENODEV
-                ? "its backend is not available on this system" : "init failed: \(errnoName(-rc))"
-            logInfo("plugin \(path): unavailable: \(reason)")
-            plugin.info.state = .unavailable
-            return
+        call(plugin, "opening", { plugin.open() }) { [unowned self] refusal in
+            if let refusal {
+                self.reject(plugin, refusal)
+                return done()
+            }
+            let taken = self.providers.filter { $0.value !== plugin }
+            if let clash = plugin.info.permissions.first(where: { taken[$0] != nil }) {
+                self.reject(plugin, "permission \"\(clash)\" is already provided by plugin \"\(taken[clash]!.name)\"")
+                return done()
+            }
+            let config = self.config
+            self.call(plugin, "init", { plugin.start() }) { [unowned self] rc in
+                guard rc == 0 else {
+                    let reason = rc == -ENOTSUP || rc == -ENODEV
+                        ? "its backend is not available on this system" : "init failed: \(errnoName(-rc))"
+                    plugin.info.state = .unavailable
+                    plugin.info.reason = reason
+                    plugin.close()
+                    logInfo("plugin \(path): unavailable: \(reason)")
+                    self.onChange?(plugin)
+                    return done()
+                }
+                self.configure(plugin, config)
+                plugin.info.state = .loaded
+                logInfo("plugin \(name) \(plugin.info.version) loaded from \(path): "
+                        + plugin.info.permissions.joined(separator: ", "))
+                self.onChange?(plugin)
+                done()
+            }
+        } 
+        if plugin.info.state == .loading {
+            // The watchdog makes a blocked plugin unavailable; loading is settled then too.
+            queue.asyncAfter(deadline: .now() + deadline + deadline + .milliseconds(100)) { [weak plugin] in
+                if plugin?.info.state == .loading { plugin?.info.state = .unavailable }
+            }
         }
-        plugin.configure(config)
-        logInfo("plugin \(name) \(info.version) loaded from \(path): \(permissions.joined(separator: ", "))")
+    }
+
+    private func configure(_ plugin: LoadedPlugin, _ config: [ConfigEntry]) {
+        call(plugin, "configure", { plugin.configure(config) }) { rc in
+            if rc != 0 {
+                logWarning("plugin \(plugin.name): rejected the new configuration (\(errnoName(-rc))); "
+                           + "it keeps the last good one")
+            }
+        }
     }
 
     /// Passes a new configuration to every loaded plugin.
     public func configureAll(_ config: [ConfigEntry]) {
-        for plugin in plugins where plugin.info.state == .loaded { plugin.configure(config) }
+        self.config = config
+        for plugin in plugins where plugin.info.state == .loaded { configure(plugin, config) }
     }
 
-    /// Stops every plugin (fini), before exit.
+    /// A plugin file appeared, changed or went (from the directory watcher).
+    func fileChanged(directory: String, file: String, present: Bool) {
+        let path = directory + "/" + file
+        let name = Self.pluginName(file)
+        rejected.removeAll { $0.file == path }
+        if let old = plugins.first(where: { $0.path == path }) {
+            // Replaced or removed: stop the old one. Its code stays mapped (a Swift or C
+            // library cannot be unloaded safely while threads or data may point into it).
+            logInfo("plugin \(path) was \(present ? "replaced" : "removed"); stopping \(old.name)")
+            old.close()
+            plugins.removeAll { $0 === old }
+            old.callQueue.async { old.stop() }
+            onChange?(old)
+        }
+        guard present else { return }
+        if let other = plugins.first(where: { $0.name == name }) {
+            logInfo("plugin \(path): skipped, a plugin named \"\(name)\" is loaded from \(other.path)")
+            return
+        }
+        load(path: path, name: name) {}
+    }
+
+    /// Stops every plugin (fini), before exit; waits at most the deadline for each.
     public func stopAll() {
-        for plugin in plugins where plugin.info.state == .loaded { plugin.stop() }
+        for plugin in plugins where plugin.info.state == .loaded {
+            let done = DispatchSemaphore(value: 0)
+            plugin.callQueue.async {
+                plugin.stop()
+                done.signal()
+            }
+            if done.wait(timeout: .now() + deadline) == .timedOut {
+                logWarning("plugin \(plugin.name): fini did not return within the deadline")
+            }
+        }
     }
 }
 

@@ -90,7 +90,7 @@ extension PermissionsService {
         do {
             switch answer {
             case .allowOnce:
-                return plugins.providers[permission] == nil ? .unsupported : before == .notDetermined ? .authorized : before
+                return before == .notDetermined ? .authorized : before
             case .allowSession:
                 sessionGrants[app + "\0" + permission] = Set(prompt.waiters.map(\.sender))
             case .allowAlways:
@@ -141,7 +141,7 @@ extension PermissionsService {
             let rest = owners.subtracting([name])
             sessionGrants[key] = rest.isEmpty ? nil : rest
             let after = status(app: parts[0], permission: parts[1])
-            if before != after, plugins.providers[parts[1]] != nil {
+            if before != after, isKnown(parts[1]) {
                 emitStatusChanged(app: parts[0], permission: parts[1], after)
             }
         }
@@ -167,7 +167,7 @@ extension PermissionsService {
             let before = effectiveStatus(service: s.service, policy: s.policy(for: row.appID), decision: row.decision)
             do { try store.remove(row) } catch { logError("cannot remove an expired decision: \(error)") }
             let after = status(app: row.appID, permission: row.permission)
-            if before != after, plugins.providers[row.permission] != nil {
+            if before != after, isKnown(row.permission) {
                 emitStatusChanged(app: row.appID, permission: row.permission, after)
             }
         }

@@ -1,1 +1,358 @@
-func runBlueZBench(_ arguments: [String]) { fatalError("not written yet") }
+// permissions-bench bluez: the time from PropertiesChanged(Powered) on the system
+// bus to the StatusChanged("", bluetooth, …) a D-Bus subscriber receives.
+//
+// It starts its own two dbus-daemons (a stand-in system bus and a bus for the
+// daemon), python3-dbusmock's bluez5 template on the system bus with one adapter,
+// and permissionsd with only the bluetooth plugin of this build. Then, per cycle,
+// it powers the adapter off (-> "disabled") and on again (-> "not-determined") with
+// Properties.Set. "On the bus" is when the bench's own system-bus connection
+// dispatches the PropertiesChanged: the bus daemon sends it to every subscriber in
+// one go, so this stands for the moment the plugin could see it. "Received" is
+// when the bench's connection to the daemon's bus dispatches StatusChanged. Both
+// are CLOCK_MONOTONIC in this process, stamped on two separate queues.
+import DBusKit
+import Foundation
+
+func runBlueZBench(_ arguments: [String]) {
+    var cycles = 100
+    var rest = arguments[...]
+    while let option = rest.popFirst() {
+        switch (option, rest.first) {
+        case ("--cycles", let value?) where Int(value).map({ $0 > 0 }) == true:
+            cycles = Int(value)!
+            rest.removeFirst()
+        default:
+            bzFail("usage: permissions-bench bluez [--cycles N]", code: 2)
+        }
+    }
+    let world = BZWorld()
+    defer { world.tearDown() }
+    world.start()
+
+    // Unmeasured cycles: connections warm, match rules in force, code paths paged in.
+    for _ in 0..<3 { _ = world.cycle() }
+    var off: [Double] = []
+    var on: [Double] = []
+    for _ in 0..<cycles {
+        let (a, b) = world.cycle()
+        off.append(a)
+        on.append(b)
+    }
+    bzReport(cycles: cycles, rows: [("power off -> disabled", BZStats(off)),
+                                    ("power on -> available", BZStats(on)),
+                                    ("both", BZStats(off + on))])
+}
+
+// MARK: Report
+
+private struct BZStats {
+    let count: Int
+    let p50, p99, min, max, mean: Double
+
+    /// Nearest-rank percentiles of `values` (milliseconds).
+    init(_ values: [Double]) {
+        let sorted = values.sorted()
+        func rank(_ p: Double) -> Double { sorted[Swift.max(0, Int((p * Double(sorted.count)).rounded(.up)) - 1)] }
+        count = sorted.count
+        p50 = rank(0.50)
+        p99 = rank(0.99)
+        min = sorted.first!
+        max = sorted.last!
+        mean = sorted.reduce(0, +) / Double(sorted.count)
+    }
+}
+
+private func bzReport(cycles: Int, rows: [(String, BZStats)]) {
+    func ms(_ v: Double) -> String { String(format: "%.3f", v) }
+    func pad(_ s: String, _ width: Int) -> String { String(repeating: " ", count: Swift.max(0, width - s.count)) + s }
+    print("BlueZ: PropertiesChanged(Powered) on the system bus -> StatusChanged received, \(cycles) cycles (ms)")
+    print("transition".padding(toLength: 24, withPad: " ", startingAt: 0)
+          + pad("n", 6) + ["p50", "p99", "min", "max", "mean"].map { pad($0, 9) }.joined())
+    for (name, s) in rows {
+        print(name.padding(toLength: 24, withPad: " ", startingAt: 0)
+              + pad(String(s.count), 6) + [s.p50, s.p99, s.min, s.max, s.mean].map { pad(ms($0), 9) }.joined())
+    }
+    let keys = ["power-off", "power-on", "all"]
+    let fields = zip(keys, rows).map { key, row in
+        let s = row.1
+        return "\"\(key)\":{\"n\":\(s.count),\"p50\":\(ms(s.p50)),\"p99\":\(ms(s.p99)),\"min\":\(ms(s.min)),"
+            + "\"max\":\(ms(s.max)),\"mean\":\(ms(s.mean))}"
+    }
+    print("{\"bench\":\"bluez\",\"cycles\":\(cycles),\"unit\":\"ms\"," + fields.joined(separator: ",") + "}")
+    fflush(nil)
+}
+
+private func bzFail(_ message: String, code: Int32 = 1) -> Never {
+    FileHandle.standardError.write(("permissions-bench bluez: " + message + "\n").data(using: .utf8)!)
+    exit(code)
+}
+
+private func bzNow() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+}
+
+// MARK: What happened, when
+
+/// PropertiesChanged and StatusChanged with their times, from two queues.
+///
+/// `@unchecked Sendable`: `events` is only touched under `condition`'s lock.
+private final class BZTimeline: @unchecked Sendable {
+    enum Event {
+        case powered(Bool, at: UInt64)
+        case status(String, at: UInt64)
+    }
+
+    private let condition = NSCondition()
+    private var events: [Event] = []
+
+    func record(_ event: Event) {
+        condition.lock()
+        events.append(event)
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    var count: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return events.count
+    }
+
+    /// Waits (10 s at most) for the first event from index `from` on that `match`
+    /// accepts, and returns what it returned.
+    func first<T>(from: Int, _ what: String, _ match: (Event) -> T?) -> T {
+        let deadline = Date().addingTimeInterval(10)
+        condition.lock()
+        defer { condition.unlock() }
+        var scanned = from
+        while true {
+            while scanned < events.count {
+                if let found = match(events[scanned]) { return found }
+                scanned += 1
+            }
+            if !condition.wait(until: deadline) { bzFail("no \(what) within 10 s") }
+        }
+    }
+}
+
+// MARK: The processes and the cycle
+
+/// The two buses, the mock and permissionsd in a temporary directory, the bench's
+/// two listening connections and its driving one.
+///
+/// `@unchecked Sendable`: used from the main thread only; the signal handlers
+/// touch only `timeline`, which is Sendable.
+private final class BZWorld: @unchecked Sendable {
+    let root: String
+    let timeline = BZTimeline()
+    private var processes: [Process] = []
+    private var listeners: [(Connection, DispatchQueue)] = []
+    private var driver: Connection?
+
+    init() {
+        var template = Array((NSTemporaryDirectory() + "/permissions-bench-bluez.XXXXXX").utf8CString)
+        guard let made = mkdtemp(&template) else { bzFail("mkdtemp failed") }
+        root = String(cString: made)
+    }
+
+    /// The directory of this executable, where the same build put permissionsd and the plugins.
+    var binDirectory: String {
+        URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().path
+    }
+
+    func start() {
+        let fm = FileManager.default
+        for dir in ["config", "state", "plugins", "system", "daemon-bus"] {
+            try! fm.createDirectory(atPath: root + "/" + dir, withIntermediateDirectories: true)
+        }
+        let plugin = binDirectory + "/libpermissions-bluetooth.so"
+        guard fm.fileExists(atPath: plugin) else { bzFail("no \(plugin): build the package first") }
+        try! fm.createSymbolicLink(atPath: root + "/plugins/libpermissions-bluetooth.so", withDestinationPath: plugin)
+
+        let system = startBus("system")
+        let daemonBus = startBus("daemon-bus")
+        startMock(system)
+        driver = Self.open(system)
+        call(driver!, "/", "org.bluez.Mock", "AddAdapter", [.string("hci0"), .string("bench")])
+        listen(system, SignalMatch(sender: "org.bluez", path: "/org/bluez/hci0", interface: "org.freedesktop.DBus.Properties",
+                                   member: "PropertiesChanged", arg0: "org.bluez.Adapter1")) { message, at in
+            let a = message.arguments()
+            guard a.count >= 2, let powered = a[1].stringKeyedEntries?.first(where: { $0.0 == "Powered" })?.1.boolValue
+            else { return nil }
+            return .powered(powered, at: at)
+        }
+        listen(daemonBus, SignalMatch(sender: "org.example.Permissions", path: "/org/example/Permissions",
+                                      interface: "org.example.Permissions", member: "StatusChanged")) { message, at in
+            let a = message.arguments().map { $0.stringValue ?? "" }
+            guard a.count >= 3, a[0].isEmpty, a[1] == "bluetooth" else { return nil }
+            return .status(a[2], at: at)
+        }
+        startDaemon(daemonBus, system: system)
+        waitForStatus(daemonBus, "not-determined")
+    }
+
+    func tearDown() {
+        for (connection, queue) in listeners { queue.sync { connection.close() } }
+        listeners = []
+        driver?.close()
+        driver = nil
+        // Reverse order: permissionsd (SIGTERM, so that fini runs), the mock, the buses.
+        for p in processes.reversed() where p.isRunning {
+            kill(p.processIdentifier, p.executableURL?.lastPathComponent == "permissionsd" ? SIGTERM : SIGKILL)
+            p.waitUntilExit()
+        }
+        try? FileManager.default.removeItem(atPath: root)
+    }
+
+    /// One power cycle of hci0; returns both latencies in milliseconds.
+    func cycle() -> (Double, Double) {
+        (transition(powered: false, expect: "disabled"), transition(powered: true, expect: "not-determined"))
+    }
+
+    private func transition(powered: Bool, expect status: String) -> Double {
+        let from = timeline.count
+        call(driver!, "/org/bluez/hci0", "org.freedesktop.DBus.Properties", "Set",
+             [.string("org.bluez.Adapter1"), .string("Powered"), .variant(.boolean(powered))])
+        let onBus = timeline.first(from: from, "PropertiesChanged(Powered=\(powered))") { event -> UInt64? in
+            if case .powered(powered, let at) = event { return at }
+            return nil
+        }
+        let received = timeline.first(from: from, "StatusChanged bluetooth \(status)") { event -> UInt64? in
+            if case .status(let s, let at) = event {
+                if s != status { bzFail("StatusChanged bluetooth \(s) where \(status) was expected") }
+                return at
+            }
+            return nil
+        }
+        return Double(received - onBus) / 1_000_000
+    }
+
+    // MARK: Processes
+
+    private func launch(_ path: String, _ arguments: [String], environment: [String: String] = [:],
+                        stdout: Any? = nil, stderr: Any? = nil) -> Process {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: path)
+        p.arguments = arguments
+        p.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        p.standardInput = FileHandle.nullDevice
+        p.standardOutput = stdout ?? FileHandle.nullDevice
+        p.standardError = stderr ?? FileHandle.nullDevice
+        do { try p.run() } catch { bzFail("cannot run \(path): \(error)") }
+        processes.append(p)
+        return p
+    }
+
+    /// A dbus-daemon listening in `root/name`; returns its address once it listens.
+    private func startBus(_ name: String) -> String {
+        let config = """
+            <busconfig><type>\(name == "system" ? "system" : "session")</type>
+            <listen>unix:dir=\(root)/\(name)</listen><auth>EXTERNAL</auth>
+            <policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/>
+            <allow own="*"/></policy></busconfig>
+            """
+        try! config.write(toFile: "\(root)/\(name).conf", atomically: true, encoding: .utf8)
+        let out = Pipe()
+        _ = launch("/usr/bin/dbus-daemon", ["--nofork", "--config-file=\(root)/\(name).conf", "--print-address=1"],
+                   stdout: out)
+        // The first line is the address, printed once the bus listens.
+        var line = Data()
+        while true {
+            let byte = out.fileHandleForReading.readData(ofLength: 1)
+            if byte.isEmpty { bzFail("dbus-daemon (\(name)) exited before printing its address") }
+            if byte.first == UInt8(ascii: "\n") { break }
+            line.append(byte)
+        }
+        return String(decoding: line, as: UTF8.self)
+    }
+
+    /// Debian's python (pyenv's has no dbusmock); returns once it owns org.bluez.
+    private func startMock(_ system: String) {
+        _ = FileManager.default.createFile(atPath: root + "/bluez-mock.log", contents: nil)
+        let log = FileHandle(forWritingAtPath: root + "/bluez-mock.log")!
+        _ = launch("/usr/bin/python3", ["-m", "dbusmock", "--system", "-t", "bluez5"],
+                   environment: ["DBUS_SYSTEM_BUS_ADDRESS": system], stdout: log, stderr: log)
+        waitForName(system, "org.bluez", what: "the bluez5 mock (see \(root)/bluez-mock.log)")
+    }
+
+    private func startDaemon(_ address: String, system: String) {
+        _ = FileManager.default.createFile(atPath: root + "/permissionsd.log", contents: nil)
+        let log = FileHandle(forWritingAtPath: root + "/permissionsd.log")!
+        _ = launch(binDirectory + "/permissionsd",
+                   ["--address", address, "--config-dir", root + "/config", "--state-dir", root + "/state",
+                    "--plugin-dir", root + "/plugins"],
+                   environment: ["DBUS_SYSTEM_BUS_ADDRESS": system], stderr: log)
+        waitForName(address, "org.example.Permissions", what: "permissionsd (see \(root)/permissionsd.log)")
+    }
+
+    private func waitForName(_ address: String, _ name: String, what: String) {
+        let wait = launch("/usr/bin/gdbus", ["wait", "--address", address, "--timeout", "20", name])
+        wait.waitUntilExit()
+        guard wait.terminationStatus == 0 else { bzFail("\(what) did not start") }
+    }
+
+    // MARK: D-Bus
+
+    private static func open(_ address: String, queue: DispatchQueue? = nil) -> Connection {
+        do {
+            return try Connection.open(.address(address), queue: queue)
+        } catch {
+            bzFail("cannot connect to \(address): \(error)")
+        }
+    }
+
+    @discardableResult
+    private func call(_ connection: Connection, _ path: String, _ interface: String, _ member: String,
+                      _ arguments: [DBusValue], destination: String = "org.bluez") -> Message {
+        do {
+            let message = try Message.methodCall(destination: destination, path: path, interface: interface,
+                                                 member: member)
+            try message.append(arguments)
+            return try connection.callBlocking(message, timeoutMilliseconds: 10_000)
+        } catch {
+            bzFail("\(interface).\(member): \(error)")
+        }
+    }
+
+    /// A connection on a queue of its own that records the signals `match` accepts,
+    /// stamped when dispatched. Returns after a round trip to the bus, after which
+    /// the match rule is in force.
+    private func listen(_ address: String, _ match: SignalMatch,
+                        _ event: @escaping @Sendable (Message, UInt64) -> BZTimeline.Event?) {
+        let queue = DispatchQueue(label: "bench.listen.\(listeners.count)")
+        let timeline = timeline
+        let connection: Connection = queue.sync {
+            let c = Self.open(address, queue: queue)
+            c.subscribe(match) { message in
+                let at = bzNow()
+                if let e = event(message, at) { timeline.record(e) }
+            }
+            return c
+        }
+        listeners.append((connection, queue))
+        let answered = DispatchSemaphore(value: 0)
+        queue.sync {
+            let ping = try! Message.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                               interface: "org.freedesktop.DBus.Peer", member: "Ping")
+            connection.call(ping) { _ in answered.signal() }
+        }
+        guard answered.wait(timeout: .now() + 10) == .success else { bzFail("the bus at \(address) did not answer") }
+    }
+
+    /// Asks GetStatus until the plugin has caught up with the mock (it publishes
+    /// "unsupported" first and the adapter once GetManagedObjects answers).
+    private func waitForStatus(_ address: String, _ status: String) {
+        let client = Self.open(address)
+        defer { client.close() }
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline {
+            let reply = call(client, "/org/example/Permissions", "org.example.Permissions", "GetStatus",
+                             [.string("bluetooth")], destination: "org.example.Permissions")
+            if reply.arguments().first?.stringValue == status { return }
+            usleep(10_000)
+        }
+        bzFail("bluetooth never became \(status); see \(root)/permissionsd.log")
+    }
+}

@@ -1,1 +1,426 @@
-func runPipeWireBench(_ arguments: [String]) { fatalError("not written yet") }
+// permissions-bench pipewire: the time from a node appearing in (or leaving) the
+// PipeWire registry to the StatusChanged a D-Bus subscriber receives.
+//
+// It starts its own dbus-daemon, a headless PipeWire (Tests/testenv's minimal
+// config) and permissionsd with only the PipeWire plugin of this build. Then, per
+// cycle, it creates a camera node through its own PipeWire connection, destroys
+// it, and does the same with a microphone. "Appeared" is when the bench's own
+// registry listener sees the node: PipeWire sends a new global to every client in
+// the same loop iteration, so this stands for the moment the plugin could see it.
+// "Received" is when the bench's D-Bus connection dispatches the signal. Both are
+// CLOCK_MONOTONIC in this process.
+import CPipeWire
+import CPipeWireShims
+import DBusKit
+import Foundation
+
+func runPipeWireBench(_ arguments: [String]) {
+    var cycles = 200
+    var config = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("Tests/testenv/pipewire-test.conf").path
+    var rest = arguments[...]
+    while let option = rest.popFirst() {
+        switch (option, rest.first) {
+        case ("--cycles", let value?) where Int(value).map({ $0 > 0 }) == true:
+            cycles = Int(value)!
+            rest.removeFirst()
+        case ("--pipewire-config", let value?):
+            config = value
+            rest.removeFirst()
+        default:
+            benchFail("usage: permissions-bench pipewire [--cycles N] [--pipewire-config FILE]", code: 2)
+        }
+    }
+    let world = BenchWorld(pipewireConfig: config)
+    defer { world.tearDown() }
+    world.start()
+
+    let kinds: [(permission: String, camera: Bool)] = [("camera", true), ("microphone", false)]
+    // One unmeasured cycle: the plugin has connected and the match rule is in force.
+    for kind in kinds { _ = world.cycle(kind.permission, camera: kind.camera, label: "warmup") }
+    var samples: [String: [Double]] = [:]
+    for i in 0..<cycles {
+        for kind in kinds {
+            let (appear, disappear) = world.cycle(kind.permission, camera: kind.camera, label: "\(i)")
+            samples[kind.permission + " appears", default: []].append(appear)
+            samples[kind.permission + " disappears", default: []].append(disappear)
+        }
+    }
+    let rows = kinds.flatMap { [$0.permission + " appears", $0.permission + " disappears"] }
+    printBenchReport(cycles: cycles, rows: rows.map { ($0, BenchStats(samples[$0]!)) })
+}
+
+// MARK: Report
+
+private struct BenchStats {
+    let p50, p99, min, max, mean: Double
+
+    /// Nearest-rank percentiles of `values` (milliseconds).
+    init(_ values: [Double]) {
+        let sorted = values.sorted()
+        func rank(_ p: Double) -> Double { sorted[Swift.max(0, Int((p * Double(sorted.count)).rounded(.up)) - 1)] }
+        p50 = rank(0.50)
+        p99 = rank(0.99)
+        min = sorted.first!
+        max = sorted.last!
+        mean = sorted.reduce(0, +) / Double(sorted.count)
+    }
+}
+
+private func printBenchReport(cycles: Int, rows: [(String, BenchStats)]) {
+    func ms(_ v: Double) -> String { String(format: "%.3f", v) }
+    print("PipeWire registry -> StatusChanged received, \(cycles) cycles (ms)")
+    print("transition".padding(toLength: 24, withPad: " ", startingAt: 0)
+          + ["p50", "p99", "min", "max", "mean"].map { $0.leftPadded(9) }.joined())
+    for (name, s) in rows {
+        print(name.padding(toLength: 24, withPad: " ", startingAt: 0)
+              + [s.p50, s.p99, s.min, s.max, s.mean].map { ms($0).leftPadded(9) }.joined())
+    }
+    let fields = rows.map { name, s in
+        "\"\(name.replacingOccurrences(of: " ", with: "-"))\":{\"p50\":\(ms(s.p50)),\"p99\":\(ms(s.p99)),"
+            + "\"min\":\(ms(s.min)),\"max\":\(ms(s.max)),\"mean\":\(ms(s.mean))}"
+    }
+    print("{\"bench\":\"pipewire\",\"cycles\":\(cycles),\"unit\":\"ms\"," + fields.joined(separator: ",") + "}")
+    fflush(nil)
+}
+
+extension String {
+    fileprivate func leftPadded(_ width: Int) -> String {
+        String(repeating: " ", count: Swift.max(0, width - count)) + self
+    }
+}
+
+private func benchFail(_ message: String, code: Int32 = 1) -> Never {
+    FileHandle.standardError.write(("permissions-bench pipewire: " + message + "\n").data(using: .utf8)!)
+    exit(code)
+}
+
+private func monotonicNow() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+}
+
+// MARK: What happened, when
+
+/// Registry events and signals with their times, from two threads.
+///
+/// `@unchecked Sendable`: `events` is only touched under `condition`'s lock.
+private final class BenchTimeline: @unchecked Sendable {
+    enum Event {
+        case appeared(name: String, id: UInt32, at: UInt64)
+        case removed(id: UInt32, at: UInt64)
+        case signal(permission: String, status: String, at: UInt64)
+    }
+
+    private let condition = NSCondition()
+    private var events: [Event] = []
+
+    func record(_ event: Event) {
+        condition.lock()
+        events.append(event)
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    var count: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return events.count
+    }
+
+    /// Waits (5 s at most) for the first event from index `from` on that `match`
+    /// accepts, and returns what it returned.
+    func first<T>(from: Int, _ what: String, _ match: (Event) -> T?) -> T {
+        let deadline = Date().addingTimeInterval(5)
+        condition.lock()
+        defer { condition.unlock() }
+        var scanned = from
+        while true {
+            while scanned < events.count {
+                if let found = match(events[scanned]) { return found }
+                scanned += 1
+            }
+            if !condition.wait(until: deadline) { benchFail("no \(what) within 5 s") }
+        }
+    }
+}
+
+// MARK: The bench's PipeWire client
+
+/// A PipeWire connection on a thread loop of its own: it creates the fake devices
+/// (owned by this client, so destroying the proxy removes the node) and stamps the
+/// registry events.
+///
+/// `@unchecked Sendable`: the PipeWire objects are only used under the thread
+/// loop's lock (callbacks run with it held); `timeline` is Sendable.
+private final class BenchPipeWire: @unchecked Sendable {
+    let timeline: BenchTimeline
+    private let threadLoop: OpaquePointer
+    private let context: OpaquePointer
+    private let core: OpaquePointer
+    private let registry: OpaquePointer
+    private let hook = UnsafeMutablePointer<spa_hook>.allocate(capacity: 1)
+    private let events = UnsafeMutablePointer<pw_registry_events>.allocate(capacity: 1)
+
+    init(runtimeDirectory: String, timeline: BenchTimeline) {
+        self.timeline = timeline
+        setenv("XDG_RUNTIME_DIR", runtimeDirectory, 1)
+        unsetenv("PIPEWIRE_REMOTE")
+        unsetenv("PIPEWIRE_RUNTIME_DIR")
+        pw_init(nil, nil)
+        threadLoop = pw_thread_loop_new("bench-pw", nil)!
+        context = pw_context_new(pw_thread_loop_get_loop(threadLoop), nil, 0)!
+        guard let core = pw_context_connect(context, nil, 0) else {
+            benchFail("cannot connect to the bench's PipeWire: \(String(cString: strerror(errno)))")
+        }
+        self.core = core
+        registry = pw_core_get_registry(core, UInt32(PW_VERSION_REGISTRY), 0)
+        hook.initialize(to: spa_hook())
+        var e = pw_registry_events()
+        e.version = UInt32(PW_VERSION_REGISTRY_EVENTS)
+        e.global = benchRegistryGlobal
+        e.global_remove = benchRegistryGlobalRemove
+        events.initialize(to: e)
+        _ = cpw_registry_add_listener(registry, hook, events, Unmanaged.passUnretained(self).toOpaque())
+        _ = pw_thread_loop_start(threadLoop)
+    }
+
+    /// Creates a camera (videotestsrc) or microphone (null audio sink) node; the
+    /// proxy is its handle.
+    func createNode(_ name: String, camera: Bool) -> OpaquePointer {
+        let text = camera
+            ? "factory.name=videotestsrc node.name=\(name) media.class=Video/Source"
+            : "factory.name=support.null-audio-sink node.name=\(name) media.class=Audio/Source audio.position=[MONO]"
+        pw_thread_loop_lock(threadLoop)
+        defer { pw_thread_loop_unlock(threadLoop) }
+        let props = pw_properties_new_string(text)!
+        defer { pw_properties_free(props) }
+        guard let proxy = pw_core_create_object(core, "adapter", cpw_type_interface_node(), UInt32(PW_VERSION_NODE),
+                                                cpw_properties_dict(props), 0)
+        else { benchFail("pw_core_create_object failed") }
+        return OpaquePointer(proxy)
+    }
+
+    func destroyNode(_ proxy: OpaquePointer) {
+        pw_thread_loop_lock(threadLoop)
+        pw_proxy_destroy(proxy)
+        pw_thread_loop_unlock(threadLoop)
+    }
+
+    func close() {
+        pw_thread_loop_stop(threadLoop)
+        spa_hook_remove(hook)
+        pw_proxy_destroy(registry)
+        pw_core_disconnect(core)
+        pw_context_destroy(context)
+        pw_thread_loop_destroy(threadLoop)
+        hook.deallocate()
+        events.deallocate()
+    }
+}
+
+/// Plain global functions, not closures: PipeWire calls them on its own thread (S1).
+private func benchRegistryGlobal(_ data: UnsafeMutableRawPointer?, _ id: UInt32, _ permissions: UInt32,
+                                 _ type: UnsafePointer<CChar>?, _ version: UInt32, _ props: UnsafePointer<spa_dict>?) {
+    let at = monotonicNow()
+    guard let props, let name = spa_dict_lookup(props, PW_KEY_NODE_NAME) else { return }
+    let bench = Unmanaged<BenchPipeWire>.fromOpaque(data!).takeUnretainedValue()
+    bench.timeline.record(.appeared(name: String(cString: name), id: id, at: at))
+}
+
+private func benchRegistryGlobalRemove(_ data: UnsafeMutableRawPointer?, _ id: UInt32) {
+    let at = monotonicNow()
+    Unmanaged<BenchPipeWire>.fromOpaque(data!).takeUnretainedValue().timeline.record(.removed(id: id, at: at))
+}
+
+// MARK: The processes and the cycle
+
+/// dbus-daemon, PipeWire and permissionsd in a temporary directory, the bench's
+/// PipeWire client and its D-Bus subscriber.
+///
+/// `@unchecked Sendable`: used from the main thread only; the subscriber's
+/// handler touches only `timeline`, which is Sendable.
+private final class BenchWorld: @unchecked Sendable {
+    let pipewireConfig: String
+    let root: String
+    let timeline = BenchTimeline()
+    private var processes: [Process] = []
+    private var pipewire: BenchPipeWire?
+    private var connection: Connection?
+    private let queue = DispatchQueue(label: "bench.dbus")
+
+    init(pipewireConfig: String) {
+        self.pipewireConfig = pipewireConfig
+        var template = Array((NSTemporaryDirectory() + "/permissions-bench.XXXXXX").utf8CString)
+        guard let made = mkdtemp(&template) else { benchFail("mkdtemp failed") }
+        root = String(cString: made)
+    }
+
+    /// The directory of this executable, where the same build put permissionsd and the plugins.
+    var binDirectory: String {
+        URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().path
+    }
+
+    func start() {
+        guard FileManager.default.fileExists(atPath: pipewireConfig) else {
+            benchFail("no PipeWire config at \(pipewireConfig) (--pipewire-config FILE)")
+        }
+        let fm = FileManager.default
+        for dir in ["run", "config", "state", "plugins"] {
+            try! fm.createDirectory(atPath: root + "/" + dir, withIntermediateDirectories: true)
+        }
+        try! fm.createSymbolicLink(atPath: root + "/plugins/libpermissions-pipewire.so",
+                                   withDestinationPath: binDirectory + "/libpermissions-pipewire.so")
+        let busAddress = startBus()
+        startPipeWire()
+        pipewire = BenchPipeWire(runtimeDirectory: root + "/run", timeline: timeline)
+        startDaemon(busAddress)
+        subscribe(busAddress)
+    }
+
+    private func launch(_ path: String, _ arguments: [String], environment: [String: String] = [:],
+                        stdout: Any? = nil, stderr: Any? = nil) -> Process {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: path)
+        p.arguments = arguments
+        var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PIPEWIRE_") }
+        env.merge(environment) { $1 }
+        p.environment = env
+        p.standardInput = FileHandle.nullDevice
+        p.standardOutput = stdout ?? FileHandle.nullDevice
+        p.standardError = stderr ?? FileHandle.nullDevice
+        do { try p.run() } catch { benchFail("cannot run \(path): \(error)") }
+        processes.append(p)
+        return p
+    }
+
+    /// Reads `handle` line by line on a thread of its own, for as long as it is
+    /// open (a child blocked on a full pipe would skew the measurement); signals
+    /// `ready` at the first line containing `marker`.
+    private func waitForLine(_ handle: FileHandle, containing marker: String, what: String) -> String {
+        let found = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) var line = ""
+        Thread.detachNewThread {
+            var pending = Data()
+            var signalled = false
+            while case let chunk = handle.availableData, !chunk.isEmpty {
+                guard !signalled else { continue }
+                pending.append(chunk)
+                while let nl = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                    let text = String(decoding: pending[pending.startIndex..<nl], as: UTF8.self)
+                    pending.removeSubrange(pending.startIndex...nl)
+                    if !signalled, text.contains(marker) {
+                        line = text
+                        signalled = true
+                        found.signal()
+                    }
+                }
+            }
+        }
+        guard found.wait(timeout: .now() + 10) == .success else { benchFail("\(what) did not start") }
+        return line
+    }
+
+    private func startBus() -> String {
+        let config = """
+            <busconfig><type>session</type><listen>unix:dir=\(root)</listen><auth>EXTERNAL</auth>
+            <policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/>
+            <allow own="*"/></policy></busconfig>
+            """
+        try! config.write(toFile: root + "/bus.conf", atomically: true, encoding: .utf8)
+        let out = Pipe()
+        _ = launch("/usr/bin/dbus-daemon", ["--nofork", "--config-file=\(root)/bus.conf", "--print-address=1"],
+                   stdout: out)
+        return waitForLine(out.fileHandleForReading, containing: "unix:", what: "dbus-daemon")
+    }
+
+    /// PipeWire prints "Listening on" (protocol-native, info level) after listen(2).
+    private func startPipeWire() {
+        let err = Pipe()
+        _ = launch("/usr/bin/pipewire", ["-c", pipewireConfig],
+                   environment: ["XDG_RUNTIME_DIR": root + "/run", "PIPEWIRE_DEBUG": "2,mod.protocol-native:3"],
+                   stderr: err)
+        _ = waitForLine(err.fileHandleForReading, containing: "Listening on", what: "PipeWire")
+    }
+
+    private func startDaemon(_ address: String) {
+        _ = FileManager.default.createFile(atPath: root + "/permissionsd.log", contents: nil)
+        let log = FileHandle(forWritingAtPath: root + "/permissionsd.log")!
+        _ = launch(binDirectory + "/permissionsd",
+                   ["--address", address, "--config-dir", root + "/config", "--state-dir", root + "/state",
+                    "--plugin-dir", root + "/plugins"],
+                   environment: ["XDG_RUNTIME_DIR": root + "/run"], stderr: log)
+        let wait = launch("/usr/bin/gdbus", ["wait", "--address", address, "--timeout", "20", "org.example.Permissions"])
+        wait.waitUntilExit()
+        guard wait.terminationStatus == 0 else { benchFail("permissionsd did not start; see \(root)/permissionsd.log") }
+    }
+
+    /// Subscribes to StatusChanged and waits for a round trip to the bus, after
+    /// which the match rule is in force.
+    private func subscribe(_ address: String) {
+        let timeline = timeline
+        let opened: Result<Connection, BusError> = queue.sync {
+            do throws(BusError) {
+                let c = try Connection.open(.address(address), queue: queue)
+                c.subscribe(SignalMatch(sender: "org.example.Permissions", path: "/org/example/Permissions",
+                                        interface: "org.example.Permissions", member: "StatusChanged")) { message in
+                    let at = monotonicNow()
+                    let a = message.arguments().map { $0.stringValue ?? "" }
+                    guard a.count >= 3, a[0].isEmpty else { return }
+                    timeline.record(.signal(permission: a[1], status: a[2], at: at))
+                }
+                return .success(c)
+            } catch {
+                return .failure(error)
+            }
+        }
+        guard case .success(let connection) = opened else { benchFail("cannot connect to the bench's bus") }
+        self.connection = connection
+        let answered = DispatchSemaphore(value: 0)
+        queue.sync {
+            let ping = try! Message.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                               interface: "org.freedesktop.DBus.Peer", member: "Ping")
+            connection.call(ping) { _ in answered.signal() }
+        }
+        guard answered.wait(timeout: .now() + 10) == .success else { benchFail("the bus did not answer") }
+    }
+
+    /// One device coming and going; returns both latencies in milliseconds.
+    func cycle(_ permission: String, camera: Bool, label: String) -> (Double, Double) {
+        guard let pipewire else { fatalError("not started") }
+        let name = "bench-\(permission)-\(label)"
+        var from = timeline.count
+        let proxy = pipewire.createNode(name, camera: camera)
+        let (id, appeared) = timeline.first(from: from, "registry global for \(name)") { event -> (UInt32, UInt64)? in
+            if case .appeared(name, let id, let at) = event { return (id, at) }
+            return nil
+        }
+        let on = timeline.first(from: from, "StatusChanged \(permission) not-determined") { event -> UInt64? in
+            if case .signal(permission, "not-determined", let at) = event { return at }
+            return nil
+        }
+        from = timeline.count
+        pipewire.destroyNode(proxy)
+        let removed = timeline.first(from: from, "registry global_remove for \(name)") { event -> UInt64? in
+            if case .removed(id, let at) = event { return at }
+            return nil
+        }
+        let off = timeline.first(from: from, "StatusChanged \(permission) unsupported") { event -> UInt64? in
+            if case .signal(permission, "unsupported", let at) = event { return at }
+            return nil
+        }
+        return (Double(Int64(on) - Int64(appeared)) / 1e6, Double(Int64(off) - Int64(removed)) / 1e6)
+    }
+
+    func tearDown() {
+        if let connection { queue.sync { connection.close() } }
+        pipewire?.close()
+        // permissionsd first, by SIGTERM: its plugin's fini runs; then the others.
+        for p in processes.reversed() where p.isRunning {
+            if p.executableURL?.lastPathComponent == "permissionsd" { p.terminate() } else { kill(p.processIdentifier, SIGKILL) }
+            p.waitUntilExit()
+        }
+        try? FileManager.default.removeItem(atPath: root)
+    }
+}

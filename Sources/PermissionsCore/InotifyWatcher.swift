@@ -1,0 +1,54 @@
+internal import Glibc
+public import Dispatch
+
+/// inotify on a few directories, read by a dispatch source on the daemon queue.
+/// Reports each event as (directory, file name, mask).
+public final class InotifyWatcher {
+    private let fd: Int32
+    private var source: (any DispatchSourceRead)?
+    private var directories: [Int32: String] = [:]
+    /// Called on the queue for each event.
+    var onEvent: ((String, String, UInt32) -> Void)?
+
+    public init?(queue: DispatchQueue) {
+        fd = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
+        guard fd >= 0 else { return nil }
+        let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
+        source.setEventHandler { [unowned self] in self.drain() }
+        source.setCancelHandler { [fd] in close(fd) }
+        source.resume()
+        self.source = source
+    }
+
+    deinit { source?.cancel() }
+
+    /// Watches `directory` for the events in `mask`; false if it cannot (it does not
+    /// exist yet, say). IN_IGNORED is reported when a watched directory goes.
+    @discardableResult
+    func watch(_ directory: String, mask: UInt32) -> Bool {
+        let wd = inotify_add_watch(fd, directory, mask)
+        guard wd >= 0 else { return false }
+        directories[wd] = directory
+        return true
+    }
+
+    func isWatching(_ directory: String) -> Bool { directories.values.contains(directory) }
+
+    private func drain() {
+        var buffer = [UInt8](repeating: 0, count: 8192)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n <= 0 { break }
+            var offset = 0
+            while offset + MemoryLayout<inotify_event>.size <= n {
+                let event = buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: inotify_event.self) }
+                let nameStart = offset + MemoryLayout<inotify_event>.size
+                let nameBytes = buffer[nameStart..<min(nameStart + Int(event.len), n)].prefix { $0 != 0 }
+                let directory = directories[event.wd] ?? ""
+                if event.mask & UInt32(IN_IGNORED) != 0 { directories[event.wd] = nil }
+                onEvent?(directory, String(decoding: nameBytes, as: UTF8.self), event.mask)
+                offset = nameStart + Int(event.len)
+            }
+        }
+    }
+}

@@ -23,30 +23,71 @@
  *   may therefore publish freely (the same snapshot twice costs no signal), but a
  *   storm of publications still costs the daemon work.
  *
+ * LIFECYCLE
+ *   1. The host dlopen()s the file (RTLD_NOW | RTLD_LOCAL), calls the entry point
+ *      and checks the descriptor: ABI version, struct_size, name equal to the
+ *      file's <name>, permission names, no permission another plugin provides.
+ *   2. init(host, &state): start; publish a first snapshot of every permission.
+ *   3. configure(state, config): right after init, and after every change of the
+ *      configuration files.
+ *   4. fini(state): at shutdown, or when the file is removed or replaced.
+ *   The library is never dlclose()d: code of a stopped plugin stays mapped.
+ *
+ * CONFIGURATION
+ *   Configuration is the daemon's: permissions.conf and permissions.conf.d/NAME.conf
+ *   in its config directory, keyfile syntax. configure() receives every key of the
+ *   sections named like the plugin or like one of its permissions, already parsed
+ *   (values unescaped), each with its origin "FILE:LINE" to quote in messages.
+ *   A plugin validates the values; on a bad one it logs the origin and the reason,
+ *   keeps its last good configuration and returns -EINVAL. The daemon keeps some
+ *   keys for itself ([service], [permissions], and no-agent= in any section).
+ *
  * VERSIONING
  *   Every struct starts with { uint32_t abi_version; uint32_t struct_size; }.
- *   Compatible changes only append fields; a reader checks struct_size before
- *   touching a field beyond the ones it was built with (PERMISSIONS_HAS_FIELD).
- *   An incompatible change gets a new entry symbol (_v2); the host keeps loading
- *   _v1 plugins for as long as it can.
+ *   A compatible change only appends fields to a struct and bumps nothing else:
+ *   a reader checks struct_size before touching a field beyond the ones it was built
+ *   with (PERMISSIONS_HAS_FIELD), and a host reads an older plugin's shorter
+ *   descriptor the same way. Enum values are only added; an unknown value is
+ *   refused (the publication is ignored), never guessed at. An incompatible change
+ *   gets a new entry symbol (_v2) and ABI version; the host then keeps loading _v1
+ *   plugins through an adapter for as long as it can.
  *
  * THREADS
- *   init, configure and fini are called on the daemon's single dispatch thread and
- *   must not block: a plugin that waits on I/O runs its own thread. The host
- *   functions (log, publish) may be called from any thread, at any time between
- *   init's start and fini's return; they never block on the bus.
+ *   Each plugin has its own thread in the host: dlopen's constructors, the entry
+ *   point, init, configure and fini all run there, one at a time, never on the
+ *   daemon's dispatch thread. A call that has not returned within 2 seconds makes
+ *   the plugin "unavailable": the host stops listening to it (its thread is left
+ *   blocked) and its permissions read "unsupported". So init must not wait for a
+ *   slow backend: a plugin that does I/O runs its own thread or event loop and
+ *   publishes when it knows.
+ *   The host functions (log, publish) may be called from any thread, at any time
+ *   between init's start and fini's return; they never block. After fini, or once
+ *   the plugin is unavailable, they are ignored (publish returns -ESHUTDOWN).
+ *
+ * LIMITS
+ *   More than 1000 publications in one second makes a plugin unavailable (a storm
+ *   must not starve the daemon); publications of the same permission that arrive
+ *   faster than the daemon applies them are coalesced to the latest. More than 50
+ *   log lines a second are dropped (and counted in a later line).
+ *
+ * FAULTS
+ *   A plugin runs inside the daemon. A plugin that crashes (a bad pointer, abort())
+ *   takes the daemon down with it; the service manager restarts it (Restart=, D-Bus
+ *   activation) and no decision is lost: each is on disk (SQLite, WAL journal,
+ *   synchronous=FULL) before the call that made it returns. Everything short of a
+ *   crash (a failing, blocking, flooding plugin, or values outside this ABI) is
+ *   contained: logged, the plugin marked unavailable, the others served.
  *
  * OWNERSHIP
  *   The descriptor and every string in it live as long as the library is loaded.
  *   Pointers passed across a call (snapshots, config entries, messages) are borrowed
  *   for that call only: the receiver copies what it keeps. The host never frees
- *   plugin memory and the plugin never frees host memory. fini returns before the
- *   library is unloaded; after fini the plugin must not call the host.
+ *   plugin memory and the plugin never frees host memory.
  *
  * ERRORS
  *   Functions that can fail return 0 on success or a negative errno. From init,
  *   -ENOTSUP or -ENODEV mean "not available on this system": the host logs that
- *   quietly and does not use the plugin.
+ *   quietly; the plugin's permissions read "unsupported".
  */
 #ifndef PERMISSIONS_PLUGIN_H
 #define PERMISSIONS_PLUGIN_H
@@ -143,8 +184,10 @@ struct permissions_host {
     /* Log one line (no trailing newline) under the plugin's name. Any thread. */
     void (*log)(void *host_data, int priority, const char *message);
     /* Replace the snapshot of one permission. Any thread; never blocks.
-     * Returns 0, or -EINVAL for a permission the plugin did not declare or a
-     * value outside the enums above (the snapshot is then ignored). */
+     * Returns 0; -EINVAL for a permission the plugin did not declare or a value
+     * outside the enums above (the snapshot is then ignored); -ESHUTDOWN after
+     * fini or once the plugin is unavailable; -EBUSY when this call made the
+     * plugin unavailable for flooding. */
     int (*publish)(void *host_data, const struct permissions_snapshot *snapshot);
 };
 

@@ -101,7 +101,8 @@ public struct IdentityReader: Sendable {
         let root = open(base + "/root", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard root >= 0 else { return .absent }
         defer { close(root) }
-        let fd = openat(root, ".flatpak-info", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY)
+        // O_NONBLOCK: a FIFO planted there must not block the daemon in open().
+        let fd = openat(root, ".flatpak-info", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
         guard fd >= 0 else {
             return errno == ENOENT ? .absent : .refused("cannot open .flatpak-info: \(String(cString: strerror(errno)))")
         }

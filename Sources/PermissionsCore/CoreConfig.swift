@@ -28,10 +28,11 @@ public struct CoreConfig: Equatable, Sendable {
     /// Splits `entries` into the daemon's settings and the plugins' entries. A bad
     /// value is logged with its origin and the previous setting kept.
     public static func split(_ entries: [ConfigEntry], previous: CoreConfig) -> (CoreConfig, [ConfigEntry]) {
+        // A key absent from the files takes its default; a bad value keeps what the
+        // key had before it (an earlier file of this load, else the last good load).
         var core = CoreConfig()
-        core.agentTimeoutSeconds = previous.agentTimeoutSeconds
         var rest: [ConfigEntry] = []
-        var sawTimeout = false
+        var timeoutSet = false
         for entry in entries {
             if entry.section == "permissions" {
                 if entry.key == "declare" {
@@ -49,25 +50,29 @@ public struct CoreConfig: Equatable, Sendable {
             } else if entry.section == "service" {
                 if entry.key == "agent-timeout", let seconds = Int(entry.value), (1...3600).contains(seconds) {
                     core.agentTimeoutSeconds = seconds
-                    sawTimeout = true
+                    timeoutSet = true
+                } else if entry.key == "agent-timeout" {
+                    if !timeoutSet { core.agentTimeoutSeconds = previous.agentTimeoutSeconds }
+                    timeoutSet = true
+                    logError("\(entry.origin): [service] agent-timeout=\(entry.value.escapedForMessage): "
+                             + "expected 1..3600 seconds; keeping \(core.agentTimeoutSeconds)")
                 } else {
-                    logError("\(entry.origin): [service] \(entry.key)=\(entry.value.escapedForMessage): "
-                             + "expected agent-timeout=1..3600; ignored")
+                    logError("\(entry.origin): unknown key \"\(entry.key.escapedForMessage)\" in [service]; ignored")
                 }
             } else if entry.key == "no-agent" {
                 let allowed: [Status] = [.notDetermined, .denied, .authorized]
                 if let status = Status(rawValue: entry.value), allowed.contains(status) {
                     core.noAgent[entry.section] = status
                 } else {
+                    let kept = core.noAgent[entry.section] ?? previous.noAgent[entry.section]
+                    core.noAgent[entry.section] = kept
                     logError("\(entry.origin): [\(entry.section)] no-agent=\(entry.value.escapedForMessage): expected "
-                             + "not-determined, denied or authorized; keeping \(previous.noAgent[entry.section]?.rawValue ?? "not-determined")")
-                    if let kept = previous.noAgent[entry.section] { core.noAgent[entry.section] = kept }
+                             + "not-determined, denied or authorized; keeping \(kept?.rawValue ?? "not-determined")")
                 }
             } else {
                 rest.append(entry)
             }
         }
-        if !sawTimeout { core.agentTimeoutSeconds = entries.contains { $0.section == "service" } ? previous.agentTimeoutSeconds : 120 }
         return (core, rest)
     }
 }

@@ -119,7 +119,7 @@ public final class DecisionStore {
         query("\(Self.columns) WHERE expires_at IS NOT NULL AND expires_at <= ?1", [.int(now)])
     }
 
-    /// The earliest expiry still ahead, if any.
+    /// The earliest expiry of a stored decision, if any (it may already be due).
     public func nextExpiry() -> Int64? {
         query("\(Self.columns) WHERE expires_at IS NOT NULL ORDER BY expires_at LIMIT 1", []).first?.expiresAt
     }

@@ -49,8 +49,8 @@ public final class LoadedPlugin: @unchecked Sendable {
     let shared = Mutex(Shared())
     /// Called on the daemon queue with the permissions whose publications arrived.
     var drain: ((LoadedPlugin, [Snapshot]) -> Void)?
-    /// Called on the daemon queue when the plugin floods the host.
-    var flooding: ((LoadedPlugin) -> Void)?
+    /// Called on the daemon queue when the plugin floods the host or breaks the ABI.
+    var misbehaved: ((LoadedPlugin, String) -> Void)?
 
     static let maxPublicationsPerSecond = 1000
     static let maxLogLinesPerSecond = 50
@@ -170,7 +170,12 @@ public final class LoadedPlugin: @unchecked Sendable {
     func publish(_ s: UnsafePointer<permissions_snapshot>) -> Int32 {
         guard !shared.withLock({ $0.closed }) else { return -ESHUTDOWN }
         let declared = shared.withLock { $0.declared }
-        guard let copy = SnapshotReader.read(s, declared: declared, plugin: name) else { return -EINVAL }
+        guard let copy = SnapshotReader.read(s, declared: declared, plugin: name) else {
+            // Values outside the ABI: a plugin that sends them cannot be trusted with more.
+            shared.withLock { $0.closed = true }
+            daemonQueue.async { [self] in misbehaved?(self, "it published a snapshot outside the ABI") }
+            return -EINVAL
+        }
         let now = monotonicNanoseconds()
         let (schedule, flooded) = shared.withLock { shared -> (Bool, Bool) in
             if now - shared.windowStart > 1_000_000_000 {
@@ -188,7 +193,9 @@ public final class LoadedPlugin: @unchecked Sendable {
             return (!shared.drainScheduled, false)
         }
         if flooded {
-            daemonQueue.async { [self] in flooding?(self) }
+            daemonQueue.async { [self] in
+                misbehaved?(self, "it published more than \(Self.maxPublicationsPerSecond) snapshots in a second")
+            }
             return -EBUSY
         }
         if schedule {

@@ -111,7 +111,7 @@ public final class PluginHost: @unchecked Sendable {
         onChange?(plugin)
     }
 
-    private func makeUnavailable(_ plugin: LoadedPlugin, _ reason: String) {
+    func makeUnavailable(_ plugin: LoadedPlugin, _ reason: String) {
         guard plugin.info.state != .unavailable, plugins.contains(where: { $0 === plugin }) else { return }
         plugin.close()
         plugin.info.state = .unavailable
@@ -121,25 +121,28 @@ public final class PluginHost: @unchecked Sendable {
     }
 
     /// Runs plugin code on its call queue; `then` runs on the daemon queue with the
-    /// result, unless the deadline passed first (then `timedOut` runs instead).
+    /// result, unless the deadline passed first: then the plugin is made
+    /// unavailable and `timedOut` runs instead. Exactly one of them runs.
     private func call<R: Sendable>(_ plugin: LoadedPlugin, _ what: String, _ body: @escaping @Sendable () -> R,
-                                   then: @escaping (R) -> Void) {
+                                   then: @escaping (R) -> Void, timedOut: @escaping () -> Void = {}) {
         var finished = false
-        let confinedThen = Confined(then)
-        let confinedFinished = Confined({ () -> Bool in
+        let settle = Confined({ () -> Bool in
             if finished { return false }
             finished = true
             return true
         })
+        let confinedThen = Confined(then)
+        let confinedTimedOut = Confined(timedOut)
         plugin.callQueue.async {
             let result = body()
             self.queue.async {
-                if confinedFinished.value() { confinedThen.value(result) }
+                if settle.value() { confinedThen.value(result) }
             }
         }
         queue.asyncAfter(deadline: .now() + deadline) { [weak self] in
-            guard confinedFinished.value() else { return }
+            guard settle.value() else { return }
             self?.makeUnavailable(plugin, "\(what) did not return within the deadline; plugin abandoned")
+            confinedTimedOut.value()
         }
     }
 
@@ -149,11 +152,9 @@ public final class PluginHost: @unchecked Sendable {
             p.latest.merge(batch.map { ($0.permission, $0) }) { $1 }
             if p.info.state == .loaded { self.onPublish?(p, batch) }
         }
-        plugin.flooding = { [unowned self] p in
-            self.makeUnavailable(p, "it published more than \(LoadedPlugin.maxPublicationsPerSecond) snapshots in a second")
-        }
+        plugin.misbehaved = { [unowned self] p, reason in self.makeUnavailable(p, reason) }
         plugins.append(plugin)
-        call(plugin, "opening", { plugin.open() }) { [unowned self] refusal in
+        call(plugin, "opening", { plugin.open() }, then: { [unowned self] refusal in
             if let refusal {
                 self.reject(plugin, refusal)
                 return done()
@@ -164,10 +165,13 @@ public final class PluginHost: @unchecked Sendable {
                 return done()
             }
             let config = self.config
-            self.call(plugin, "init", { plugin.start() }) { [unowned self] rc in
+            self.call(plugin, "init", { plugin.start() }, then: { [unowned self] rc in
+                // It may have been given up on during init (it broke the ABI, say).
+                guard plugin.info.state == .loading else { return done() }
                 guard rc == 0 else {
-                    let reason = rc == -ENOTSUP || rc == -ENODEV
-                        ? "its backend is not available on this system" : "init failed: \(errnoName(-rc))"
+                    let reason = rc == -ENOTSUP || rc == -ENODEV ? "its backend is not available on this system"
+                        : rc > 0 ? "init returned \(rc), outside the ABI (0 or a negative errno)"
+                        : "init failed: \(errnoName(-rc))"
                     plugin.info.state = .unavailable
                     plugin.info.reason = reason
                     plugin.close()
@@ -181,14 +185,8 @@ public final class PluginHost: @unchecked Sendable {
                         + plugin.info.permissions.joined(separator: ", "))
                 self.onChange?(plugin)
                 done()
-            }
-        } 
-        if plugin.info.state == .loading {
-            // The watchdog makes a blocked plugin unavailable; loading is settled then too.
-            queue.asyncAfter(deadline: .now() + deadline + deadline + .milliseconds(100)) { [weak plugin] in
-                if plugin?.info.state == .loading { plugin?.info.state = .unavailable }
-            }
-        }
+            }, timedOut: done)
+        }, timedOut: done)
     }
 
     private func configure(_ plugin: LoadedPlugin, _ config: [ConfigEntry]) {

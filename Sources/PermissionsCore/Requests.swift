@@ -165,7 +165,20 @@ extension PermissionsService {
         for row in store.expired() {
             let s = snapshot(row.permission)
             let before = effectiveStatus(service: s.service, policy: s.policy(for: row.appID), decision: row.decision)
-            do { try store.remove(row) } catch { logError("cannot remove an expired decision: \(error)") }
+            do {
+                try store.remove(row)
+            } catch {
+                // The row no longer applies either way; retry the clean-up later rather
+                // than re-arming the timer for a time already past, which would spin.
+                logError("cannot remove an expired decision: \(error); retrying in a minute")
+                expiryTimer?.cancel()
+                let retry = DispatchSource.makeTimerSource(queue: connection.queue)
+                retry.schedule(deadline: .now() + .seconds(60))
+                retry.setEventHandler { [unowned self] in self.expireDecisions() }
+                retry.resume()
+                expiryTimer = retry
+                return
+            }
             let after = status(app: row.appID, permission: row.permission)
             if before != after, isKnown(row.permission) {
                 emitStatusChanged(app: row.appID, permission: row.permission, after)

@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * local-network: an example permissionsd plugin in C, built with nothing but a C
+ * compiler and the SDK header (see the Makefile). It gives the permission
+ * "local-network" (may the app talk to devices on the local network?), driven by
+ * its configuration section:
+ *
+ *     [local-network]
+ *     enabled=true               false: "disabled" for every app
+ *     allow=org.example.Cast     forced allow: "authorized"
+ *     deny=org.example.Tracker   locked deny: "restricted"
+ *
+ * The plugin keeps no thread: it publishes from init and configure, which the host
+ * calls on the plugin's own thread, one at a time.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "permissions-plugin.h"
+
+#define PERMISSION "local-network"
+#define MAX_APPS 256
+
+struct config {
+    int enabled;
+    int n_policies;
+    struct permissions_app_policy policies[MAX_APPS];
+    char *apps[MAX_APPS];          /* owns the app id strings above */
+};
+
+struct state {
+    const struct permissions_host *host;
+    struct config current;
+};
+
+static void config_clear(struct config *c) {
+    for (int i = 0; i < c->n_policies; i++)
+        free(c->apps[i]);
+    memset(c, 0, sizeof *c);
+    c->enabled = 1;
+}
+
+static void say(struct state *s, int priority, const char *origin, const char *what) {
+    char line[512];
+    /* The host copies the message during the call. */
+    snprintf(line, sizeof line, "%s: [" PERMISSION "] %s; keeping the last good configuration", origin, what);
+    s->host->log(s->host->host_data, priority, line);
+}
+
+/* Adds the ;-separated app ids of `value` with `policy`; -EINVAL if too many. */
+static int add_apps(struct config *c, const char *value, int32_t policy) {
+    char *copy = strdup(value), *save = NULL;
+    if (!copy)
+        return -ENOMEM;
+    for (char *app = strtok_r(copy, ";", &save); app; app = strtok_r(NULL, ";", &save)) {
+        while (*app == ' ')
+            app++;
+        if (!*app)
+            continue;
+        if (c->n_policies == MAX_APPS) {
+            free(copy);
+            return -EINVAL;
+        }
+        c->apps[c->n_policies] = strdup(app);
+        c->policies[c->n_policies].app_id = c->apps[c->n_policies];
+        c->policies[c->n_policies].policy = policy;
+        c->n_policies++;
+    }
+    free(copy);
+    return 0;
+}
+
+static void publish(struct state *s) {
+    struct permissions_snapshot snapshot = {
+        .abi_version = PERMISSIONS_PLUGIN_ABI_VERSION,
+        .struct_size = sizeof snapshot,
+        .permission = PERMISSION,
+        .service_state = s->current.enabled ? PERMISSIONS_SERVICE_AVAILABLE : PERMISSIONS_SERVICE_DISABLED,
+        .n_policies = (uint32_t)s->current.n_policies,
+        .policies = s->current.policies,
+    };
+    s->host->publish(s->host->host_data, &snapshot);
+}
+
+static int plugin_init(const struct permissions_host *host, void **ret_state) {
+    if (host->abi_version != PERMISSIONS_PLUGIN_ABI_VERSION ||
+        !PERMISSIONS_HAS_FIELD(host, struct permissions_host, publish))
+        return -ENOTSUP;
+    struct state *s = calloc(1, sizeof *s);
+    if (!s)
+        return -ENOMEM;
+    s->host = host;
+    config_clear(&s->current);
+    publish(s);
+    *ret_state = s;
+    return 0;
+}
+
+static int plugin_configure(void *state, const struct permissions_config *config) {
+    struct state *s = state;
+    struct config next;
+    memset(&next, 0, sizeof next);
+    next.enabled = 1;
+    for (uint32_t i = 0; i < config->n_entries; i++) {
+        const struct permissions_config_entry *e = &config->entries[i];
+        if (strcmp(e->section, PERMISSION) != 0)
+            continue;
+        int r = 0;
+        if (strcmp(e->key, "enabled") == 0) {
+            if (strcmp(e->value, "true") == 0)
+                next.enabled = 1;
+            else if (strcmp(e->value, "false") == 0)
+                next.enabled = 0;
+            else
+                r = -EINVAL;
+        } else if (strcmp(e->key, "allow") == 0) {
+            r = add_apps(&next, e->value, PERMISSIONS_POLICY_ALLOW);
+        } else if (strcmp(e->key, "deny") == 0) {
+            r = add_apps(&next, e->value, PERMISSIONS_POLICY_RESTRICTED);
+        }
+        if (r < 0) {
+            char what[256];
+            snprintf(what, sizeof what, "%s=%s is not valid", e->key, e->value);
+            say(s, PERMISSIONS_LOG_ERR, e->origin, what);
+            config_clear(&next);
+            return r;
+        }
+    }
+    config_clear(&s->current);
+    s->current = next;
+    publish(s);
+    return 0;
+}
+
+static void plugin_fini(void *state) {
+    struct state *s = state;
+    if (!s)
+        return;
+    config_clear(&s->current);
+    free(s);
+}
+
+static const char *const permissions[] = { PERMISSION, NULL };
+
+static const struct permissions_plugin descriptor = {
+    .abi_version = PERMISSIONS_PLUGIN_ABI_VERSION,
+    .struct_size = sizeof descriptor,
+    .name = "local-network",
+    .version = "1.0",
+    .description = "Local network access, from the [local-network] config section",
+    .permissions = permissions,
+    .init = plugin_init,
+    .configure = plugin_configure,
+    .fini = plugin_fini,
+};
+
+const struct permissions_plugin *permissions_plugin_entry_v1(void) {
+    return &descriptor;
+}

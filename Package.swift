@@ -74,7 +74,7 @@ let package = Package(
         .testTarget(name: "DBusKitTests", dependencies: ["DBusKit"], swiftSettings: strictSettings),
         .testTarget(name: "PermissionsCoreTests", dependencies: ["PermissionsCore"],
                     swiftSettings: strictSettings),
-        .testTarget(name: "IntegrationTests", dependencies: ["DBusKit"],
+        .testTarget(name: "IntegrationTests", dependencies: ["DBusKit", "CPermissionsPlugin"],
                     swiftSettings: strictSettings),
     ] + plugins.map(\.1),
     swiftLanguageModes: [.v6]

@@ -19,7 +19,11 @@ public final class LoadedPlugin: @unchecked Sendable {
     public let name: String
     let callQueue: DispatchQueue
     let daemonQueue: DispatchQueue
-    public internal(set) var info: PluginInfo
+    public internal(set) var info: PluginInfo {
+        didSet { infoChanged?() }
+    }
+    /// Called (on the daemon queue) whenever `info` changes.
+    var infoChanged: (() -> Void)?
     /// Snapshots published so far, by permission (daemon queue).
     var latest: [String: Snapshot] = [:]
 

@@ -34,7 +34,11 @@ public struct PluginInfo: Sendable {
 /// that capture the host and cross to a plugin's call queue only hop back to
 /// `queue` before touching it.
 public final class PluginHost: @unchecked Sendable {
-    public private(set) var plugins: [LoadedPlugin] = []
+    public private(set) var plugins: [LoadedPlugin] = [] {
+        didSet { providersCache = nil }
+    }
+    /// `providers`, rebuilt when a plugin comes, goes or changes: every GetStatus asks.
+    private var providersCache: [String: LoadedPlugin]?
     /// Files that never became plugins (not a library, wrong ABI, …).
     public private(set) var rejected: [PluginInfo] = []
     let queue: DispatchQueue
@@ -56,10 +60,12 @@ public final class PluginHost: @unchecked Sendable {
 
     /// Permission name to the plugin that declared it (loaded or not).
     public var providers: [String: LoadedPlugin] {
+        if let providersCache { return providersCache }
         var map: [String: LoadedPlugin] = [:]
         for plugin in plugins where plugin.info.state != .loading {
             for permission in plugin.info.permissions { map[permission] = plugin }
         }
+        providersCache = map
         return map
     }
 
@@ -148,6 +154,7 @@ public final class PluginHost: @unchecked Sendable {
 
     func load(path: String, name: String, done: @escaping () -> Void) {
         let plugin = LoadedPlugin(path: path, name: name, daemonQueue: queue)
+        plugin.infoChanged = { [unowned self] in self.providersCache = nil }
         plugin.drain = { [unowned self] p, batch in
             p.latest.merge(batch.map { ($0.permission, $0) }) { $1 }
             if p.info.state == .loaded { self.onPublish?(p, batch) }

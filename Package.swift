@@ -16,9 +16,9 @@ let root = String(#filePath.dropLast("/Package.swift".count))
 /// A backend plugin: a Swift target under Plugins/<dir> shipped as
 /// `libpermissions-<name>.so`, the file name the daemon's loader expects.
 func plugin(_ name: String, target: String, dir: String,
-            dependencies: [Target.Dependency] = []) -> (Product, Target) {
+            dependencies: [Target.Dependency] = [], exclude: [String] = []) -> (Product, Target) {
     (.library(name: "permissions-\(name)", type: .dynamic, targets: [target]),
-     .target(name: target, dependencies: ["PluginKit"] + dependencies, path: "Plugins/\(dir)",
+     .target(name: target, dependencies: ["PluginKit"] + dependencies, path: "Plugins/\(dir)", exclude: exclude,
              swiftSettings: strictSettings,
              linkerSettings: [.unsafeFlags(["-Xlinker", "--version-script=\(root)/Plugins/plugin.map"])]))
 }
@@ -26,8 +26,10 @@ func plugin(_ name: String, target: String, dir: String,
 let plugins = [
     plugin("location", target: "LocationPlugin", dir: "Location"),
     plugin("notifications", target: "NotificationsPlugin", dir: "Notifications"),
-    plugin("pipewire", target: "PipeWirePlugin", dir: "PipeWire", dependencies: ["CPipeWire", "CPipeWireShims"]),
-    plugin("bluetooth", target: "BluetoothPlugin", dir: "Bluetooth", dependencies: ["DBusKit", "CBluetooth"]),
+    plugin("pipewire", target: "PipeWirePlugin", dir: "PipeWire", dependencies: ["CPipeWire", "CPipeWireShims"],
+           exclude: ["README.md"]),
+    plugin("bluetooth", target: "BluetoothPlugin", dir: "Bluetooth", dependencies: ["DBusKit", "CBluetooth"],
+           exclude: ["UnitTests", "README.md"]),
 ]
 
 let package = Package(
@@ -74,6 +76,10 @@ let package = Package(
         .testTarget(name: "DBusKitTests", dependencies: ["DBusKit"], swiftSettings: strictSettings),
         .testTarget(name: "PermissionsCoreTests", dependencies: ["PermissionsCore"],
                     swiftSettings: strictSettings),
+        // The BlueZ plugin's pure parts and its HCI seam, without bus or kernel.
+        .testTarget(name: "BluetoothPluginTests", dependencies: ["BluetoothPlugin"],
+                    path: "Plugins/Bluetooth/UnitTests",
+                    swiftSettings: strictSettings + [.define("BLUETOOTH_UNIT_TESTS")]),
         .testTarget(name: "IntegrationTests", dependencies: ["DBusKit", "CPermissionsPlugin"],
                     swiftSettings: strictSettings),
     ] + plugins.map(\.1),

@@ -9,7 +9,7 @@
 //
 // max-accuracy is reported in GetDetails' plugin-details; apps that honour it (or a
 // location portal in front of them) must not ask for more. Default: exact.
-import CPermissionsPlugin
+public import CPermissionsPlugin
 import PluginKit
 
 let accuracyLevels = ["none", "country", "city", "neighborhood", "street", "exact"]
@@ -41,5 +41,7 @@ nonisolated(unsafe) let descriptor = makeDescriptor(
     name: "location", version: "1.0", description: "Location services, from the [location] config section",
     permissions: ["location"], initialize: locationInit, configure: locationConfigure, finish: locationFini)
 
+/// The entry point. `public`: an internal function is dropped by whole-module
+/// optimisation in release builds, `@c` or not, and the library would have no entry.
 @c(permissions_plugin_entry_v1)
-func permissionsPluginEntry() -> UnsafePointer<permissions_plugin> { descriptor }
+public func permissionsPluginEntry() -> UnsafePointer<permissions_plugin> { descriptor }

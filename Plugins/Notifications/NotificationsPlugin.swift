@@ -5,7 +5,7 @@
 //     enabled=true
 //     allow=org.gnome.Calendar
 //     deny=/usr/bin/spammy
-import CPermissionsPlugin
+public import CPermissionsPlugin
 import PluginKit
 
 func notificationsInit(_ host: UnsafePointer<permissions_host>?,
@@ -24,5 +24,7 @@ nonisolated(unsafe) let descriptor = makeDescriptor(
     permissions: ["notifications"], initialize: notificationsInit, configure: notificationsConfigure,
     finish: notificationsFini)
 
+/// The entry point. `public`: an internal function is dropped by whole-module
+/// optimisation in release builds, `@c` or not, and the library would have no entry.
 @c(permissions_plugin_entry_v1)
-func permissionsPluginEntry() -> UnsafePointer<permissions_plugin> { descriptor }
+public func permissionsPluginEntry() -> UnsafePointer<permissions_plugin> { descriptor }

@@ -2,14 +2,18 @@
 // bus to the StatusChanged("", bluetooth, …) a D-Bus subscriber receives.
 //
 // It starts its own two dbus-daemons (a stand-in system bus and a bus for the
-// daemon), python3-dbusmock's bluez5 template on the system bus with one adapter,
-// and permissionsd with only the bluetooth plugin of this build. Then, per cycle,
-// it powers the adapter off (-> "disabled") and on again (-> "not-determined") with
-// Properties.Set. "On the bus" is when the bench's own system-bus connection
-// dispatches the PropertiesChanged: the bus daemon sends it to every subscriber in
-// one go, so this stands for the moment the plugin could see it. "Received" is
-// when the bench's connection to the daemon's bus dispatches StatusChanged. Both
-// are CLOCK_MONOTONIC in this process, stamped on two separate queues.
+// daemon) and permissionsd with only the bluetooth plugin of this build, and plays
+// bluetoothd itself: it owns org.bluez on the system bus, answers GetManagedObjects
+// with one adapter, and per cycle powers it off (-> "disabled") and on again
+// (-> "not-determined") by emitting PropertiesChanged. "On the bus" is the moment
+// just before that signal is written to the bus socket; "received" is when the
+// bench's connection to the daemon's bus dispatches StatusChanged. Both are
+// CLOCK_MONOTONIC in this process.
+//
+// Why not python3-dbusmock, as the tests use: its signal is emitted in another
+// process, and stamping it when a third connection of the bench dispatches it was
+// tried and measured later than the StatusChanged at times (the dispatch of one
+// queue against another on two busy cores), which made the figures meaningless.
 import DBusKit
 import Foundation
 
@@ -82,10 +86,32 @@ private func bzReport(cycles: Int, rows: [(String, BZStats)]) {
     fflush(nil)
 }
 
+/// Prints the reason, stops every process the bench started (exit skips `defer`,
+/// and the children would outlive it), and exits.
 private func bzFail(_ message: String, code: Int32 = 1) -> Never {
     FileHandle.standardError.write(("permissions-bench bluez: " + message + "\n").data(using: .utf8)!)
+    bzChildren.killAll()
     exit(code)
 }
+
+/// Every process the bench started, for `bzFail`.
+///
+/// `@unchecked Sendable`: `processes` is only touched under `lock`.
+private final class BZChildren: @unchecked Sendable {
+    private let lock = NSLock()
+    private var processes: [Process] = []
+
+    func add(_ p: Process) { lock.withLock { processes.append(p) } }
+
+    func killAll() {
+        for p in lock.withLock({ processes }).reversed() where p.isRunning {
+            kill(p.processIdentifier, SIGKILL)
+            p.waitUntilExit()
+        }
+    }
+}
+
+private let bzChildren = BZChildren()
 
 private func bzNow() -> UInt64 {
     var ts = timespec()
@@ -95,12 +121,11 @@ private func bzNow() -> UInt64 {
 
 // MARK: What happened, when
 
-/// PropertiesChanged and StatusChanged with their times, from two queues.
+/// StatusChanged signals with their times, recorded on the listener's queue.
 ///
 /// `@unchecked Sendable`: `events` is only touched under `condition`'s lock.
 private final class BZTimeline: @unchecked Sendable {
     enum Event {
-        case powered(Bool, at: UInt64)
         case status(String, at: UInt64)
     }
 
@@ -139,17 +164,17 @@ private final class BZTimeline: @unchecked Sendable {
 
 // MARK: The processes and the cycle
 
-/// The two buses, the mock and permissionsd in a temporary directory, the bench's
-/// two listening connections and its driving one.
+/// The two buses and permissionsd in a temporary directory, the bench's bluetoothd
+/// and its listening connection.
 ///
-/// `@unchecked Sendable`: used from the main thread only; the signal handlers
-/// touch only `timeline`, which is Sendable.
+/// `@unchecked Sendable`: used from the main thread only; the signal handler
+/// touches only `timeline`, which is Sendable.
 private final class BZWorld: @unchecked Sendable {
     let root: String
     let timeline = BZTimeline()
     private var processes: [Process] = []
     private var listeners: [(Connection, DispatchQueue)] = []
-    private var driver: Connection?
+    private var bluetoothd: BZBluetoothd?
 
     init() {
         var template = Array((NSTemporaryDirectory() + "/permissions-bench-bluez.XXXXXX").utf8CString)
@@ -173,16 +198,7 @@ private final class BZWorld: @unchecked Sendable {
 
         let system = startBus("system")
         let daemonBus = startBus("daemon-bus")
-        startMock(system)
-        driver = Self.open(system)
-        call(driver!, "/", "org.bluez.Mock", "AddAdapter", [.string("hci0"), .string("bench")])
-        listen(system, SignalMatch(sender: "org.bluez", path: "/org/bluez/hci0", interface: "org.freedesktop.DBus.Properties",
-                                   member: "PropertiesChanged", arg0: "org.bluez.Adapter1")) { message, at in
-            let a = message.arguments()
-            guard a.count >= 2, let powered = a[1].stringKeyedEntries?.first(where: { $0.0 == "Powered" })?.1.boolValue
-            else { return nil }
-            return .powered(powered, at: at)
-        }
+        bluetoothd = BZBluetoothd(address: system)
         listen(daemonBus, SignalMatch(sender: "org.example.Permissions", path: "/org/example/Permissions",
                                       interface: "org.example.Permissions", member: "StatusChanged")) { message, at in
             let a = message.arguments().map { $0.stringValue ?? "" }
@@ -196,29 +212,29 @@ private final class BZWorld: @unchecked Sendable {
     func tearDown() {
         for (connection, queue) in listeners { queue.sync { connection.close() } }
         listeners = []
-        driver?.close()
-        driver = nil
-        // Reverse order: permissionsd (SIGTERM, so that fini runs), the mock, the buses.
+        // permissionsd first (SIGTERM, so that fini runs), then the bench's
+        // bluetoothd, then the buses.
+        for p in processes.reversed() where p.isRunning && p.executableURL?.lastPathComponent == "permissionsd" {
+            kill(p.processIdentifier, SIGTERM)
+            p.waitUntilExit()
+        }
+        bluetoothd?.close()
+        bluetoothd = nil
         for p in processes.reversed() where p.isRunning {
-            kill(p.processIdentifier, p.executableURL?.lastPathComponent == "permissionsd" ? SIGTERM : SIGKILL)
+            kill(p.processIdentifier, SIGKILL)
             p.waitUntilExit()
         }
         try? FileManager.default.removeItem(atPath: root)
     }
 
-    /// One power cycle of hci0; returns both latencies in milliseconds.
+    /// One power cycle of the adapter; returns both latencies in milliseconds.
     func cycle() -> (Double, Double) {
         (transition(powered: false, expect: "disabled"), transition(powered: true, expect: "not-determined"))
     }
 
     private func transition(powered: Bool, expect status: String) -> Double {
         let from = timeline.count
-        call(driver!, "/org/bluez/hci0", "org.freedesktop.DBus.Properties", "Set",
-             [.string("org.bluez.Adapter1"), .string("Powered"), .variant(.boolean(powered))])
-        let onBus = timeline.first(from: from, "PropertiesChanged(Powered=\(powered))") { event -> UInt64? in
-            if case .powered(powered, let at) = event { return at }
-            return nil
-        }
+        let onBus = bluetoothd!.setPowered(powered)
         let received = timeline.first(from: from, "StatusChanged bluetooth \(status)") { event -> UInt64? in
             if case .status(let s, let at) = event {
                 if s != status { bzFail("StatusChanged bluetooth \(s) where \(status) was expected") }
@@ -226,7 +242,8 @@ private final class BZWorld: @unchecked Sendable {
             }
             return nil
         }
-        return Double(received - onBus) / 1_000_000
+        // Signed: a clock that misbehaved must show as a silly number, not a trap.
+        return Double(Int64(bitPattern: received &- onBus)) / 1_000_000
     }
 
     // MARK: Processes
@@ -242,6 +259,7 @@ private final class BZWorld: @unchecked Sendable {
         p.standardError = stderr ?? FileHandle.nullDevice
         do { try p.run() } catch { bzFail("cannot run \(path): \(error)") }
         processes.append(p)
+        bzChildren.add(p)
         return p
     }
 
@@ -268,15 +286,6 @@ private final class BZWorld: @unchecked Sendable {
         return String(decoding: line, as: UTF8.self)
     }
 
-    /// Debian's python (pyenv's has no dbusmock); returns once it owns org.bluez.
-    private func startMock(_ system: String) {
-        _ = FileManager.default.createFile(atPath: root + "/bluez-mock.log", contents: nil)
-        let log = FileHandle(forWritingAtPath: root + "/bluez-mock.log")!
-        _ = launch("/usr/bin/python3", ["-m", "dbusmock", "--system", "-t", "bluez5"],
-                   environment: ["DBUS_SYSTEM_BUS_ADDRESS": system], stdout: log, stderr: log)
-        waitForName(system, "org.bluez", what: "the bluez5 mock (see \(root)/bluez-mock.log)")
-    }
-
     private func startDaemon(_ address: String, system: String) {
         _ = FileManager.default.createFile(atPath: root + "/permissionsd.log", contents: nil)
         let log = FileHandle(forWritingAtPath: root + "/permissionsd.log")!
@@ -295,7 +304,7 @@ private final class BZWorld: @unchecked Sendable {
 
     // MARK: D-Bus
 
-    private static func open(_ address: String, queue: DispatchQueue? = nil) -> Connection {
+    static func open(_ address: String, queue: DispatchQueue? = nil) -> Connection {
         do {
             return try Connection.open(.address(address), queue: queue)
         } catch {
@@ -305,7 +314,7 @@ private final class BZWorld: @unchecked Sendable {
 
     @discardableResult
     private func call(_ connection: Connection, _ path: String, _ interface: String, _ member: String,
-                      _ arguments: [DBusValue], destination: String = "org.bluez") -> Message {
+                      _ arguments: [DBusValue], destination: String) -> Message {
         do {
             let message = try Message.methodCall(destination: destination, path: path, interface: interface,
                                                  member: member)
@@ -341,7 +350,7 @@ private final class BZWorld: @unchecked Sendable {
         guard answered.wait(timeout: .now() + 10) == .success else { bzFail("the bus at \(address) did not answer") }
     }
 
-    /// Asks GetStatus until the plugin has caught up with the mock (it publishes
+    /// Asks GetStatus until the plugin has caught up with bluetoothd (it publishes
     /// "unsupported" first and the adapter once GetManagedObjects answers).
     private func waitForStatus(_ address: String, _ status: String) {
         let client = Self.open(address)
@@ -354,5 +363,70 @@ private final class BZWorld: @unchecked Sendable {
             usleep(10_000)
         }
         bzFail("bluetooth never became \(status); see \(root)/permissionsd.log")
+    }
+}
+
+// MARK: The bench's bluetoothd
+
+/// org.bluez with one adapter, /org/bluez/hci0, on a queue of its own: enough
+/// BlueZ for the plugin (GetManagedObjects, PropertiesChanged on Adapter1).
+///
+/// `@unchecked Sendable`: `powered` and the connection are only touched on `queue`.
+private final class BZBluetoothd: @unchecked Sendable {
+    private let queue = DispatchQueue(label: "bench.bluetoothd")
+    private let connection: Connection
+    private var powered = true
+
+    init(address: String) {
+        let queue = queue
+        connection = queue.sync { BZWorld.open(address, queue: queue) }
+        queue.sync {
+            do throws(BusError) {
+                guard try connection.requestName("org.bluez") == .primaryOwner else { bzFail("org.bluez is taken") }
+            } catch {
+                bzFail("RequestName org.bluez: \(error)")
+            }
+            connection.export(ExportedObject(path: "/", interfaces: [
+                Interface("org.freedesktop.DBus.ObjectManager", methods: [
+                    Method("GetManagedObjects") { [unowned self] call in call.reply([self.managedObjects()]) },
+                ]),
+            ], introspection: ""))
+            connection.export(ExportedObject(path: "/org/bluez/hci0", interfaces: [
+                Interface("org.bluez.Adapter1", methods: [], properties: adapterProperties().map { name, value in
+                    Property(name) { [unowned self] in name == "Powered" ? .boolean(self.powered) : value }
+                }),
+            ], introspection: ""))
+        }
+    }
+
+    private func adapterProperties() -> [(String, DBusValue)] {
+        [("Address", .string("00:11:22:33:44:55")), ("Name", .string("bench")), ("Alias", .string("bench")),
+         ("Powered", .boolean(powered)), ("Discovering", .boolean(false))]
+    }
+
+    private func managedObjects() -> DBusValue {
+        .dictionary(keySignature: "o", valueSignature: "a{sa{sv}}", [
+            .init(.objectPath("/org/bluez/hci0"), .dictionary(keySignature: "s", valueSignature: "a{sv}", [
+                .init(.string("org.bluez.Adapter1"), .vardict(adapterProperties())),
+            ])),
+        ])
+    }
+
+    /// Changes Powered and emits PropertiesChanged; returns the time just before
+    /// the signal was handed to libdbus, which writes it to the socket at once.
+    func setPowered(_ on: Bool) -> UInt64 {
+        queue.sync {
+            powered = on
+            let signal = try! Message.signal(path: "/org/bluez/hci0", interface: "org.freedesktop.DBus.Properties",
+                                             member: "PropertiesChanged")
+            try! signal.append([.string("org.bluez.Adapter1"), .vardict([("Powered", .boolean(on))]), .strings([])])
+            let at = bzNow()
+            connection.send(signal)
+            return at
+        }
+    }
+
+    func close() {
+        queue.sync { connection.close() }
     }
 }

@@ -1,0 +1,181 @@
+// Unit tests of the HCI seam: the errno policy, the real libbluetooth probe on this
+// machine, and the plugin falling back to an injected probe when there is no
+// system bus. (See MappingTests.swift for why the whole file is conditional.)
+#if BLUETOOTH_UNIT_TESTS
+@testable import BluetoothPlugin
+import Dispatch
+import Glibc
+import PluginKit
+import Synchronization
+import Testing
+
+/// A scripted kernel: answers from `results`, repeating the last one; counts calls.
+final class FakeKernel: KernelAdapterProbe {
+    private let state: Mutex<(results: [KernelProbeResult], calls: Int)>
+
+    init(_ results: KernelProbeResult...) { state = Mutex((results, 0)) }
+
+    func probe() -> KernelProbeResult {
+        state.withLock { s in
+            s.calls += 1
+            return s.results.count > 1 ? s.results.removeFirst() : s.results[0]
+        }
+    }
+
+    var callCount: Int { state.withLock { $0.calls } }
+}
+
+/// Collects what the plugin publishes and lets a test wait for a matching one.
+final class Publications: Sendable {
+    private let list = Mutex<[PluginSnapshot]>([])
+    private let arrived = DispatchSemaphore(value: 0)
+
+    func append(_ s: PluginSnapshot) {
+        list.withLock { $0.append(s) }
+        arrived.signal()
+    }
+
+    var all: [PluginSnapshot] { list.withLock { $0 } }
+
+    /// Waits up to 10 s for a publication that satisfies `predicate`.
+    func waitFor(_ predicate: (PluginSnapshot) -> Bool) -> PluginSnapshot? {
+        let deadline = DispatchTime.now() + .seconds(10)
+        while true {
+            if let hit = all.first(where: predicate) { return hit }
+            if arrived.wait(timeout: deadline) == .timedOut { return all.first(where: predicate) }
+        }
+    }
+}
+
+/// Settings that reach no system bus, so the plugin lives on the kernel's list.
+func noBus(poll: Int? = nil) -> BlueZFollower.Settings {
+    var s = BlueZFollower.Settings()
+    s.bus = .address("unix:path=/nonexistent/permissions-test/system_bus_socket")
+    s.kernelPollMilliseconds = poll
+    return s
+}
+
+@Suite struct KernelFallbackTests {
+    @Test func errnoPolicy() {
+        #expect(KernelProbeResult.fromErrno(EAFNOSUPPORT) == .noKernelSupport)
+        #expect(KernelProbeResult.fromErrno(ENODEV) == .adapters([]))
+        #expect(KernelProbeResult.fromErrno(EPERM) == .failed(EPERM))
+        for r in [KernelProbeResult.noKernelSupport, .failed(EMFILE), .adapters([])] { #expect(r.adapters.isEmpty) }
+    }
+
+    /// On this machine the kernel has no Bluetooth: libbluetooth's socket fails with
+    /// EAFNOSUPPORT, which must come out as "no kernel support", not as an error.
+    @Test func realProbeWithoutKernelBluetooth() throws {
+        let probe = socket(AF_BLUETOOTH, Int32(SOCK_RAW.rawValue), 1)
+        if probe >= 0 { close(probe) }
+        try #require(probe < 0 && errno == EAFNOSUPPORT, "this test is for kernels without Bluetooth")
+        #expect(HCIDeviceList().probe() == .noKernelSupport)
+    }
+
+    @Test func publishesUnsupportedAtOnceThenTheKernelsAdapters() throws {
+        let published = Publications()
+        let kernel = FakeKernel(.adapters([Adapter(path: "hci0", address: "00:1A:7D:DA:71:13", name: "hci0", powered: true)]))
+        let plugin = BluetoothPermission(settings: noBus(), kernel: kernel, publish: published.append, log: { _, _ in })
+        defer { plugin.stop() }
+        #expect(published.all.first?.service == .unsupported)  // before init returned
+        let s = try #require(published.waitFor { $0.service == .available })
+        #expect(s.details.map(\.value) == ["kernel"])
+        #expect(s.devices.first?.map(\.value) == ["hci0", "00:1A:7D:DA:71:13", "hci0", "true"])
+    }
+
+    @Test func aFailingKernelMeansNoAdapter() throws {
+        for result in [KernelProbeResult.noKernelSupport, .failed(EPERM), .fromErrno(ENODEV)] {
+            let published = Publications()
+            let lines = Mutex<[String]>([])
+            let plugin = BluetoothPermission(settings: noBus(), kernel: FakeKernel(result), publish: published.append,
+                                             log: { _, m in lines.withLock { $0.append(m) } })
+            let s = try #require(published.waitFor { $0.details.first?.value == "kernel" })
+            plugin.stop()
+            #expect(s.service == .unsupported)
+            #expect(s.devices.isEmpty)
+            if case .failed = result {
+                #expect(lines.withLock { $0.contains { $0.contains("errno \(EPERM)") } })
+            }
+        }
+    }
+
+    @Test func theKernelIsAskedAgainWhileBluetoothdIsAway() throws {
+        let published = Publications()
+        let kernel = FakeKernel(.adapters([]), .adapters([Adapter(path: "hci0", powered: false)]),
+                                .adapters([Adapter(path: "hci0", powered: true)]))
+        let plugin = BluetoothPermission(settings: noBus(poll: 20), kernel: kernel, publish: published.append,
+                                         log: { _, _ in })
+        defer { plugin.stop() }
+        #expect(published.waitFor { $0.service == .disabled } != nil)
+        #expect(published.waitFor { $0.service == .available } != nil)
+        // Same answers from then on: no further publication.
+        let count = published.all.count
+        let polledTwiceMore = kernel.callCount + 2
+        let deadline = DispatchTime.now() + .seconds(10)
+        while kernel.callCount < polledTwiceMore, DispatchTime.now() < deadline { usleep(5_000) }
+        #expect(published.all.count == count)
+    }
+
+    @Test func noKernelSupportIsNotPolled() throws {
+        let published = Publications()
+        let kernel = FakeKernel(.noKernelSupport)
+        var settings = noBus(poll: 10)
+        settings.firstRetryMilliseconds = 60_000  // one connection attempt: one probe
+        let plugin = BluetoothPermission(settings: settings, kernel: kernel, publish: published.append,
+                                         log: { _, _ in })
+        _ = try #require(published.waitFor { $0.details.first?.value == "kernel" })
+        usleep(100_000)  // ten poll intervals, had there been polling
+        plugin.stop()
+        #expect(kernel.callCount == 1)
+    }
+
+    /// A system bus daemon that accepts the connection but never answers holds
+    /// the plugin's queue in libdbus's Hello (25 s); stop must not wait for that:
+    /// the host gives fini 2 s.
+    @Test func stopDoesNotWaitForAHungSystemBus() throws {
+        // /tmp rather than $TMPDIR: a socket path must fit sun_path's 108 bytes.
+        var template = Array("/tmp/bluetooth-unit.XXXXXX".utf8CString)
+        let dir = String(cString: try #require(mkdtemp(&template)))
+        let path = dir + "/system_bus_socket"
+        let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: path.utf8.prefix(raw.count - 1))
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        try #require(bound == 0 && listen(listener, 8) == 0)
+        defer {
+            close(listener)  // resets the pending connection: the plugin's Hello fails soon after
+            unlink(path)
+            rmdir(dir)
+        }
+        var settings = noBus()
+        settings.bus = .address("unix:path=\(path)")
+        let published = Publications()
+        let plugin = BluetoothPermission(settings: settings, kernel: FakeKernel(.adapters([Adapter(path: "hci0", powered: true)])),
+                                         publish: published.append, log: { _, _ in })
+        let started = DispatchTime.now()
+        plugin.stop()
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
+        #expect(seconds < 2)
+        #expect(published.all.map(\.service) == [.unsupported])  // only init's
+    }
+
+    @Test func nothingIsPublishedAfterStop() throws {
+        let published = Publications()
+        let kernel = FakeKernel(.adapters([Adapter(path: "hci0", powered: true)]), .adapters([]))
+        let plugin = BluetoothPermission(settings: noBus(poll: 5), kernel: kernel, publish: published.append,
+                                         log: { _, _ in })
+        _ = try #require(published.waitFor { $0.service == .available })
+        plugin.stop()
+        let count = published.all.count
+        let calls = kernel.callCount
+        usleep(50_000)  // ten poll intervals: time for a timer that outlived stop to show
+        #expect(published.all.count == count)
+        #expect(kernel.callCount == calls)
+    }
+}
+#endif

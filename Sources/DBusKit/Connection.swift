@@ -156,6 +156,12 @@ public final class Connection: @unchecked Sendable {
         _ = dbus_connection_send(raw, message.raw, nil)
     }
 
+    /// Writes everything queued for sending, waiting for the socket: for shutdown only.
+    public func flush() {
+        assertOnQueue()
+        dbus_connection_flush(raw)
+    }
+
     /// Sends a method call; `reply` runs on the queue with the reply or the error
     /// (including `NoReply` after `timeoutMilliseconds`).
     public func call(_ message: Message, timeoutMilliseconds: Int32 = 25_000,

@@ -133,7 +133,9 @@ enum ObjectRouter {
         guard let object = objects[path] else {
             return call.fail(BusError(BusError.unknownObject, "no object at path \"\(path.escapedForMessage)\""))
         }
-        if message.interface == propertiesInterface {
+        let propertyMethod = ["Get", "GetAll", "Set"].contains(member)
+            && !object.interfaces.values.contains { $0.methods[member] != nil }
+        if message.interface == propertiesInterface || (message.interface == nil && propertyMethod) {
             return properties(call, object: object, member: member)
         }
         let candidates: [Interface]
@@ -179,18 +181,21 @@ enum ObjectRouter {
             call.reply([.variant(property.get())])
         case ("GetAll", "s"):
             let ifaceName = args[0].stringValue!
-            // The specification allows an empty dictionary for interfaces without properties.
-            let iface = interface(ifaceName)
-            let pairs = iface.map { i in i.propertyOrder.map { ($0, i.properties[$0]!.get()) } } ?? []
-            if iface == nil, !ifaceName.isEmpty {
+            // An empty interface name asks for the properties of every interface.
+            let ifaces = ifaceName.isEmpty ? object.interfaces.keys.sorted().compactMap(interface)
+                                           : interface(ifaceName).map { [$0] }
+            guard let ifaces else {
                 return call.fail(BusError(BusError.unknownInterface, "no interface \"\(ifaceName.escapedForMessage)\""))
             }
-            call.reply([.vardict(pairs)])
+            call.reply([.vardict(ifaces.flatMap { i in i.propertyOrder.map { ($0, i.properties[$0]!.get()) } })])
         case ("Set", "ssv"):
-            let prop = args[1].stringValue!
-            let known = interface(args[0].stringValue!)?.properties[prop] != nil
-            call.fail(known ? BusError(BusError.propertyReadOnly, "property \"\(prop)\" is read-only")
-                            : BusError(BusError.unknownProperty, "no property \"\(prop.escapedForMessage)\""))
+            let (ifaceName, prop) = (args[0].stringValue!, args[1].stringValue!)
+            guard let iface = interface(ifaceName) else {
+                return call.fail(BusError(BusError.unknownInterface, "no interface \"\(ifaceName.escapedForMessage)\""))
+            }
+            call.fail(iface.properties[prop] != nil
+                      ? BusError(BusError.propertyReadOnly, "property \"\(prop)\" is read-only")
+                      : BusError(BusError.unknownProperty, "no property \"\(prop.escapedForMessage)\""))
         case ("Get", _), ("GetAll", _), ("Set", _):
             call.fail(BusError(BusError.invalidArgs,
                                "\(member) does not take arguments of type '\(sig.escapedForMessage)'"))

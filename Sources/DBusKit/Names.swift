@@ -52,18 +52,24 @@ private func check(_ value: String, _ what: String,
 }
 
 extension String {
+    /// For a log line: control characters shown as `\xNN` (so that text cannot forge
+    /// lines), quotes left alone, cut at 1000 characters.
+    public var escapedForLog: String { escaped(limit: 1000, quotes: false) }
+
     /// The string with control characters shown as `\xNN` and long values cut, for
     /// quoting untrusted input in error messages and log lines.
-    public var escapedForMessage: String {
+    public var escapedForMessage: String { escaped(limit: 200, quotes: true) }
+
+    private func escaped(limit: Int, quotes: Bool) -> String {
         var out = ""
         var count = 0
         for scalar in unicodeScalars {
-            if count == 200 { out += "…"; break }
+            if count == limit { out += "…"; break }
             count += 1
             if scalar.value < 0x20 || scalar.value == 0x7f {
                 let hex = String(scalar.value, radix: 16)
                 out += "\\x" + (hex.count == 1 ? "0" + hex : hex)
-            } else if scalar == "\\" || scalar == "\"" {
+            } else if quotes, scalar == "\\" || scalar == "\"" {
                 out += "\\" + String(scalar)
             } else {
                 out.unicodeScalars.append(scalar)

@@ -35,6 +35,9 @@ public struct AppIdentity: Sendable, Equatable {
 /// identification.)
 public struct IdentityReader: Sendable {
     public var procRoot: String
+    /// Runs between the two reads of the start time; a seam for tests that replace
+    /// the process in the middle of identification.
+    var betweenReads: (@Sendable () -> Void)?
 
     public init(procRoot: String = "/proc") { self.procRoot = procRoot }
 
@@ -49,6 +52,7 @@ public struct IdentityReader: Sendable {
         let base = "\(procRoot)/\(pid)"
         guard let started = startTime(base) else { return .failure(.unreadable("cannot read \(base)/stat")) }
         let result = identifyUnchecked(base: base, pid: pid, uid: uid)
+        betweenReads?()
         guard startTime(base) == started else {
             return .failure(.unreadable("process \(pid) was replaced while it was being identified"))
         }
@@ -79,9 +83,18 @@ public struct IdentityReader: Sendable {
         guard var exe = Files.readLink(base + "/exe") else {
             return .failure(.unreadable("cannot read \(base)/exe"))
         }
-        if exe.hasSuffix(" (deleted)") { exe.removeLast(" (deleted)".count) }
+        // The kernel marks an executable unlinked since it started (a package update)
+        // with " (deleted)". A file can also be *named* that way to pass for another
+        // app: strip the mark only when the running executable really has no links.
+        if exe.hasSuffix(" (deleted)"), linkCount(base + "/exe") == 0 { exe.removeLast(" (deleted)".count) }
         guard Validate.isAppID(exe), exe.hasPrefix("/") else { return .failure(.invalid(exe)) }
         return .success(AppIdentity(appID: exe, kind: .executable, uid: uid, pid: pid))
+    }
+
+    /// st_nlink of what a /proc/PID/exe link points at (the running file itself).
+    func linkCount(_ path: String) -> Int? {
+        var st = stat()
+        return stat(path, &st) == 0 ? Int(st.st_nlink) : nil
     }
 
     /// Field 22 of /proc/PID/stat (start time in clock ticks since boot).

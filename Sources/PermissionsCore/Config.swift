@@ -31,7 +31,7 @@ public struct ConfigFiles: Sendable {
     /// The files that make up the configuration now, in the order they apply.
     public var files: [String] {
         var result: [String] = []
-        if Files.read(mainFile, limit: 1) != nil { result.append(mainFile) }
+        if Files.exists(mainFile) { result.append(mainFile) }
         for name in Files.list(dropInDirectory) where name.hasSuffix(".conf") && !name.hasPrefix(".") {
             result.append(dropInDirectory + "/" + name)
         }
@@ -55,8 +55,10 @@ public struct ConfigFiles: Sendable {
 
     /// One file through GLib's keyfile parser.
     static func parse(_ path: String) throws(ParseError) -> [ConfigEntry] {
-        guard let bytes = Files.read(path) else {
-            throw ParseError(file: path, line: nil, reason: "cannot read: \(String(cString: strerror(errno)))")
+        let bytes: [UInt8]
+        switch Files.contents(path) {
+        case .success(let data): bytes = data
+        case .failure(let error): throw ParseError(file: path, line: nil, reason: "cannot read: \(error)")
         }
         let keyFile = g_key_file_new()
         defer { g_key_file_free(keyFile) }

@@ -18,10 +18,21 @@ public final class ConfigWatcher {
             logInfo("not watching \(files.directory): \(String(cString: strerror(errno))); edits there need a restart")
         }
         inotify.watch(files.dropInDirectory, mask: mask)
+        // The config directory itself may be replaced (moved away and created anew):
+        // the parent tells us, and the new directory is watched from then on.
+        let parent = files.directory.split(separator: "/", omittingEmptySubsequences: false).dropLast()
+            .joined(separator: "/")
+        let base = String(files.directory.split(separator: "/").last ?? "")
+        inotify.watch(parent.isEmpty ? "/" : parent, mask: UInt32(IN_CREATE | IN_MOVED_TO | IN_ONLYDIR))
         inotify.onEvent = { [unowned self] directory, name, eventMask in
+            if directory != files.directory, directory != files.dropInDirectory {
+                guard name == base, eventMask & UInt32(IN_ISDIR) != 0 else { return }
+                self.inotify.watch(files.directory, mask: self.mask)
+                self.inotify.watch(files.dropInDirectory, mask: self.mask)
+                return changed()
+            }
             // The drop-in directory came (back): watch it, and read what it holds.
-            if directory == files.directory, name == "permissions.conf.d", eventMask & UInt32(IN_ISDIR) != 0,
-               !self.inotify.isWatching(files.dropInDirectory) {
+            if directory == files.directory, name == "permissions.conf.d", eventMask & UInt32(IN_ISDIR) != 0 {
                 self.inotify.watch(files.dropInDirectory, mask: self.mask)
                 return changed()
             }

@@ -184,6 +184,8 @@ public final class Daemon {
 
     private func stop() {
         logInfo("stopping")
+        service.broker.shutdown()
+        connection.flush()
         host.stopAll()
         connection.close()
         exit(0)

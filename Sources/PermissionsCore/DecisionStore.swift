@@ -16,7 +16,11 @@ public struct StoredDecision: Sendable, Equatable {
 
 public struct StoreError: Error, CustomStringConvertible {
     public let message: String
+    /// SQLite's primary result code, when the error came from SQLite.
+    public var code: Int32 = 0
     public var description: String { message }
+    /// The file is not a database or is damaged (as opposed to unwritable, say).
+    var isCorruption: Bool { code == SQLITE_CORRUPT || code == SQLITE_NOTADB }
 }
 
 /// Per-app decisions in SQLite: one row per (app id, permission).
@@ -36,6 +40,8 @@ public final class DecisionStore {
         self.path = path
         do {
             db = try Self.open(path)
+        } catch let error as StoreError where !error.isCorruption {
+            throw error
         } catch {
             let aside = "\(path).corrupt-\(currentMicroseconds())"
             logError("decision store \(path) is unreadable (\(error)); moved it to \(aside) and starting empty")
@@ -51,8 +57,9 @@ public final class DecisionStore {
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
         guard sqlite3_open_v2(path, &handle, flags, nil) == SQLITE_OK, let handle else {
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            let code = handle.map { sqlite3_errcode($0) & 0xff } ?? SQLITE_NOMEM
             sqlite3_close(handle)
-            throw StoreError(message: "cannot open \(path): \(message)")
+            throw StoreError(message: "cannot open \(path): \(message)", code: code)
         }
         sqlite3_busy_timeout(handle, 2000)
         let setup = """
@@ -71,11 +78,12 @@ public final class DecisionStore {
             PRAGMA quick_check;
             """
         var error: UnsafeMutablePointer<CChar>?
-        if sqlite3_exec(handle, setup, nil, nil, &error) != SQLITE_OK {
+        let rc = sqlite3_exec(handle, setup, nil, nil, &error)
+        if rc != SQLITE_OK {
             let message = error.map { String(cString: $0) } ?? "unknown error"
             sqlite3_free(error)
             sqlite3_close(handle)
-            throw StoreError(message: message)
+            throw StoreError(message: message, code: rc & 0xff)
         }
         // Schema version 1 had no expires_at.
         sqlite3_exec(handle, "ALTER TABLE decisions ADD COLUMN expires_at INTEGER", nil, nil, nil)
@@ -131,8 +139,15 @@ public final class DecisionStore {
                     [.text(decision.appID), .text(decision.permission), .int(decision.setAt)])
     }
 
-    /// Adds one to a persistent counter and returns its new value (used as the
-    /// change serial's epoch: one write per daemon start).
+    /// Moves the serial epoch on: the larger of the stored one plus one and
+    /// `atLeast`; stored, and returned. One write per daemon start.
+    public func nextEpoch(atLeast: Int64) throws -> Int64 {
+        let next = max((query(meta: "serial-epoch") ?? 0) + 1, atLeast)
+        try execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('serial-epoch', ?1)", [.int(next)])
+        return next
+    }
+
+    /// Adds one to a persistent counter and returns its new value.
     public func increment(_ key: String) throws -> Int64 {
         try execute("INSERT INTO meta (key, value) VALUES (?1, 1) ON CONFLICT (key) DO UPDATE SET value = value + 1",
                     [.text(key)])

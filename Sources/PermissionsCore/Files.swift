@@ -4,21 +4,52 @@ internal import Glibc
 // its start-up time and resident memory small.
 
 enum Files {
-    /// The whole file, or nil if it cannot be read. Retries EINTR.
-    static func read(_ path: String, limit: Int = 1 << 20) -> [UInt8]? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)
-        guard fd >= 0 else { return nil }
+    enum ReadError: Error, CustomStringConvertible {
+        case system(Int32)
+        case notRegular
+        case tooLarge(Int)
+        var description: String {
+            switch self {
+            case .system(let code): String(cString: strerror(code))
+            case .notRegular: "not a regular file"
+            case .tooLarge(let limit): "larger than \(limit) bytes"
+            }
+        }
+    }
+
+    /// The whole file. Opened without blocking (a FIFO planted where a file should
+    /// be must not hang the daemon) and refused unless it is a regular file of at
+    /// most `limit` bytes: a file is never silently cut.
+    static func contents(_ path: String, limit: Int = 1 << 20) -> Result<[UInt8], ReadError> {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
+        guard fd >= 0 else { return .failure(.system(errno)) }
         defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return .failure(.system(errno)) }
+        guard (st.st_mode & S_IFMT) == S_IFREG else { return .failure(.notRegular) }
+        guard Int(st.st_size) <= limit else { return .failure(.tooLarge(limit)) }
         var data: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 16384)
-        while data.count < limit {
+        while true {
             let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
             if n < 0, errno == EINTR { continue }
-            if n < 0 { return nil }
+            if n < 0 { return .failure(.system(errno)) }
             if n == 0 { break }
             data.append(contentsOf: buffer[0..<n])
+            if data.count > limit { return .failure(.tooLarge(limit)) }  // it grew meanwhile
         }
-        return data
+        return .success(data)
+    }
+
+    /// `contents`, or nil on any failure.
+    static func read(_ path: String, limit: Int = 1 << 20) -> [UInt8]? {
+        try? contents(path, limit: limit).get()
+    }
+
+    /// Whether `path` exists (without opening it).
+    static func exists(_ path: String) -> Bool {
+        var st = stat()
+        return stat(path, &st) == 0
     }
 
     static func readText(_ path: String, limit: Int = 1 << 20) -> String? {

@@ -28,6 +28,8 @@ public final class InotifyWatcher {
     func watch(_ directory: String, mask: UInt32) -> Bool {
         let wd = inotify_add_watch(fd, directory, mask)
         guard wd >= 0 else { return false }
+        // A path now naming another directory: forget the old watch's name.
+        for (old, path) in directories where path == directory && old != wd { directories[old] = nil }
         directories[wd] = directory
         return true
     }

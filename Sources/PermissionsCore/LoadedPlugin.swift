@@ -72,6 +72,13 @@ public final class LoadedPlugin: @unchecked Sendable {
     /// dlopen, the entry point and the descriptor's own checks. Returns the reason
     /// for rejecting the file, or nil.
     func open() -> String? {
+        // dlopen() of a FIFO blocks inside glibc's loader lock, which would freeze every
+        // thread of the daemon: check first, without blocking, that the file is a
+        // regular one. (Only whoever may write the plugin directory could swap it
+        // between the check and dlopen, and that is root in production.)
+        var st = stat()
+        guard stat(path, &st) == 0 else { return "cannot open: \(String(cString: strerror(errno)))" }
+        guard (st.st_mode & S_IFMT) == S_IFREG else { return "not a regular file" }
         guard let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL) else {
             return "not a loadable library (\(dlerror().map { String(cString: $0) } ?? "dlopen failed"))"
         }
@@ -157,11 +164,11 @@ public final class LoadedPlugin: @unchecked Sendable {
     func stop() {
         guard descriptor != nil, host != nil else { return }
         descriptor?.pointee.fini?(state)
-        close()
+        closeHostCalls()
     }
 
     /// From now on, host calls are ignored.
-    func close() {
+    func closeHostCalls() {
         shared.withLock {
             $0.closed = true
             $0.pending = [:]
@@ -237,7 +244,7 @@ public final class LoadedPlugin: @unchecked Sendable {
         guard allowed else { return }
         if suppressed > 0 { Log.shared.log(.warning, "plugin \(name): \(suppressed) log lines suppressed (more than \(Self.maxLogLinesPerSecond) a second)") }
         let level = Log.Priority(rawValue: min(max(priority, 3), 7)) ?? .info
-        Log.shared.log(level, "plugin \(name): \(message.escapedForMessage)")
+        Log.shared.log(level, "plugin \(name): \(message.escapedForLog)")
     }
 }
 

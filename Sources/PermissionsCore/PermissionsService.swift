@@ -49,7 +49,9 @@ public final class PermissionsService {
         self.plugins = plugins
         self.callers = callers
         self.authorizer = authorizer
-        let epoch = (try? store.increment("serial-epoch")) ?? 1
+        // The epoch is at least the start time in seconds, so that serials keep growing
+        // even if the store (and the epoch kept in it) had to be started afresh.
+        let epoch = (try? store.nextEpoch(atLeast: currentMicroseconds() / 1_000_000)) ?? currentMicroseconds() / 1_000_000
         changeSerial = UInt64(truncatingIfNeeded: epoch) << 32
         broker = PromptBroker(connection: connection,
                               settle: { [unowned self] in self.settle($0, $1, $2, $3) },
@@ -327,7 +329,8 @@ public final class PermissionsService {
     private func resetDecisions(_ call: MethodCall) {
         let appResult = validAppID(call.arguments[0])
         guard case .success(let app) = appResult else { return call.fail(appResult.error!) }
-        let names = call.arguments[1].stringArray ?? []
+        var seen = Set<String>()
+        let names = (call.arguments[1].stringArray ?? []).filter { seen.insert($0).inserted }
         if let bad = names.first(where: { !Validate.isPermissionName($0) }) {
             return call.fail(PermissionsError.invalidPermissionName(bad))
         }

@@ -75,11 +75,7 @@ public final class PluginHost: @unchecked Sendable {
     /// plugin has started, failed or passed its deadline.
     public func loadAll(from directories: [String], config: [ConfigEntry], done: @escaping () -> Void) {
         self.config = config
-        var remaining = 1
-        func settled() {
-            remaining -= 1
-            if remaining == 0 { done() }
-        }
+        var files: [(String, String)] = []
         var seen = Set<String>()
         for directory in directories {
             for file in Self.pluginFiles(in: directory) {
@@ -89,11 +85,21 @@ public final class PluginHost: @unchecked Sendable {
                     continue
                 }
                 seen.insert(name)
-                remaining += 1
-                load(path: directory + "/" + file, name: name, done: settled)
+                files.append((directory + "/" + file, name))
             }
         }
-        settled()
+        // Opened one after another, in order, so that the first plugin to claim a
+        // permission wins; their inits then run side by side.
+        var remaining = files.count + 1
+        func settled() {
+            remaining -= 1
+            if remaining == 0 { done() }
+        }
+        func openNext(_ index: Int) {
+            guard index < files.count else { return settled() }
+            load(path: files[index].0, name: files[index].1, opened: { openNext(index + 1) }, done: settled)
+        }
+        openNext(0)
     }
 
     static func pluginFiles(in directory: String) -> [String] {
@@ -119,7 +125,7 @@ public final class PluginHost: @unchecked Sendable {
 
     func makeUnavailable(_ plugin: LoadedPlugin, _ reason: String) {
         guard plugin.info.state != .unavailable, plugins.contains(where: { $0 === plugin }) else { return }
-        plugin.close()
+        plugin.closeHostCalls()
         plugin.info.state = .unavailable
         plugin.info.reason = reason
         logWarning("plugin \(plugin.path): unavailable: \(reason)")
@@ -152,7 +158,9 @@ public final class PluginHost: @unchecked Sendable {
         }
     }
 
-    func load(path: String, name: String, done: @escaping () -> Void) {
+    /// Opens and starts one plugin file: `opened` runs once the descriptor was
+    /// accepted or rejected, `done` once the plugin is loaded or unavailable.
+    func load(path: String, name: String, opened: @escaping () -> Void = {}, done: @escaping () -> Void) {
         let plugin = LoadedPlugin(path: path, name: name, daemonQueue: queue)
         plugin.infoChanged = { [unowned self] in self.providersCache = nil }
         plugin.drain = { [unowned self] p, batch in
@@ -162,13 +170,16 @@ public final class PluginHost: @unchecked Sendable {
         plugin.misbehaved = { [unowned self] p, reason in self.makeUnavailable(p, reason) }
         plugins.append(plugin)
         call(plugin, "opening", { plugin.open() }, then: { [unowned self] refusal in
+            defer { opened() }
             if let refusal {
                 self.reject(plugin, refusal)
                 return done()
             }
-            let taken = self.providers.filter { $0.value !== plugin }
-            if let clash = plugin.info.permissions.first(where: { taken[$0] != nil }) {
-                self.reject(plugin, "permission \"\(clash)\" is already provided by plugin \"\(taken[clash]!.name)\"")
+            // Every plugin opened before this one counts, started or not.
+            let taken = self.plugins.filter { $0 !== plugin }
+            if let clash = plugin.info.permissions.first(where: { p in taken.contains { $0.info.permissions.contains(p) } }),
+               let owner = taken.first(where: { $0.info.permissions.contains(clash) }) {
+                self.reject(plugin, "permission \"\(clash)\" is already provided by plugin \"\(owner.name)\"")
                 return done()
             }
             let config = self.config
@@ -181,7 +192,7 @@ public final class PluginHost: @unchecked Sendable {
                         : "init failed: \(errnoName(-rc))"
                     plugin.info.state = .unavailable
                     plugin.info.reason = reason
-                    plugin.close()
+                    plugin.closeHostCalls()
                     logInfo("plugin \(path): unavailable: \(reason)")
                     self.onChange?(plugin)
                     return done()
@@ -193,7 +204,7 @@ public final class PluginHost: @unchecked Sendable {
                 self.onChange?(plugin)
                 done()
             }, timedOut: done)
-        }, timedOut: done)
+        }, timedOut: { opened(); done() })
     }
 
     private func configure(_ plugin: LoadedPlugin, _ config: [ConfigEntry]) {
@@ -220,7 +231,7 @@ public final class PluginHost: @unchecked Sendable {
             // Replaced or removed: stop the old one. Its code stays mapped (a Swift or C
             // library cannot be unloaded safely while threads or data may point into it).
             logInfo("plugin \(path) was \(present ? "replaced" : "removed"); stopping \(old.name)")
-            old.close()
+            old.closeHostCalls()
             plugins.removeAll { $0 === old }
             old.callQueue.async { old.stop() }
             onChange?(old)

@@ -141,20 +141,37 @@ final class PromptBroker {
                     logInfo("prompt \(prompt.id): no answer from agent \(agent.owner) (\(error.name)); nothing stored")
                     self.finish(prompt, status: self.undecided(prompt))
                 case .success(let reply):
-                    let args = reply.arguments()
-                    guard let word = args.first?.stringValue, let answer = AgentAnswer(rawValue: word) else {
-                        logWarning("prompt \(prompt.id): agent \(agent.owner) answered \(args.first.map { "\($0)" } ?? "nothing"); treated as dismissed")
+                    guard let (answer, expiresAt) = Self.parseAnswer(reply) else {
+                        logWarning("prompt \(prompt.id): agent \(agent.owner) answered with \"\(reply.signature.escapedForMessage)\" "
+                                   + "\(reply.arguments().first.map { "\($0)".escapedForMessage } ?? ""); treated as dismissed")
                         return self.finish(prompt, status: self.undecided(prompt))
                     }
-                    let results = args.dropFirst().first?.stringKeyedEntries ?? []
-                    var expiresAt: Int64? = nil
-                    if case .variant(.int64(let at))? = results.first(where: { $0.0 == "expires-at" })?.1 { expiresAt = at }
                     logInfo("prompt \(prompt.id): \(prompt.app) / \(prompt.permission): \(answer.rawValue)")
                     if answer == .dismiss { return self.finish(prompt, status: self.undecided(prompt)) }
                     self.finish(prompt, status: self.settle(prompt, answer, expiresAt, agent))
                 }
             }
         }
+    }
+
+    /// The longest an agent's decision may last: a hundred years.
+    static let maxLifetimeMicroseconds: Int64 = 100 * 366 * 24 * 3600 * 1_000_000
+
+    /// An agent's reply, checked: signature "sa{sv}", a known answer, and an
+    /// "expires-at" (x) in the future and within a hundred years. Anything else is
+    /// nil, and counts as a dismissal: an agent's values are never guessed at.
+    static func parseAnswer(_ reply: Message) -> (AgentAnswer, Int64?)? {
+        guard reply.signature == "sa{sv}" else { return nil }
+        let args = reply.arguments()
+        guard let word = args[0].stringValue, let answer = AgentAnswer(rawValue: word) else { return nil }
+        var expiresAt: Int64? = nil
+        for (key, value) in args[1].stringKeyedEntries ?? [] where key == "expires-at" {
+            guard case .variant(.int64(let at)) = value else { return nil }
+            let now = currentMicroseconds()
+            guard at > now, at - now <= maxLifetimeMicroseconds else { return nil }
+            expiresAt = at
+        }
+        return (answer, expiresAt)
     }
 
     /// Frees the agent for its next prompt after `body`.
@@ -192,6 +209,17 @@ final class PromptBroker {
             }
             logInfo("prompt \(prompt.id): every requester left; cancelled, nothing stored")
         }
+    }
+
+    /// The daemon stops: every waiting requester gets the unchanged status, and
+    /// agents are told to close their prompts.
+    func shutdown() {
+        for agent in agents {
+            if let prompt = agent.active { cancel(prompt, at: agent) }
+            agent.active = nil
+            agent.queued = []
+        }
+        for prompt in Array(open.values) { finish(prompt, status: undecided(prompt)) }
     }
 
     private func cancel(_ prompt: Prompt, at agent: Agent) {

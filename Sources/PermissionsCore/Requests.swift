@@ -13,6 +13,9 @@ extension PermissionsService {
         var details: [(String, DBusValue)] = []
     }
 
+    /// geoclue's accuracy levels, the words of the location plugin's max-accuracy.
+    static let accuracyLevels = ["none", "country", "city", "neighborhood", "street", "exact"]
+
     func requestOptions(_ value: DBusValue) -> Result<RequestOptions, BusError> {
         var options = RequestOptions()
         for (key, value) in value.stringKeyedEntries ?? [] {
@@ -29,6 +32,11 @@ extension PermissionsService {
             case "accuracy":
                 guard case .variant(.string(let accuracy)) = value else {
                     return .failure(PermissionsError.invalidArgument("option \"accuracy\" must be a string (s)"))
+                }
+                guard Self.accuracyLevels.contains(accuracy) else {
+                    return .failure(PermissionsError.invalidArgument(
+                        "invalid accuracy \"\(accuracy.escapedForMessage)\": expected one of "
+                            + Self.accuracyLevels.joined(separator: ", ")))
                 }
                 options.details.append(("accuracy", .string(accuracy)))
             default:
@@ -51,7 +59,9 @@ extension PermissionsService {
     /// One permission after another, each with its own prompt if needed, like the
     /// "request everything at first launch" flow.
     func requestMany(_ call: MethodCall) {
-        let names = call.arguments[0].stringArray ?? []
+        // Each permission once, in the order first given: a duplicate is not a second prompt.
+        var seen = Set<String>()
+        let names = (call.arguments[0].stringArray ?? []).filter { seen.insert($0).inserted }
         for name in names {
             if case .failure(let error) = knownPermission(.string(name)) { return call.fail(error) }
         }
@@ -152,7 +162,8 @@ extension PermissionsService {
         expiryTimer?.cancel()
         expiryTimer = nil
         guard let next = store.nextExpiry() else { return }
-        let delay = max(0, next - currentMicroseconds())
+        let now = currentMicroseconds()
+        let delay = next > now ? next - now : 0  // no subtraction that could overflow
         let timer = DispatchSource.makeTimerSource(queue: connection.queue)
         timer.schedule(deadline: .now() + .microseconds(Int(min(delay, Int64(Int32.max)))))
         timer.setEventHandler { [unowned self] in self.expireDecisions() }

@@ -35,6 +35,21 @@ final class TerminalAgent: @unchecked Sendable {
             Method("Ask", input: "ssssa{sv}") { [unowned self] in self.ask($0) },
             Method("Cancel", input: "s") { [unowned self] in self.cancel($0) },
         ])], introspection: ""))
+        // When the service restarts, register again with the new instance.
+        connection.subscribe(SignalMatch(sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                         interface: "org.freedesktop.DBus", member: "NameOwnerChanged",
+                                         arg0: Client.name)) { [unowned self] message in
+            let args = message.arguments()
+            guard args.count == 3, let owner = args[2].stringValue, !owner.isEmpty else {
+                self.print("The service left the bus; waiting for it to come back")
+                return
+            }
+            self.register(first: false)
+        }
+        register(first: true)
+    }
+
+    private func register(first: Bool) {
         let register: Message
         do {
             register = try Message.methodCall(destination: Client.name, path: Client.path, interface: Client.name,
@@ -44,9 +59,12 @@ final class TerminalAgent: @unchecked Sendable {
             fail(error.description)
         }
         connection.call(register) { [unowned self] result in
-            if case .failure(let error) = result { fail("\(error.message) (\(error.name))") }
+            if case .failure(let error) = result {
+                if first { fail("\(error.message) (\(error.name))") }
+                return self.print("Cannot register again: \(error.message)")
+            }
             self.print("Agent registered at \(Self.path); waiting for prompts")
-            self.readStandardInput()
+            if first { self.readStandardInput() }
         }
     }
 

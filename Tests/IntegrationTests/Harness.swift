@@ -9,7 +9,11 @@ import Testing
 /// Where `swift build` put the binaries: $PERMISSIONS_BIN_DIR (scripts/test sets it),
 /// else .build/debug of this checkout.
 let binDir: String = {
-    if let dir = ProcessInfo.processInfo.environment["PERMISSIONS_BIN_DIR"] { return dir }
+    // Resolved, because tests compare it with the executable paths the daemon reads
+    // from /proc (which never contain symbolic links).
+    if let dir = ProcessInfo.processInfo.environment["PERMISSIONS_BIN_DIR"] {
+        return URL(fileURLWithPath: dir).resolvingSymlinksInPath().path
+    }
     let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
     return root.appendingPathComponent(".build/debug").path
@@ -167,7 +171,7 @@ final class DaemonUnderTest {
         process.arguments = ["--address", bus.address, "--config-dir", configDirectory, "--state-dir", stateDirectory,
                              "--verbose"] + pluginDirectories.flatMap { ["--plugin-dir", $0] }
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        FileManager.default.createFile(atPath: logFile, contents: nil)
+        _ = FileManager.default.createFile(atPath: logFile, contents: nil)
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logFile))
         log.seekToEndOfFile()
         process.standardError = log

@@ -1,4 +1,5 @@
 import Foundation
+import FoundationXML
 import Testing
 
 /// The daemon answers real clients (busctl, gdbus) on a private bus.
@@ -36,6 +37,12 @@ import Testing
         let end = file.range(of: "</interface>")!.upperBound
         #expect(r.stdout.contains(String(file[start..<end])))
         #expect(r.stdout.contains("<interface name=\"org.freedesktop.DBus.Properties\">"))
+        // Well-formed XML, which strict parsers (python-dbus uses expat) insist on.
+        let full = try daemon.busctl(["introspect", "--xml-interface", "org.example.Permissions", "/"])
+        for xml in [r.stdout, full.stdout] {
+            let parser = XMLParser(data: Data(xml.utf8))
+            #expect(parser.parse(), "\(parser.parserError.map { "\($0)" } ?? "")")
+        }
 
         // gdbus parses it too, with every method of the contract.
         let g = try run("/usr/bin/gdbus", ["introspect", "--address", bus.address, "--dest", "org.example.Permissions",

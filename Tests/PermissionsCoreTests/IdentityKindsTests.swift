@@ -297,35 +297,30 @@ struct IdentityKindsTests {
         expectUnreadable(reader.identify(pid: 304, uid: 1000))
     }
 
-    /// The PID is reused while it is being identified: the cgroup file is a FIFO, so
-    /// the test gets control in the middle of `identify` (after the first read of
-    /// the start time, before the second) and puts a new stat line in place.
+    /// The PID is reused while it is being identified: the test's hook runs after
+    /// /proc was read and before the start time is read again, and puts a new stat
+    /// line in place.
     @Test(arguments: [(4711, false), (9999, true)])
     func startTimeChangingDuringIdentification(newStartTime: Int, replaced: Bool) throws {
         try process(305, exe: "/usr/bin/true")
-        let fifo = root.url("305/cgroup")
-        #expect(mkfifo(fifo, 0o644) == 0)
         let statPath = root.url("305/stat")
         let newStat = IdentityReaderTests.statLine(pid: 305, startTime: newStartTime)
-        let writerDone = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async {
-            defer { writerDone.signal() }
-            let fd = open(fifo, O_WRONLY)  // returns once identify opens the cgroup file
-            guard fd >= 0 else { return }
-            try? newStat.write(toFile: statPath, atomically: true, encoding: .utf8)
-            let text = Array("0::/user.slice/user-1000.slice/session-2.scope\n".utf8)
-            _ = text.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-            close(fd)
-        }
+        var reader = self.reader
+        reader.betweenReads = { try? newStat.write(toFile: statPath, atomically: true, encoding: .utf8) }
         let result = reader.identify(pid: 305, uid: 1000)
-        // If identify never opened the FIFO, release the writer.
-        let extra = open(fifo, O_RDONLY | O_NONBLOCK)
-        if extra >= 0 { close(extra) }
-        #expect(writerDone.wait(timeout: .now() + 10) == .success)
         if replaced {
             #expect(result == .failure(.unreadable("process 305 was replaced while it was being identified")))
         } else {
             #expect(result == .success(AppIdentity(appID: "/usr/bin/true", kind: .executable, uid: 1000, pid: 305)))
         }
+    }
+
+    /// A cgroup file that is a FIFO is refused at once (it would block the daemon),
+    /// and the caller falls back to its executable.
+    @Test func cgroupThatIsAFifoDoesNotBlock() throws {
+        try process(306, exe: "/usr/bin/true")
+        #expect(mkfifo(root.url("306/cgroup"), 0o644) == 0)
+        #expect(reader.identify(pid: 306, uid: 1000)
+                == .success(AppIdentity(appID: "/usr/bin/true", kind: .executable, uid: 1000, pid: 306)))
     }
 }

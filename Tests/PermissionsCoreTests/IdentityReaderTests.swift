@@ -1,3 +1,4 @@
+import Glibc
 import Testing
 @testable import PermissionsCore
 
@@ -84,12 +85,26 @@ struct IdentityReaderTests {
         #expect(try reader.identify(pid: 11, uid: 1).get().appID == "/opt/My App/bin/app")
     }
 
-    @Test func deletedSuffixIsStripped() throws {
+    /// A file merely *named* "… (deleted)" keeps its name: stripping it would let it
+    /// pass for the app at the shorter path.
+    @Test func deletedSuffixOfALiveFileIsKept() throws {
         try root.write("12/cgroup", "0::/user.slice/session-2.scope\n")
-        try root.symlink("12/exe", to: "/usr/bin/true (deleted)")
+        try root.write("bin/victim (deleted)", "#!/bin/true\n")
+        try root.symlink("12/exe", to: root.url("bin/victim (deleted)"))
         let identity = try reader.identify(pid: 12, uid: 1000).get()
-        #expect(identity.appID == "/usr/bin/true")
+        #expect(identity.appID == root.url("bin/victim (deleted)"))
         #expect(identity.kind == .executable)
+    }
+
+    /// What the " (deleted)" check relies on: an unlinked file has no links.
+    @Test func unlinkedFileHasNoLinks() throws {
+        let path = root.url("gone")
+        try root.write("gone", "x")
+        let fd = open(path, O_RDONLY)
+        defer { close(fd) }
+        #expect(reader.linkCount("/proc/self/fd/\(fd)") == 1)
+        unlink(path)
+        #expect(reader.linkCount("/proc/self/fd/\(fd)") == 0)
     }
 
     @Test func missingProcessIsUnreadable() {

@@ -1,1 +1,43 @@
-// The PipeWire plugin: camera and microphone (not written yet).
+// The PipeWire plugin: `camera` and `microphone` from the user's PipeWire graph
+// (see README.md). This file is only the C ABI's glue; PipeWireWatcher does the
+// work. The host calls these three on the plugin's own host thread, one at a time.
+public import CPermissionsPlugin
+internal import Glibc
+import PluginKit
+
+func pipewireInit(_ host: UnsafePointer<permissions_host>?,
+                  _ state: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> Int32 {
+    guard let host, let state else { return -EINVAL }
+    let handle = HostHandle(host)
+    switch PipeWireWatcher.start(host: handle) {
+    case .success(let watcher):
+        // Released in fini, after the thread that calls back into it has been joined.
+        state.pointee = Unmanaged.passRetained(watcher).toOpaque()
+        return 0
+    case .failure(let error):
+        handle.log(.error, "\(error.what) failed: \(String(cString: strerror(error.code)))")
+        return -(error.code == 0 ? EIO : error.code)
+    }
+}
+
+func pipewireConfigure(_ state: UnsafeMutableRawPointer?, _ config: UnsafePointer<permissions_config>?) -> Int32 {
+    guard let state else { return -EINVAL }
+    return Unmanaged<PipeWireWatcher>.fromOpaque(state).takeUnretainedValue().configure(configEntries(config))
+}
+
+func pipewireFini(_ state: UnsafeMutableRawPointer?) {
+    guard let state else { return }
+    Unmanaged<PipeWireWatcher>.fromOpaque(state).takeRetainedValue().stop()
+}
+
+nonisolated(unsafe) let descriptor = makeDescriptor(
+    name: "pipewire", version: "1.0",
+    description: "Cameras and microphones: Video/Source and Audio/Source nodes of the user's PipeWire",
+    permissions: DevicePermission.allCases.map(\.rawValue),
+    initialize: pipewireInit, configure: pipewireConfigure, finish: pipewireFini)
+
+/// The entry point. `public`: an internal function that nothing in the module calls
+/// is dropped by whole-module optimisation in release builds, `@c` or not, and the
+/// library would then export no entry at all (plugin.map hides everything else).
+@c(permissions_plugin_entry_v1)
+public func permissionsPluginEntry() -> UnsafePointer<permissions_plugin> { descriptor }

@@ -31,10 +31,14 @@ int cpw_loop_arm_timer(struct pw_loop *loop, struct spa_source *timer, uint64_t 
     return pw_loop_update_timer(loop, timer, &value, &interval, false);
 }
 
-int cpw_loop_disarm_timer(struct pw_loop *loop, struct spa_source *timer)
+struct spa_source *cpw_loop_add_event(struct pw_loop *loop, spa_source_event_func_t func, void *data)
 {
-    struct timespec zero = { 0, 0 };
-    return pw_loop_update_timer(loop, timer, &zero, &zero, false);
+    return pw_loop_add_event(loop, func, data);
+}
+
+int cpw_loop_signal_event(struct pw_loop *loop, struct spa_source *source)
+{
+    return pw_loop_signal_event(loop, source);
 }
 
 void cpw_loop_destroy_source(struct pw_loop *loop, struct spa_source *source)

@@ -31,8 +31,12 @@ struct spa_source *cpw_loop_add_timer(struct pw_loop *loop, spa_source_timer_fun
  * nanoseconds. A zero timespec would disarm the timer instead, so 0 is sent as 1 ns. */
 int cpw_loop_arm_timer(struct pw_loop *loop, struct spa_source *timer, uint64_t delay_ns);
 
-/* pw_loop_update_timer with a zero timespec: disarms the timer. */
-int cpw_loop_disarm_timer(struct pw_loop *loop, struct spa_source *timer);
+/* pw_loop_add_event: a macro; an eventfd source that another thread can signal. */
+struct spa_source *cpw_loop_add_event(struct pw_loop *loop, spa_source_event_func_t func, void *data);
+
+/* pw_loop_signal_event: a macro; wakes the loop's thread to run the event's callback.
+ * Safe from any thread (it writes to the eventfd). */
+int cpw_loop_signal_event(struct pw_loop *loop, struct spa_source *source);
 
 /* pw_loop_destroy_source: a macro over the loop's utils interface. */
 void cpw_loop_destroy_source(struct pw_loop *loop, struct spa_source *source);

@@ -1,0 +1,67 @@
+internal import CPipeWire
+internal import CPipeWireShims
+internal import Glibc
+
+// The C callbacks PipeWire calls on its thread loop's thread. They are plain global
+// functions in a file without top-level code: closures in main.swift would be
+// inferred @MainActor and trap when called from another thread (pitfall S1). Each
+// recovers the watcher from `data`, an unretained pointer: the plugin state holds
+// the watcher until fini has joined the thread, so it outlives every callback.
+
+private func watcher(_ data: UnsafeMutableRawPointer?) -> PipeWireWatcher {
+    Unmanaged<PipeWireWatcher>.fromOpaque(data!).takeUnretainedValue()
+}
+
+func pipewireRetryTimer(_ data: UnsafeMutableRawPointer?, _ expirations: UInt64) {
+    watcher(data).retryTimerFired()
+}
+
+func pipewireThrottleTimer(_ data: UnsafeMutableRawPointer?, _ expirations: UInt64) {
+    watcher(data).throttleTimerFired()
+}
+
+func pipewireConfigEvent(_ data: UnsafeMutableRawPointer?, _ count: UInt64) {
+    watcher(data).configEventFired()
+}
+
+func pipewireCoreDone(_ data: UnsafeMutableRawPointer?, _ id: UInt32, _ seq: Int32) {
+    watcher(data).coreDone(id: id, seq: seq)
+}
+
+func pipewireCoreError(_ data: UnsafeMutableRawPointer?, _ id: UInt32, _ seq: Int32, _ res: Int32,
+                       _ message: UnsafePointer<CChar>?) {
+    watcher(data).coreError(id: id, res: res, message: message.map { String(cString: $0) } ?? "")
+}
+
+/// The node type name, fetched once: `global` compares it for every object. It
+/// points at a string literal in the shim library, never written, so sharing the
+/// pointer between threads is safe.
+nonisolated(unsafe) private let nodeType: UnsafePointer<CChar> = cpw_type_interface_node()
+
+func pipewireRegistryGlobal(_ data: UnsafeMutableRawPointer?, _ id: UInt32, _ permissions: UInt32,
+                            _ type: UnsafePointer<CChar>?, _ version: UInt32, _ props: UnsafePointer<spa_dict>?) {
+    guard let type, strcmp(type, nodeType) == 0 else { return }
+    watcher(data).nodeAppeared(id: id, device: device(from: props))
+}
+
+func pipewireRegistryGlobalRemove(_ data: UnsafeMutableRawPointer?, _ id: UInt32) {
+    watcher(data).globalRemoved(id: id)
+}
+
+/// The camera or microphone a node's global properties describe, or nil. The
+/// registry's `global` event carries `media.class`, `node.name`,
+/// `node.description` and `object.serial`, so no node needs to be bound.
+func device(from props: UnsafePointer<spa_dict>?) -> Device? {
+    func value(_ key: String) -> String? {
+        guard let props, let v = spa_dict_lookup(props, key) else { return nil }
+        return String(cString: v)
+    }
+    guard let mediaClass = value(PW_KEY_MEDIA_CLASS),
+          let permission = DevicePermission(mediaClass: mediaClass)
+    else { return nil }
+    let name = value(PW_KEY_NODE_NAME) ?? ""
+    // A panel needs something to show: the description, else the nick, else the name.
+    let description = value(PW_KEY_NODE_DESCRIPTION) ?? value(PW_KEY_NODE_NICK) ?? name
+    return Device(permission: permission, serial: value(PW_KEY_OBJECT_SERIAL).flatMap { UInt64($0) },
+                  name: name, description: description, mediaClass: mediaClass)
+}

@@ -18,68 +18,12 @@ let bluetoothPluginDirectory: String = {
     return dir
 }()
 
-/// A dbus-daemon of type "system" at a fixed socket path, so that it can be killed
-/// and started again at the same address (a restart of the system bus).
-final class StandInSystemBus {
-    let directory: String
-    var address: String { "unix:path=\(directory)/system_bus_socket" }
-    private var process: Process?
+/// A stand-in system bus that can be killed and started again at the same address
+/// (a restart of the system bus).
+typealias StandInSystemBus = TestBus
 
-    init() throws {
-        directory = try makeTemporaryDirectory("permissions-system-bus")
-        chmod(directory, 0o755)
-        let config = """
-            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-            <busconfig>
-              <type>system</type>
-              <listen>unix:path=\(directory)/system_bus_socket</listen>
-              <auth>EXTERNAL</auth>
-              <policy context="default">
-                <allow send_destination="*" eavesdrop="true"/>
-                <allow eavesdrop="true"/>
-                <allow own="*"/>
-                <allow user="*"/>
-              </policy>
-            </busconfig>
-            """
-        try config.write(toFile: directory + "/bus.conf", atomically: true, encoding: .utf8)
-        try start()
-    }
-
-    /// Starts the bus daemon; returns once it listens (it prints its address then).
-    func start() throws {
-        try? FileManager.default.removeItem(atPath: directory + "/system_bus_socket")  // left by a SIGKILL
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
-        process.arguments = ["--nofork", "--config-file=\(directory)/bus.conf", "--print-address=1"]
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice  // "Failed to set fd limit" noise
-        try process.run()
-        self.process = process
-        var line = Data()
-        while true {
-            let byte = out.fileHandleForReading.readData(ofLength: 1)
-            if byte.isEmpty { throw HarnessError(description: "the system dbus-daemon exited before printing its address") }
-            if byte.first == UInt8(ascii: "\n") { break }
-            line.append(byte)
-        }
-    }
-
-    /// SIGKILL (children of the test runner inherit its blocked SIGTERM): every
-    /// client sees its connection drop.
-    func kill() {
-        guard let process else { return }
-        Glibc.kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-        self.process = nil
-    }
-
-    deinit {
-        kill()
-        try? FileManager.default.removeItem(atPath: directory)
-    }
+extension TestBus {
+    static func standInSystemBus() throws -> TestBus { try TestBus(type: "system", restartable: true) }
 }
 
 /// python3-dbusmock's bluez5 template on a stand-in system bus: bluetoothd as far
@@ -182,7 +126,7 @@ final class BlueZWorld {
 
     init(config: String = "", mockRunning: Bool = true, beforeDaemon: (BlueZMock) throws -> Void = { _ in }) throws {
         bus = try TestBus()
-        system = try StandInSystemBus()
+        system = try TestBus.standInSystemBus()
         mock = try BlueZMock(bus: system, start: mockRunning)
         try beforeDaemon(mock)
         daemon = try DaemonUnderTest(bus: bus, config: config, pluginDirectories: [bluetoothPluginDirectory],

@@ -88,21 +88,26 @@ func run(_ executable: String, _ arguments: [String], asNobody: Bool = false,
 }
 
 /// A private dbus-daemon that any local user may connect to (so tests can call as
-/// an unprivileged user).
+/// an unprivileged user). `type` "system" makes a stand-in system bus;
+/// `restartable` puts its socket at a fixed path, so that it can be killed and
+/// started again at the same address.
 final class TestBus {
     let directory: String
-    let address: String
-    private let process: Process
+    private(set) var address = ""
+    private let restartable: Bool
+    private var process: Process?
 
-    init() throws {
-        directory = try makeTemporaryDirectory("permissions-bus")
+    init(type: String = "session", restartable: Bool = false) throws {
+        directory = try makeTemporaryDirectory("permissions-\(type)-bus")
+        self.restartable = restartable
         chmod(directory, 0o755)
+        let listen = restartable ? "unix:path=\(directory)/bus_socket" : "unix:dir=\(directory)"
         let config = """
             <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
              "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
             <busconfig>
-              <type>session</type>
-              <listen>unix:dir=\(directory)</listen>
+              <type>\(type)</type>
+              <listen>\(listen)</listen>
               <auth>EXTERNAL</auth>
               <policy context="default">
                 <allow send_destination="*" eavesdrop="true"/>
@@ -113,14 +118,21 @@ final class TestBus {
             </busconfig>
             """
         try config.write(toFile: directory + "/bus.conf", atomically: true, encoding: .utf8)
-        process = Process()
+        try start()
+    }
+
+    /// Starts the bus daemon; returns once it listens (it prints its address then).
+    func start() throws {
+        precondition(process == nil, "the bus is running")
+        if restartable { try? FileManager.default.removeItem(atPath: directory + "/bus_socket") }  // left by a SIGKILL
+        let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
         process.arguments = ["--nofork", "--config-file=\(directory)/bus.conf", "--print-address=1"]
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice  // "Failed to set fd limit" noise
         try process.run()
-        // The first line is the address, printed once the bus listens.
+        self.process = process
         var line = Data()
         while true {
             let byte = out.fileHandleForReading.readData(ofLength: 1)
@@ -128,13 +140,26 @@ final class TestBus {
             if byte.first == UInt8(ascii: "\n") { break }
             line.append(byte)
         }
-        address = String(decoding: line, as: UTF8.self)
+        // With a fixed socket, the same address every time (without the guid, which changes).
+        address = restartable ? "unix:path=\(directory)/bus_socket" : String(decoding: line, as: UTF8.self)
+    }
+
+    /// SIGKILL (children of the test runner inherit its blocked SIGTERM): every
+    /// client sees its connection drop.
+    func kill() {
+        guard let process else { return }
+        Glibc.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        self.process = nil
+    }
+
+    /// The test runner's environment with this bus as the system bus.
+    var asSystemBusEnvironment: [String: String] {
+        ProcessInfo.processInfo.environment.merging(["DBUS_SYSTEM_BUS_ADDRESS": address]) { $1 }
     }
 
     deinit {
-        // SIGKILL: children of the test runner inherit its blocked SIGTERM.
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        kill()
         try? FileManager.default.removeItem(atPath: directory)
     }
 }
@@ -240,29 +265,18 @@ final class DaemonUnderTest {
     }
 }
 
-/// `permissionsctl monitor` as a subscriber: collects the lines it prints.
-final class Monitor: @unchecked Sendable {
-    // @unchecked Sendable: `lines` is only touched under `condition`'s lock.
-    private let process = Process()
+/// Lines a child process prints, collected by a thread of their own.
+///
+/// `@unchecked Sendable`: `lines`, `closed` and `consumed` are only touched under
+/// `condition`'s lock.
+final class LineCollector: @unchecked Sendable {
     private let condition = NSCondition()
     private var lines: [String] = []
-    private var serialsSeen: [UInt64] = []
+    private var closed = false
+    private var consumed = 0
 
-    /// The serials of the StatusChanged signals received so far, in order.
-    var serials: [UInt64] {
-        condition.lock()
-        defer { condition.unlock() }
-        return serialsSeen
-    }
-
-    init(_ daemon: DaemonUnderTest) throws {
-        process.executableURL = URL(fileURLWithPath: binDir + "/permissionsctl")
-        process.arguments = ["--address", daemon.bus.address, "monitor"]
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let handle = out.fileHandleForReading
+    /// Reads `handle` to its end on a new thread.
+    init(_ handle: FileHandle) {
         Thread.detachNewThread { [self] in
             var pending = Data()
             while true {
@@ -270,37 +284,49 @@ final class Monitor: @unchecked Sendable {
                 if chunk.isEmpty { break }
                 pending.append(chunk)
                 while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
-                    var line = String(decoding: pending[pending.startIndex..<newline], as: UTF8.self)
+                    let line = String(decoding: pending[pending.startIndex..<newline], as: UTF8.self)
                     pending.removeSubrange(pending.startIndex...newline)
-                    // Lines are kept without the serial, which tests compare separately.
-                    var serial: UInt64?
-                    if let range = line.range(of: " serial=") {
-                        serial = UInt64(line[range.upperBound...])
-                        line.removeSubrange(range.lowerBound...)
-                    }
                     condition.lock()
                     lines.append(line)
-                    if let serial { serialsSeen.append(serial) }
                     condition.broadcast()
                     condition.unlock()
                 }
             }
+            condition.lock()
+            closed = true
+            condition.broadcast()
+            condition.unlock()
         }
-        // The monitor says "Monitoring …" once its match rules are in force.
-        _ = try waitFor { $0.hasPrefix("Monitoring") }
     }
 
-    deinit {
-        kill(process.processIdentifier, SIGKILL)  // see TestBus.deinit
-        process.waitUntilExit()
+    var all: [String] {
+        condition.lock()
+        defer { condition.unlock() }
+        return lines
     }
 
-    /// Waits (up to `timeout` seconds) for a line matching `predicate` that comes
-    /// after the lines already consumed by earlier waits; returns it.
-    private var consumed = 0
-
+    /// Waits until `predicate` holds for every line so far; returns them.
     @discardableResult
-    func waitFor(timeout: TimeInterval = 15, _ predicate: (String) -> Bool) throws -> String {
+    func wait(timeout: TimeInterval = 15, what: String, until predicate: ([String]) -> Bool) throws -> [String] {
+        let deadline = Date().addingTimeInterval(timeout)
+        condition.lock()
+        defer { condition.unlock() }
+        while !predicate(lines) {
+            if closed || !condition.wait(until: deadline) {
+                guard predicate(lines) else {
+                    let why = closed ? " (output closed)" : ""
+                    throw HarnessError(description: "\(what): not within \(timeout) s\(why); lines: \(lines.suffix(40))")
+                }
+                break
+            }
+        }
+        return lines
+    }
+
+    /// Waits for a line matching `predicate` after those earlier calls returned;
+    /// returns it.
+    @discardableResult
+    func next(timeout: TimeInterval = 15, matching predicate: (String) -> Bool) throws -> String {
         let deadline = Date().addingTimeInterval(timeout)
         condition.lock()
         defer { condition.unlock() }
@@ -309,17 +335,55 @@ final class Monitor: @unchecked Sendable {
                 consumed = index + 1
                 return lines[index]
             }
-            if !condition.wait(until: deadline) {
-                throw HarnessError(description: "no matching line within \(timeout) s; saw: \(lines)")
+            if closed || !condition.wait(until: deadline) {
+                throw HarnessError(description: "no matching line within \(timeout) s; saw: \(lines.suffix(40))")
             }
         }
+    }
+}
+
+/// `permissionsctl monitor` as a subscriber. Lines are compared without their
+/// " serial=N" part, which `serials` gives separately.
+final class Monitor {
+    private let process = Process()
+    private let output: LineCollector
+
+    init(_ daemon: DaemonUnderTest) throws {
+        process.executableURL = URL(fileURLWithPath: binDir + "/permissionsctl")
+        process.arguments = ["--address", daemon.bus.address, "monitor"]
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        output = LineCollector(out.fileHandleForReading)
+        // The monitor says "Monitoring …" once its match rules are in force.
+        _ = try waitFor { $0.hasPrefix("Monitoring") }
+    }
+
+    deinit {
+        kill(process.processIdentifier, SIGKILL)  // see TestBus.kill
+        process.waitUntilExit()
+    }
+
+    private static func withoutSerial(_ line: String) -> String {
+        line.range(of: " serial=").map { String(line[..<$0.lowerBound]) } ?? line
+    }
+
+    /// Waits for a line (without its serial) matching `predicate`, after the lines
+    /// earlier waits returned; returns it.
+    @discardableResult
+    func waitFor(timeout: TimeInterval = 15, _ predicate: (String) -> Bool) throws -> String {
+        Self.withoutSerial(try output.next(timeout: timeout) { predicate(Self.withoutSerial($0)) })
     }
 
     /// The StatusChanged lines received so far (all, including consumed ones).
     var statusChanges: [String] {
-        condition.lock()
-        defer { condition.unlock() }
-        return lines.filter { $0.hasPrefix("StatusChanged") }
+        output.all.filter { $0.hasPrefix("StatusChanged") }.map(Self.withoutSerial)
+    }
+
+    /// The serials of the StatusChanged signals received so far, in order.
+    var serials: [UInt64] {
+        output.all.compactMap { line in line.range(of: " serial=").flatMap { UInt64(line[$0.upperBound...]) } }
     }
 }
 

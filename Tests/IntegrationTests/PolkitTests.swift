@@ -5,60 +5,12 @@ import Testing
 // with --system on a stand-in system bus, next to python-dbusmock's polkitd
 // template, and real clients call it as root and as nobody.
 
-/// A private dbus-daemon of type "system" that any local user may connect to (the
-/// shape of TestBus in Harness.swift, which is a session bus).
-private final class PolkitTestSystemBus {
-    let directory: String
-    let address: String
-    private let process: Process
+/// The stand-in system bus of these tests.
+private typealias PolkitTestSystemBus = TestBus
 
+private extension TestBus {
     /// The test runner's environment with this bus as the system bus.
-    var environment: [String: String] {
-        ProcessInfo.processInfo.environment.merging(["DBUS_SYSTEM_BUS_ADDRESS": address]) { $1 }
-    }
-
-    init() throws {
-        directory = try makeTemporaryDirectory("permissions-sysbus")
-        chmod(directory, 0o755)
-        let config = """
-            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-            <busconfig>
-              <type>system</type>
-              <listen>unix:dir=\(directory)</listen>
-              <auth>EXTERNAL</auth>
-              <policy context="default">
-                <allow send_destination="*" eavesdrop="true"/>
-                <allow eavesdrop="true"/>
-                <allow own="*"/>
-                <allow user="*"/>
-              </policy>
-            </busconfig>
-            """
-        try config.write(toFile: directory + "/bus.conf", atomically: true, encoding: .utf8)
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
-        process.arguments = ["--nofork", "--config-file=\(directory)/bus.conf", "--print-address=1"]
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice  // "Failed to set fd limit" noise
-        try process.run()
-        var line = Data()
-        while true {
-            let byte = out.fileHandleForReading.readData(ofLength: 1)
-            if byte.isEmpty { throw HarnessError(description: "dbus-daemon exited before printing its address") }
-            if byte.first == UInt8(ascii: "\n") { break }
-            line.append(byte)
-        }
-        address = String(decoding: line, as: UTF8.self)
-    }
-
-    deinit {
-        // SIGKILL: children of the test runner inherit its blocked SIGTERM.
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-        try? FileManager.default.removeItem(atPath: directory)
-    }
+    var environment: [String: String] { asSystemBusEnvironment }
 
     /// Waits (gdbus, with a deadline) until `name` has an owner on this bus.
     func waitForName(_ name: String) throws {
@@ -186,7 +138,7 @@ struct PolkitTests {
     private static let agent = "org.example.permissions.agent"
 
     init() throws {
-        bus = try PolkitTestSystemBus()
+        bus = try TestBus(type: "system")
         polkit = try PolkitTestMock(bus: bus)
         daemon = try PolkitTestDaemon(bus: bus)
     }

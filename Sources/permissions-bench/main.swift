@@ -9,6 +9,8 @@ let usage = """
     Commands:
       pipewire    node appearing in the PipeWire registry -> StatusChanged received
       bluez       PropertiesChanged(Powered) on the bus -> StatusChanged received
+      core        GetStatus latency/throughput, fan-out, start-up, RSS, scale, against
+                  a libdbus floor and xdg-permission-store (core --help)
 
     """
 
@@ -16,6 +18,8 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first {
 case "pipewire": runPipeWireBench(Array(arguments.dropFirst()))
 case "bluez": runBlueZBench(Array(arguments.dropFirst()))
+case "core": runCoreBench(Array(arguments.dropFirst()))
+case "floor-service": runCoreFloorService(Array(arguments.dropFirst()))  // started by `core`
 default:
     FileHandle.standardError.write(usage.data(using: .utf8)!)
     exit(2)

@@ -1,0 +1,783 @@
+// permissions-bench core: permissionsd against the floor and the peer, side by side
+// on one private bus in one run.
+//
+// - the floor: `permissions-bench floor-service`, a single-threaded libdbus service
+//   (Peer.Ping is answered by libdbus itself; Emit(s) emits a plain signal Tick(s));
+// - the peer: xdg-permission-store (Debian's xdg-desktop-portal), Lookup of an entry
+//   set with SetPermission first;
+// - permissionsd of the same build, with every plugin of that build (location,
+//   notifications, pipewire, bluetooth; PipeWire and BlueZ are absent here, so their
+//   permissions read "unsupported", and the system bus is the private bus).
+//
+// Sections, in the order they run: start-up, idle RSS and scale (100 000 stored
+// decisions), each by starting the processes repeatedly; then, on long-lived
+// instances, caller identity (bus calls per GetStatus, seen by dbus-monitor),
+// GetStatus latency, throughput, signal fan-out, and RSS over 1 000 000 GetStatus.
+// Each prints a table; every measurement is also one JSON line; the targets of the
+// issue close the run.
+import DBusKit
+import Foundation
+
+struct CoreOptions {
+    var calls = 20_000
+    var warmup = 2_000
+    var roundSize = 2_000
+    var seconds = 2.0
+    var rounds = 4
+    var connections = [1, 8, 64]
+    var inFlight = 4
+    var subscribers = [1, 10, 100]
+    var triggers = 200
+    var triggersLarge = 100
+    var startups = 10
+    var decisions = 100_000
+    var scaleCalls = 600
+    var scaleWarmup = 200
+    var rssCalls = 1_000_000
+    var keep = false
+    static let allSections = ["startup", "identity", "latency", "throughput", "fanout", "rss"]
+    var sections = Set(allSections)
+    /// Extra environment for permissionsd (experiments: MALLOC_ARENA_MAX=2, …).
+    var daemonEnvironment: [String: String] = [:]
+
+    static let usage = """
+        usage: permissions-bench core [--quick] [--calls N] [--warmup N] [--seconds S] [--connections 1,8,64]
+                                      [--in-flight K] [--subscribers 1,10,100] [--triggers N] [--startups N]
+                                      [--decisions N] [--rss-calls N] [--keep] [--sections L]
+          --quick          a few seconds: fewer calls, shorter windows, fewer starts (figures are rougher)
+          --calls N        measured GetStatus/Ping/Lookup round trips per target (default 20000)
+          --warmup N       unmeasured round trips per target first (default 2000)
+          --seconds S      throughput window per target and connection count (default 2)
+          --connections L  connection counts for throughput (default 1,8,64)
+          --in-flight K    calls outstanding per connection (default 4)
+          --subscribers L  subscriber counts for fan-out (default 1,10,100)
+          --triggers N     signals per subscriber count (default 200; half that from 100 subscribers)
+          --startups N     measured starts of each process (default 10)
+          --decisions N    stored decisions for the scale section (default 100000)
+          --rss-calls N    GetStatus calls before the last RSS reading (default 1000000)
+          --keep           keep the temporary directory (logs, stores)
+          --sections L     run only these of startup (with scale), identity, latency, throughput, fanout, rss
+          --daemon-env K=V extra environment for permissionsd (repeatable), for experiments
+        """
+
+    init(_ arguments: [String]) {
+        var rest = arguments[...]
+        func value(_ option: String) -> String {
+            guard let v = rest.popFirst() else { Self.fail("\(option) needs a value") }
+            return v
+        }
+        func int(_ option: String, min: Int = 1) -> Int {
+            let v = value(option)
+            guard let n = Int(v), n >= min else { Self.fail("\(option): not a number >= \(min): \(v)") }
+            return n
+        }
+        func list(_ option: String) -> [Int] {
+            let v = value(option)
+            let items = v.split(separator: ",").compactMap { Int($0) }.filter { $0 > 0 }
+            guard !items.isEmpty else { Self.fail("\(option): expected a list like 1,8,64: \(v)") }
+            return items
+        }
+        while let option = rest.popFirst() {
+            switch option {
+            case "--quick":
+                calls = 2_000; warmup = 300; roundSize = 500; seconds = 0.3; rounds = 1
+                triggers = 20; triggersLarge = 10; startups = 3; scaleCalls = 300; scaleWarmup = 100
+                rssCalls = 60_000
+            case "--calls": calls = int(option)
+            case "--warmup": warmup = int(option, min: 0)
+            case "--seconds":
+                let v = value(option)
+                guard let s = Double(v), s > 0 else { Self.fail("--seconds: not a positive number: \(v)") }
+                seconds = s
+            case "--connections": connections = list(option)
+            case "--in-flight": inFlight = int(option)
+            case "--subscribers": subscribers = list(option)
+            case "--triggers": triggers = int(option); triggersLarge = max(1, triggers / 2)
+            case "--startups": startups = int(option)
+            case "--decisions": decisions = int(option)
+            case "--rss-calls": rssCalls = int(option, min: 0)
+            case "--keep": keep = true
+            case "--daemon-env":
+                let v = value(option)
+                guard let eq = v.firstIndex(of: "="), eq != v.startIndex else { Self.fail("--daemon-env: expected K=V: \(v)") }
+                daemonEnvironment[String(v[..<eq])] = String(v[v.index(after: eq)...])
+            case "--sections":
+                let v = value(option).split(separator: ",").map(String.init)
+                guard !v.isEmpty, v.allSatisfy(Self.allSections.contains) else { Self.fail("--sections: \(v)") }
+                sections = Set(v)
+            case "-h", "--help":
+                print(Self.usage)
+                exit(0)
+            default: Self.fail("unknown option \(option)")
+            }
+        }
+        roundSize = min(roundSize, calls)
+        if seconds < 1 { rounds = 1 }
+    }
+
+    static func fail(_ message: String) -> Never {
+        FileHandle.standardError.write("permissions-bench core: \(message)\n\(usage)\n".data(using: .utf8)!)
+        exit(2)
+    }
+}
+
+func runCoreBench(_ arguments: [String]) {
+    let bench = CoreBench(CoreOptions(arguments))
+    bench.run()
+}
+
+/// The app id the fan-out triggers change a decision for (and the subscribers' arg0).
+let coreFanoutApp = "org.example.BenchApp"
+
+final class CoreBench {
+    let options: CoreOptions
+    let report = CoreReport()
+    let root: String
+    private var bus: CoreBus!
+    private var names: CoreNameWatcher!
+    private var client: Connection!
+    private var floor: CoreChild!
+    private var peer: CoreChild?
+    private var daemon: CoreChild?
+    /// GetStatus calls answered by the long-lived daemon, for the RSS-over-calls figure.
+    private var daemonCalls = 0
+    /// The bench's own app id, as the daemon identifies it.
+    private var appID = ""
+    private var daemonLogs = 0
+    private let started = coreNow()
+
+    init(_ options: CoreOptions) {
+        self.options = options
+        root = coreTemporaryDirectory()
+        CoreChildren.shared.setDirectory(root)
+        CoreChildren.shared.keepDirectory = options.keep
+        // Ctrl-C or SIGTERM: stop the children and remove the directory, then exit.
+        for number in [SIGINT, SIGTERM] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { coreFail("interrupted", code: 130) }
+            source.resume()
+            signalSources.append(source)
+        }
+    }
+
+    private var signalSources: [any DispatchSourceSignal] = []
+
+    func run() {
+        setUp()
+        print("permissions-bench core: one private bus (\(bus.address)); \(ProcessInfo.processInfo.activeProcessorCount) cores; "
+              + "binaries from \(coreBinDirectory)"
+              + (options.daemonEnvironment.isEmpty ? "" : "; permissionsd environment "
+                 + options.daemonEnvironment.map { "\($0.key)=\($0.value)" }.sorted().joined(separator: " ")))
+        fflush(nil)
+        let run = options.sections
+        var timings: [String] = []
+        func section(_ name: String, _ body: () -> Void) {
+            guard name == "setup" || run.contains(name) else { return }
+            let t0 = coreNow()
+            body()
+            timings.append(name + String(format: " %.1f s", Double(coreNow() - t0) / 1e9))
+        }
+        section("startup") { startupAndScale() }
+        section("setup") { startLongLived() }
+        section("identity") { identityCheck() }
+        section("latency") { latency() }
+        section("throughput") { throughput() }
+        section("fanout") { fanout() }
+        section("rss") { rssOverCalls() }
+        report.printTargets()
+        print(String(format: "total time %.1f s", Double(coreNow() - started) / 1e9) + " (" + timings.joined(separator: ", ") + ")")
+        if options.keep { print("kept \(root)") }
+        fflush(nil)
+        tearDown()
+    }
+
+    // MARK: Processes
+
+    private func setUp() {
+        let fm = FileManager.default
+        for dir in ["run", "config", "state-main", "state-empty", "state-big", "peer-data", "logs"] {
+            do { try fm.createDirectory(atPath: root + "/" + dir, withIntermediateDirectories: true) } catch {
+                coreFail("cannot create \(root)/\(dir): \(error)")
+            }
+        }
+        chmod(root + "/run", 0o700)
+        let config = "[location]\nenabled=true\nmax-accuracy=exact\n\n[notifications]\nenabled=true\n"
+        try? config.write(toFile: root + "/config/permissions.conf", atomically: true, encoding: .utf8)
+        for p in ["permissionsd", "libpermissions-location.so", "libpermissions-notifications.so",
+                  "libpermissions-pipewire.so", "libpermissions-bluetooth.so"]
+        where !fm.fileExists(atPath: coreBinDirectory + "/" + p) {
+            coreFail("\(coreBinDirectory)/\(p) is missing: build the whole package (swift build -c release)")
+        }
+        guard fm.isExecutableFile(atPath: "/usr/libexec/xdg-permission-store") else {
+            coreFail("/usr/libexec/xdg-permission-store is missing: apt-get install xdg-desktop-portal")
+        }
+        bus = CoreBus(directory: root)
+        names = CoreNameWatcher(address: bus.address)
+        let mark = names.mark
+        floor = CoreSpawnSpec(coreSelfExecutable, ["floor-service", "--address", bus.address], name: "floor",
+                              log: root + "/logs/floor.log").spawn().0
+        guard names.wait(from: mark, name: coreFloorBusName, owned: true, seconds: 10) != nil else {
+            coreFail("the floor service did not take its name; see \(root)/logs/floor.log")
+        }
+        client = coreOpenBlocking(bus.address)
+    }
+
+    private func tearDown() {
+        client.close()
+        names.close()
+        peer?.kill()
+        daemon?.kill()
+        floor.kill()
+        bus.stop()
+        CoreChildren.shared.killAll()
+    }
+
+    private func daemonSpec(state: String) -> CoreSpawnSpec {
+        daemonLogs += 1
+        return CoreSpawnSpec(coreBinDirectory + "/permissionsd",
+                             ["--address", bus.address, "--config-dir", root + "/config", "--state-dir", root + "/" + state,
+                              "--plugin-dir", coreBinDirectory],
+                             environment: options.daemonEnvironment.merging(
+                                ["DBUS_SYSTEM_BUS_ADDRESS": bus.address, "DBUS_SESSION_BUS_ADDRESS": bus.address,
+                                 "XDG_RUNTIME_DIR": root + "/run"]) { $1 },
+                             removing: ["PIPEWIRE_", "DBUS_STARTER_"], log: root + "/logs/permissionsd-\(daemonLogs).log")
+    }
+
+    private func peerSpec() -> CoreSpawnSpec {
+        CoreSpawnSpec("/usr/libexec/xdg-permission-store", [],
+                      environment: ["DBUS_SESSION_BUS_ADDRESS": bus.address, "XDG_DATA_HOME": root + "/peer-data",
+                                    "XDG_RUNTIME_DIR": root + "/run"],
+                      log: root + "/logs/xdg-permission-store.log")
+    }
+
+    /// Starts a process and waits until it owns `name`; returns it with the time
+    /// from just before posix_spawn to the NameOwnerChanged, in milliseconds.
+    private func start(_ spec: CoreSpawnSpec, owning name: String) -> (CoreChild, Double) {
+        let mark = names.mark
+        let (child, t0) = spec.spawn()
+        for _ in 0..<60 {
+            if let event = names.wait(from: mark, name: name, owned: true, seconds: 0.5) {
+                return (child, Double(event.at - t0) / 1e6)
+            }
+            if !child.isRunning { break }
+        }
+        coreFail("\(spec.name) did not take \(name); see its log under \(root)/logs (run with --keep)")
+    }
+
+    /// SIGKILL, and wait until the bus has released the name.
+    private func stop(_ child: CoreChild, owning name: String) {
+        let mark = names.mark
+        child.kill()
+        guard names.wait(from: mark, name: name, owned: false, seconds: 10) != nil else {
+            coreFail("\(name) was not released after \(child.name) was killed")
+        }
+    }
+
+    // MARK: Small calls
+
+    private func call(_ destination: String, _ path: String, _ interface: String, _ member: String,
+                      _ arguments: [DBusValue] = []) -> [DBusValue] {
+        let message = CoreCallTarget(member, destination: destination, path: path, interface: interface, member: member,
+                                     arguments).message()
+        return coreCall(client, message).arguments()
+    }
+
+    private func daemonCall(_ member: String, _ arguments: [DBusValue] = []) -> [DBusValue] {
+        call("org.example.Permissions", "/org/example/Permissions", "org.example.Permissions", member, arguments)
+    }
+
+    /// (name, state) of every plugin, from the Plugins property.
+    private func plugins() -> [(String, String)] {
+        let value = call("org.example.Permissions", "/org/example/Permissions", "org.freedesktop.DBus.Properties", "Get",
+                         [.string("org.example.Permissions"), .string("Plugins")]).first
+        return (value?.arrayElements ?? []).compactMap { element in
+            guard case .structure(let fields) = element, fields.count >= 3 else { return nil }
+            return (fields[0].stringValue ?? "?", fields[2].stringValue ?? "?")
+        }
+    }
+
+    /// The plugins of the running daemon; fails the bench unless every plugin file of
+    /// the build is loaded (the figures are "with every plugin loaded").
+    @discardableResult
+    private func checkPlugins() -> [(String, String)] {
+        let pluginList = plugins()
+        let files = ((try? FileManager.default.contentsOfDirectory(atPath: coreBinDirectory)) ?? [])
+            .filter { $0.hasPrefix("libpermissions-") && $0.hasSuffix(".so") }.sorted()
+        let loaded = pluginList.filter { $0.1 == "loaded" }
+        guard loaded.count == files.count else {
+            let log = (try? String(contentsOfFile: root + "/logs/permissionsd-\(daemonLogs).log", encoding: .utf8)) ?? ""
+            coreFail("permissionsd loaded \(loaded.count) of the \(files.count) plugins in \(coreBinDirectory) "
+                     + "(\(pluginList.map { "\($0.0): \($0.1)" }.joined(separator: ", "))); its log:\n\(log)")
+        }
+        return pluginList
+    }
+
+    // MARK: Start-up, idle RSS, scale
+
+    private func startupAndScale() {
+        let n = options.startups
+        let getStatus = [CoreCallTarget.getStatus("location"), CoreCallTarget.getStatus("notifications")]
+        // Unmeasured starts: the page cache, the bench's app id, the plugins, and the
+        // big store's schema, made by the daemon itself before it is filled.
+        var (d, _) = start(daemonSpec(state: "state-empty"), owning: "org.example.Permissions")
+        let pluginList = checkPlugins()
+        let details = daemonCall("GetDetails", [.string("location")]).first?.stringKeyedEntries ?? []
+        appID = details.first { $0.0 == "app-id" }?.1.stringValue ?? ""
+        stop(d, owning: "org.example.Permissions")
+        guard !appID.isEmpty else { coreFail("GetDetails gave no app-id") }
+        (d, _) = start(daemonSpec(state: "state-big"), owning: "org.example.Permissions")
+        stop(d, owning: "org.example.Permissions")
+        let t0 = coreNow()
+        fillStore(root + "/state-big/decisions.sqlite", count: options.decisions, ownApp: appID)
+        let fillSeconds = Double(coreNow() - t0) / 1e9
+        (d, _) = start(daemonSpec(state: "state-big"), owning: "org.example.Permissions")
+        stop(d, owning: "org.example.Permissions")
+        let (p, _) = start(peerSpec(), owning: corePeerBusName)
+        stop(p, owning: corePeerBusName)
+
+        var startup: [String: [Double]] = [:]
+        var rss: [String: [(rss: Int, anon: Int, file: Int)]] = [:]
+        var threads: [String: Int] = [:]
+        var latency: [String: [Double]] = [:]
+        let variants = ["empty", "big", "peer"]
+        for i in 0..<n {
+            for k in 0..<variants.count {
+                let variant = variants[(k + i) % variants.count]
+                if variant == "peer" {
+                    let (child, ms) = start(peerSpec(), owning: corePeerBusName)
+                    startup[variant, default: []].append(ms)
+                    if let m = child.memory { rss[variant, default: []].append(m) }
+                    threads[variant] = child.threads
+                    stop(child, owning: corePeerBusName)
+                    continue
+                }
+                let (child, ms) = start(daemonSpec(state: variant == "empty" ? "state-empty" : "state-big"),
+                                        owning: "org.example.Permissions")
+                startup[variant, default: []].append(ms)
+                if let m = child.memory { rss[variant, default: []].append(m) }
+                threads[variant] = child.threads
+                let samples = coreLatency(client, getStatus, warmup: options.scaleWarmup, calls: options.scaleCalls,
+                                          roundSize: max(1, options.scaleCalls / 4))
+                latency[variant + " location", default: []] += samples[0]
+                latency[variant + " notifications", default: []] += samples[1]
+                stop(child, owning: "org.example.Permissions")
+            }
+        }
+        // Start-up and idle RSS.
+        let s = startup.mapValues { CoreSamples($0) }
+        func medianKiB(_ v: String, _ key: KeyPath<(rss: Int, anon: Int, file: Int), Int>) -> Int {
+            let values = (rss[v] ?? []).map { $0[keyPath: key] }.sorted()
+            return values.isEmpty ? 0 : values[values.count / 2]
+        }
+        let floorMemory = floor.memory
+        var table = CoreTable("Start-up: process start -> bus name owned (\(n) starts each), idle RSS right after",
+                              columns: ["measurement", "permissionsd", "floor", "xdg-permission-store", "vs peer",
+                                        "target", "met"])
+        let startupMedian = s["empty"]!.median
+        let startupTarget = report.target("start-up median, every plugin loaded", .below, 20, startupMedian, unit: " ms")
+        table.add(["start-up median (ms)", coreFormat(startupMedian), "-", coreFormat(s["peer"]!.median),
+                   coreRatioText(coreRatio(startupMedian, s["peer"]!.median)), startupTarget.limitText,
+                   startupTarget.met ? "yes" : "NO"])
+        table.add(["start-up max (ms)", coreFormat(s["empty"]!.max), "-", coreFormat(s["peer"]!.max), "", "", ""])
+        let idle = coreMiB(medianKiB("empty", \.rss))
+        let rssTarget = report.target("idle RSS, every plugin loaded", .below, 12, idle, unit: " MiB")
+        table.add(["idle RSS (MiB)", coreFormat(idle), floorMemory.map { coreFormat(coreMiB($0.rss)) } ?? "-",
+                   coreFormat(coreMiB(medianKiB("peer", \.rss))),
+                   coreRatioText(coreRatio(idle, coreMiB(medianKiB("peer", \.rss)))), rssTarget.limitText,
+                   rssTarget.met ? "yes" : "NO"])
+        table.add(["  anonymous (MiB)", coreFormat(coreMiB(medianKiB("empty", \.anon))),
+                   floorMemory.map { coreFormat(coreMiB($0.anon)) } ?? "-", coreFormat(coreMiB(medianKiB("peer", \.anon))),
+                   "", "", ""])
+        table.add(["  file-backed (MiB)", coreFormat(coreMiB(medianKiB("empty", \.file))),
+                   floorMemory.map { coreFormat(coreMiB($0.file)) } ?? "-", coreFormat(coreMiB(medianKiB("peer", \.file))),
+                   "", "", ""])
+        table.add(["threads after start-up", "\(threads["empty"] ?? 0)", "\(floor.threads)", "\(threads["peer"] ?? 0)",
+                   "", "", ""])
+        table.print()
+        print("plugins: " + pluginList.map { "\($0.0) (\($0.1))" }.joined(separator: ", ")
+              + "; the floor is this bench's own binary (it links Foundation), so its RSS is no Dispatch-only floor")
+        report.json("startup", [
+            ("runs", .int(n)), ("median_ms", .num(startupMedian)), ("max_ms", .num(s["empty"]!.max)),
+            ("min_ms", .num(s["empty"]!.min)),
+            ("peer_median_ms", .num(s["peer"]!.median)), ("peer_max_ms", .num(s["peer"]!.max)),
+            ("ratio_peer", .num(coreRatio(startupMedian, s["peer"]!.median))),
+            ("plugins", .strings(pluginList.map { "\($0.0):\($0.1)" })),
+            ("target_ms", .num(20)), ("met", .bool(startupTarget.met)),
+        ])
+        report.json("idle_rss", [
+            ("rss_kib", .int(medianKiB("empty", \.rss))), ("anon_kib", .int(medianKiB("empty", \.anon))),
+            ("file_kib", .int(medianKiB("empty", \.file))), ("threads", .int(threads["empty"] ?? 0)),
+            ("peer_rss_kib", .int(medianKiB("peer", \.rss))), ("peer_anon_kib", .int(medianKiB("peer", \.anon))),
+            ("floor_rss_kib", .int(floorMemory?.rss ?? 0)),
+            ("target_mib", .num(12)), ("met", .bool(rssTarget.met)),
+        ])
+
+        // Scale.
+        let l = latency.mapValues { CoreSamples($0) }
+        var scale = CoreTable("Scale: \(options.decisions) stored decisions against an empty store (\(n) starts each, "
+                              + "GetStatus interleaved with the starts, \(options.scaleCalls) calls per start)",
+                              columns: ["measurement", "empty store", "\(options.decisions) decisions", "change",
+                                        "target", "met"])
+        let startupDelta = s["big"]!.median - s["empty"]!.median
+        let startupScale = report.target("scale: start-up increase with \(options.decisions) decisions", .below, 150,
+                                         startupDelta, unit: " ms")
+        scale.add(["start-up median (ms)", coreFormat(s["empty"]!.median), coreFormat(s["big"]!.median),
+                   "+" + coreFormat(startupDelta) + " ms", startupScale.limitText, startupScale.met ? "yes" : "NO"])
+        scale.add(["start-up max (ms)", coreFormat(s["empty"]!.max), coreFormat(s["big"]!.max), "", "", ""])
+        scale.add(["idle RSS (MiB)", coreFormat(coreMiB(medianKiB("empty", \.rss))), coreFormat(coreMiB(medianKiB("big", \.rss))),
+                   "+" + coreFormat(coreMiB(medianKiB("big", \.rss) - medianKiB("empty", \.rss))) + " MiB", "", ""])
+        var scaleJSON: [(String, CoreJSON)] = [
+            ("decisions", .int(options.decisions)), ("fill_s", .num(fillSeconds)),
+            ("startup_median_ms", .num(s["big"]!.median)), ("startup_max_ms", .num(s["big"]!.max)),
+            ("empty_startup_median_ms", .num(s["empty"]!.median)), ("startup_delta_ms", .num(startupDelta)),
+            ("rss_kib", .int(medianKiB("big", \.rss))), ("empty_rss_kib", .int(medianKiB("empty", \.rss))),
+        ]
+        for (permission, label, key) in [("location", "GetStatus p50 (µs), app with a decision", "decision"),
+                                         ("notifications", "GetStatus p50 (µs), no decision", "no_decision")] {
+            let empty = l["empty " + permission]!
+            let big = l["big " + permission]!
+            let change = (big.p50 - empty.p50) / empty.p50 * 100
+            let t = report.target("scale: GetStatus p50 change, \(key == "decision" ? "app with a decision" : "no decision")",
+                                  .below, 10, abs(change), unit: " %")
+            scale.add([label, coreFormat(empty.p50), coreFormat(big.p50), String(format: "%+.1f %%", change),
+                       "|change| < 10 %", t.met ? "yes" : "NO"])
+            scale.add(["  p99 (µs)", coreFormat(empty.p99), coreFormat(big.p99), "", "", ""])
+            scaleJSON += [("\(key)_p50_us", .num(big.p50)), ("\(key)_p99_us", .num(big.p99)),
+                          ("\(key)_empty_p50_us", .num(empty.p50)), ("\(key)_empty_p99_us", .num(empty.p99)),
+                          ("\(key)_change_pct", .num(change, 2))]
+        }
+        scale.print()
+        print("app with a decision: the bench itself (\(appID)) for location, stored among \(options.decisions - 1) "
+              + "other apps' decisions; no decision: the same app for notifications. The store was filled in "
+              + String(format: "%.2f s", fillSeconds) + " by /usr/bin/python3.")
+        scaleJSON += [("startup_met", .bool(startupScale.met)), ("samples_per_target", .int(l["big location"]!.count))]
+        report.json("scale", scaleJSON)
+    }
+
+    /// Fills the daemon's own (schema-made) store with `count` decisions for
+    /// location: `count - 1` distinct other apps and the bench's own app id.
+    private func fillStore(_ path: String, count: Int, ownApp: String) {
+        let script = """
+            import sqlite3, sys, time
+            path, count, own = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+            db = sqlite3.connect(path)
+            now = int(time.time() * 1e6)
+            rows = ((f"org.example.bench.App{i:07d}", "location", "authorized" if i % 2 else "denied", now,
+                     "uid 0 (permissions-bench)") for i in range(count - 1))
+            with db:
+                db.executemany("INSERT OR REPLACE INTO decisions (app_id, permission, decision, set_at, set_by) "
+                               "VALUES (?, ?, ?, ?, ?)", rows)
+                db.execute("INSERT OR REPLACE INTO decisions (app_id, permission, decision, set_at, set_by) "
+                           "VALUES (?, 'location', 'authorized', ?, 'uid 0 (permissions-bench)')", (own, now))
+            n = db.execute("SELECT count(*) FROM decisions").fetchone()[0]
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            db.close()
+            print(n)
+            """
+        let scriptPath = root + "/fill-store.py"
+        try? script.write(toFile: scriptPath, atomically: true, encoding: .utf8)
+        let log = root + "/logs/fill-store.log"
+        let status = coreRun("/usr/bin/python3", [scriptPath, path, String(count), ownApp], log: log)
+        let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        guard status == 0, Int(output.trimmingCharacters(in: .whitespacesAndNewlines)) == count else {
+            coreFail("filling the store failed (status \(status)): \(output)")
+        }
+    }
+
+    // MARK: Long-lived instances
+
+    private func startLongLived() {
+        let (p, _) = start(peerSpec(), owning: corePeerBusName)
+        peer = p
+        _ = call(corePeerBusName, corePeerPath, corePeerBusName, "SetPermission",
+                 [.string("bench"), .boolean(true), .string("camera"), .string("org.example.App"), .strings(["yes"])])
+        let looked = call(corePeerBusName, corePeerPath, corePeerBusName, "Lookup", [.string("bench"), .string("camera")])
+        guard looked.first?.stringKeyedEntries?.first?.0 == "org.example.App" else {
+            coreFail("xdg-permission-store's Lookup did not return the entry just set: \(looked)")
+        }
+        let (d, _) = start(daemonSpec(state: "state-main"), owning: "org.example.Permissions")
+        daemon = d
+        idleMemory = d.memory
+        checkPlugins()
+        print("long-lived instances: permissionsd pid \(d.pid), xdg-permission-store pid \(p.pid), floor pid \(floor.pid), "
+              + "dbus-daemon pid \(bus.child.pid)")
+        fflush(nil)
+        let status = daemonCall("GetStatus", [.string("location")]).first?.stringValue
+        daemonCalls += 1
+        guard status == "not-determined" else { coreFail("GetStatus(location) gave \(status ?? "nothing")") }
+    }
+
+    private var idleMemory: (rss: Int, anon: Int, file: Int)?
+
+    /// How many bus calls the daemon makes for a new connection's GetStatus calls:
+    /// dbus-monitor watches the daemon's method calls to the bus while one fresh
+    /// connection makes 1000 calls and a second one makes one (its arrival in the
+    /// monitor's output marks the end of the first's).
+    private func identityCheck() {
+        let owner = call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetNameOwner",
+                         [.string("org.example.Permissions")]).first?.stringValue ?? ""
+        let out = root + "/logs/monitor.log"
+        let (monitor, _) = CoreSpawnSpec("/usr/bin/dbus-monitor",
+                                         ["--address", bus.address,
+                                          "type='method_call',sender='\(owner)',destination='org.freedesktop.DBus'"],
+                                         log: out).spawn()
+        defer { monitor.kill() }
+        func text() -> String { (try? String(contentsOfFile: out, encoding: .utf8)) ?? "" }
+        func waitFor(_ needle: String) -> Bool {
+            for _ in 0..<500 {
+                if text().contains(needle) { return true }
+                coreSleep(0.01)
+            }
+            return false
+        }
+        guard waitFor("member=NameLost") else { coreFail("dbus-monitor did not start; see \(out)") }
+        let count = 1000
+        let b = coreOpenBlocking(bus.address)
+        let target = CoreCallTarget.getStatus("location")
+        for _ in 0..<count { coreCall(b, target.message()) }
+        let c = coreOpenBlocking(bus.address)
+        coreCall(c, target.message())
+        daemonCalls += count + 1
+        guard waitFor("string \"\(c.uniqueName)\"") else { coreFail("dbus-monitor did not see the second connection") }
+        // The daemon's calls (each a "method call" line and its argument lines) before
+        // the first one about the second connection.
+        var calls: [String] = []
+        for line in text().components(separatedBy: "\n") {
+            if line.hasPrefix("method call") { calls.append(line) } else if !calls.isEmpty { calls[calls.count - 1] += "\n" + line }
+        }
+        let before = calls.prefix { !$0.contains("string \"\(c.uniqueName)\"") }
+        let during = before.count
+        let aboutB = before.filter { $0.contains("string \"\(b.uniqueName)\"") }.count
+        b.close()
+        c.close()
+        let t = report.target("caller identity: daemon's bus calls for \(count) GetStatus on a new connection",
+                              .atMost, 2, Double(during), unit: "")
+        var table = CoreTable("Caller identity: the daemon's method calls to the bus (dbus-monitor)",
+                              columns: ["measurement", "value", "target", "met"])
+        table.add(["bus calls for \(count) GetStatus on one new connection", "\(during)",
+                   "<= 2 (first call only)", t.met ? "yes" : "NO"])
+        table.add(["  of them about that connection", "\(aboutB)", "", ""])
+        table.print()
+        report.json("identity_bus_calls", [("getstatus_calls", .int(count)), ("bus_calls", .int(during)),
+                                           ("about_caller", .int(aboutB)), ("met", .bool(t.met))])
+    }
+
+    // MARK: Latency
+
+    private func latency() {
+        let targets = [CoreCallTarget.getStatus("location"), CoreCallTarget.floorPing, CoreCallTarget.peerLookup]
+        let samples = coreLatency(client, targets, warmup: options.warmup, calls: options.calls,
+                                  roundSize: options.roundSize)
+        daemonCalls += options.warmup + options.calls
+        let (d, f, p) = (CoreSamples(samples[0]), CoreSamples(samples[1]), CoreSamples(samples[2]))
+        let rounds = (options.calls + options.roundSize - 1) / options.roundSize
+        var table = CoreTable("GetStatus latency: one connection, blocking round trips, \(options.calls) per target "
+                              + "after \(options.warmup) warm-up, interleaved in \(rounds) rounds (µs)",
+                              columns: ["measurement", "permissionsd", "floor Ping", "peer Lookup", "vs floor", "vs peer",
+                                        "target", "met"])
+        let r50 = coreRatio(d.p50, f.p50)
+        let r99 = coreRatio(d.p99, f.p99)
+        let t50 = report.target("GetStatus p50 vs floor Ping", .atMost, 1.15, r50, unit: "x")
+        let t99 = report.target("GetStatus p99 vs floor Ping", .atMost, 1.2, r99, unit: "x")
+        table.add(["p50 (µs)", coreFormat(d.p50), coreFormat(f.p50), coreFormat(p.p50), coreRatioText(r50),
+                   coreRatioText(coreRatio(d.p50, p.p50)), t50.limitText, t50.met ? "yes" : "NO"])
+        table.add(["p99 (µs)", coreFormat(d.p99), coreFormat(f.p99), coreFormat(p.p99), coreRatioText(r99),
+                   coreRatioText(coreRatio(d.p99, p.p99)), t99.limitText, t99.met ? "yes" : "NO"])
+        table.add(["p99.9 (µs)", coreFormat(d.percentile(99.9)), coreFormat(f.percentile(99.9)),
+                   coreFormat(p.percentile(99.9)), coreRatioText(coreRatio(d.percentile(99.9), f.percentile(99.9))), "",
+                   "", ""])
+        table.add(["max (µs)", coreFormat(d.max), coreFormat(f.max), coreFormat(p.max), "", "", "", ""])
+        table.print()
+        report.json("getstatus_latency", [
+            ("calls", .int(options.calls)), ("warmup", .int(options.warmup)), ("rounds", .int(rounds)),
+            ("p50_us", .num(d.p50)), ("p99_us", .num(d.p99)), ("p999_us", .num(d.percentile(99.9))), ("max_us", .num(d.max)),
+            ("floor_p50_us", .num(f.p50)), ("floor_p99_us", .num(f.p99)), ("floor_max_us", .num(f.max)),
+            ("peer_p50_us", .num(p.p50)), ("peer_p99_us", .num(p.p99)), ("peer_max_us", .num(p.max)),
+            ("ratio_p50", .num(r50)), ("ratio_p99", .num(r99)),
+            ("peer_ratio_p50", .num(coreRatio(d.p50, p.p50))), ("peer_ratio_p99", .num(coreRatio(d.p99, p.p99))),
+            ("met_p50", .bool(t50.met)), ("met_p99", .bool(t99.met)),
+        ])
+    }
+
+    // MARK: Throughput
+
+    private func throughput() {
+        let targets = [CoreCallTarget.getStatus("location"), CoreCallTarget.floorPing, CoreCallTarget.peerLookup]
+        let k = options.inFlight
+        var table = CoreTable("Throughput: N connections, each on its own queue with \(k) calls in flight, "
+                              + "\(coreFormat(options.seconds)) s per target and N in \(options.rounds) interleaved "
+                              + "windows (calls/s)",
+                              columns: ["connections", "permissionsd", "floor Ping", "peer Lookup", "vs floor", "vs peer",
+                                        "target", "met"])
+        let window = options.seconds / Double(options.rounds)
+        var lines: [[(String, CoreJSON)]] = []
+        for n in options.connections {
+            let pool = CoreLoadPool(address: bus.address, connections: n)
+            // Warm-up: first calls (the daemon identifies each new connection once).
+            for t in targets {
+                let (_, made) = pool.run(t, inFlight: k, seconds: min(0.1, window), settle: 0)
+                if t === targets[0] { daemonCalls += made }
+            }
+            var totals = [Double](repeating: 0, count: targets.count)
+            for r in 0..<options.rounds {
+                for j in 0..<targets.count {
+                    let index = (j + r) % targets.count
+                    let (rate, made) = pool.run(targets[index], inFlight: k, seconds: window, settle: 0.02)
+                    totals[index] += rate
+                    if index == 0 { daemonCalls += made }
+                }
+            }
+            pool.close()
+            let rates = totals.map { $0 / Double(options.rounds) }
+            let rf = coreRatio(rates[0], rates[1])
+            let rp = coreRatio(rates[0], rates[2])
+            var target = ""
+            var met = ""
+            var fields: [(String, CoreJSON)] = [
+                ("connections", .int(n)), ("in_flight", .int(k)), ("seconds", .num(options.seconds)),
+                ("calls_per_s", .num(rates[0], 0)), ("floor_calls_per_s", .num(rates[1], 0)),
+                ("peer_calls_per_s", .num(rates[2], 0)), ("ratio_floor", .num(rf)), ("ratio_peer", .num(rp)),
+            ]
+            if n == 64 {
+                let tf = report.target("throughput at 64 connections vs floor", .atLeast, 0.8, rf, unit: "x")
+                let tp = report.target("throughput at 64 connections vs xdg-permission-store", .atLeast, 2.5, rp, unit: "x")
+                target = "\(tf.limitText) floor, \(tp.limitText) peer"
+                met = "\(tf.met ? "yes" : "NO")/\(tp.met ? "yes" : "NO")"
+                fields += [("met_floor", .bool(tf.met)), ("met_peer", .bool(tp.met))]
+            }
+            table.add(["\(n)", coreFormat(rates[0]), coreFormat(rates[1]), coreFormat(rates[2]), coreRatioText(rf),
+                       coreRatioText(rp), target, met])
+            lines.append(fields)
+        }
+        table.print()
+        for fields in lines { report.json("throughput", fields) }
+    }
+
+    // MARK: Fan-out
+
+    private func fanout() {
+        let collector = CoreFanoutCollector()
+        var table = CoreTable("Signal fan-out: trigger sent -> the last of S subscribers has the signal (µs); "
+                              + "permissionsd: SetDecision -> StatusChanged, floor: Emit -> Tick",
+                              columns: ["subscribers", "permissionsd p50", "floor p50", "vs floor", "permissionsd p99",
+                                        "floor p99", "vs floor", "target", "met"])
+        var triggerTable = CoreTable("Fan-out triggers alone: the trigger's own round trip (reply received), same runs (µs)",
+                                     columns: ["subscribers", "SetDecision p50", "Emit p50", "SetDecision p99", "Emit p99"])
+        let daemonTrigger = { (decision: String) in
+            CoreCallTarget("SetDecision", destination: "org.example.Permissions", path: "/org/example/Permissions",
+                           interface: "org.example.Permissions", member: "SetDecision",
+                           [.string(coreFanoutApp), .string("location"), .string(decision)])
+        }
+        let triggers = [daemonTrigger("authorized"), daemonTrigger("denied")]
+        let floorTrigger = CoreCallTarget("Emit", destination: coreFloorBusName, path: coreFloorPath,
+                                          interface: coreFloorInterface, member: "Emit", [.string(coreFanoutApp)])
+        var decisions = 0
+        var lines: [[(String, CoreJSON)]] = []
+        for s in options.subscribers {
+            var subscribers: [CoreSubscriber] = []
+            for i in 0..<s {
+                subscribers.append(CoreSubscriber(address: bus.address, index: i, app: coreFanoutApp, collector: collector))
+            }
+            corePingBus(subscribers.map(\.connection))
+            let count = s >= 100 ? options.triggersLarge : options.triggers
+            var total: [[Double]] = [[], []]
+            var reply: [[Double]] = [[], []]
+            let warm = 5
+            for i in 0..<(warm + count) {
+                for j in 0..<2 {
+                    let kind = (i + j) % 2  // alternate which goes first
+                    let target = kind == CoreSubscriber.daemonKind ? triggers[decisions % 2] : floorTrigger
+                    if kind == CoreSubscriber.daemonKind { decisions += 1 }
+                    let message = target.message()
+                    collector.expect(kind: kind, subscribers: s)
+                    let t0 = coreNow()
+                    coreCall(client, message)
+                    let t1 = coreNow()
+                    guard let last = collector.wait(seconds: 10) else {
+                        coreFail("\(target.label): only \(collector.arrivedCount) of \(s) subscribers got the signal "
+                                 + "within 10 s")
+                    }
+                    if i >= warm {
+                        total[kind].append(Double(last - t0) / 1000)
+                        reply[kind].append(Double(t1 - t0) / 1000)
+                    }
+                }
+            }
+            for sub in subscribers { sub.close() }
+            let (d, f) = (CoreSamples(total[0]), CoreSamples(total[1]))
+            let (dr, fr) = (CoreSamples(reply[0]), CoreSamples(reply[1]))
+            let r50 = coreRatio(d.p50, f.p50)
+            let r99 = coreRatio(d.p99, f.p99)
+            var target = ""
+            var met = ""
+            var fields: [(String, CoreJSON)] = [
+                ("subscribers", .int(s)), ("triggers", .int(count)),
+                ("p50_us", .num(d.p50)), ("p99_us", .num(d.p99)), ("floor_p50_us", .num(f.p50)),
+                ("floor_p99_us", .num(f.p99)), ("ratio_p50", .num(r50)), ("ratio_p99", .num(r99)),
+                ("trigger_reply_p50_us", .num(dr.p50)), ("floor_trigger_reply_p50_us", .num(fr.p50)),
+                ("trigger_reply_p99_us", .num(dr.p99)), ("floor_trigger_reply_p99_us", .num(fr.p99)),
+                ("strays", .int(collector.strays)),
+            ]
+            if s == 100 {
+                let t = report.target("fan-out to 100 subscribers p50 vs floor signal", .atMost, 1.3, r50, unit: "x")
+                target = t.limitText
+                met = t.met ? "yes" : "NO"
+                fields.append(("met", .bool(t.met)))
+            }
+            table.add(["\(s)", coreFormat(d.p50), coreFormat(f.p50), coreRatioText(r50), coreFormat(d.p99),
+                       coreFormat(f.p99), coreRatioText(r99), target, met])
+            triggerTable.add(["\(s)", coreFormat(dr.p50), coreFormat(fr.p50), coreFormat(dr.p99), coreFormat(fr.p99)])
+            lines.append(fields)
+        }
+        table.print()
+        triggerTable.print()
+        for fields in lines { report.json("fanout", fields) }
+        if collector.strays > 0 { print("note: \(collector.strays) signals arrived that no trigger asked for") }
+    }
+
+    // MARK: RSS over calls
+
+    private func rssOverCalls() {
+        guard let daemon else { return }
+        let warmCalls = daemonCalls
+        let warm = daemon.memory
+        let blastStart = coreNow()
+        var blasted = 0
+        if daemonCalls < options.rssCalls {
+            let pool = CoreLoadPool(address: bus.address, connections: 8)
+            blasted = pool.runUntil(CoreCallTarget.getStatus("location"), inFlight: 16, total: options.rssCalls - daemonCalls)
+            pool.close()
+            daemonCalls += blasted
+        }
+        let blastSeconds = Double(coreNow() - blastStart) / 1e9
+        let after = daemon.memory
+        let idleKiB = idleMemory?.rss ?? 0
+        let warmKiB = warm?.rss ?? 0
+        let afterKiB = after?.rss ?? 0
+        let growth = afterKiB - warmKiB
+        let t = report.target("RSS growth from \(warmCalls) to \(daemonCalls) GetStatus calls", .below, 1, coreMiB(growth),
+                              unit: " MiB")
+        var table = CoreTable("RSS of the long-lived permissionsd over \(daemonCalls) GetStatus calls",
+                              columns: ["point", "GetStatus calls", "VmRSS (MiB)", "RssAnon (MiB)", "RssFile (MiB)"])
+        table.add(["idle, right after start-up", "0", coreFormat(coreMiB(idleKiB)), coreFormat(coreMiB(idleMemory?.anon ?? 0)),
+                   coreFormat(coreMiB(idleMemory?.file ?? 0))])
+        table.add(["after the other sections", "\(warmCalls)", coreFormat(coreMiB(warmKiB)),
+                   coreFormat(coreMiB(warm?.anon ?? 0)), coreFormat(coreMiB(warm?.file ?? 0))])
+        table.add(["after the top-up blast", "\(daemonCalls)", coreFormat(coreMiB(afterKiB)),
+                   coreFormat(coreMiB(after?.anon ?? 0)), coreFormat(coreMiB(after?.file ?? 0))])
+        table.print()
+        let perCall = Double(growth * 1024) / Double(max(1, daemonCalls - warmCalls))
+        print("growth over the last \(daemonCalls - warmCalls) calls: \(growth) KiB (\(String(format: "%.3f", perCall)) "
+              + "bytes per call), target < 1 MiB: \(t.met ? "met" : "MISSED"); since idle: \(afterKiB - idleKiB) KiB. "
+              + "Top-up: \(blasted) calls on 8 connections (16 in flight each) in " + String(format: "%.1f s", blastSeconds)
+              + "; the peer's RSS now: \(peer?.memory.map { "\($0.rss) KiB" } ?? "-")")
+        report.json("rss", [
+            ("idle_kib", .int(idleKiB)), ("warm_calls", .int(warmCalls)), ("warm_kib", .int(warmKiB)),
+            ("calls", .int(daemonCalls)), ("after_kib", .int(afterKiB)), ("growth_kib", .int(growth)),
+            ("growth_since_idle_kib", .int(afterKiB - idleKiB)), ("bytes_per_call", .num(perCall)),
+            ("after_anon_kib", .int(after?.anon ?? 0)), ("threads", .int(daemon.threads)),
+            ("blast_calls", .int(blasted)), ("blast_s", .num(blastSeconds)), ("met", .bool(t.met)),
+        ])
+    }
+}

@@ -1,0 +1,298 @@
+// permissions-bench core: the clients. A blocking caller for round-trip latency,
+// pipelined callers on their own queues for throughput, and signal subscribers for
+// fan-out. The same client code serves permissionsd, the floor and the peer, so
+// whatever the client costs is in every figure alike.
+import DBusKit
+import Foundation
+import Synchronization
+
+/// One method to call over and over.
+final class CoreCallTarget: Sendable {
+    let label: String
+    let destination: String
+    let path: String
+    let interface: String
+    let member: String
+    let arguments: [DBusValue]
+
+    init(_ label: String, destination: String, path: String, interface: String, member: String,
+         _ arguments: [DBusValue] = []) {
+        self.label = label
+        self.destination = destination
+        self.path = path
+        self.interface = interface
+        self.member = member
+        self.arguments = arguments
+    }
+
+    func message() -> Message {
+        do throws(BusError) {
+            let m = try Message.methodCall(destination: destination, path: path, interface: interface, member: member)
+            try m.append(arguments)
+            return m
+        } catch {
+            coreFail("cannot build \(member): \(error)")
+        }
+    }
+
+    static func getStatus(_ permission: String) -> CoreCallTarget {
+        CoreCallTarget("permissionsd GetStatus(\(permission))", destination: "org.example.Permissions",
+                       path: "/org/example/Permissions", interface: "org.example.Permissions", member: "GetStatus",
+                       [.string(permission)])
+    }
+
+    static let floorPing = CoreCallTarget("floor Peer.Ping", destination: coreFloorBusName, path: coreFloorPath,
+                                          interface: "org.freedesktop.DBus.Peer", member: "Ping")
+
+    static let peerLookup = CoreCallTarget("xdg-permission-store Lookup", destination: corePeerBusName,
+                                           path: corePeerPath, interface: corePeerBusName, member: "Lookup",
+                                           [.string("bench"), .string("camera")])
+}
+
+let corePeerBusName = "org.freedesktop.impl.portal.PermissionStore"
+let corePeerPath = "/org/freedesktop/impl/portal/PermissionStore"
+
+/// Opens an unattached connection (blocking calls only), or fails the bench.
+func coreOpenBlocking(_ address: String) -> Connection {
+    do throws(BusError) {
+        return try Connection.open(.address(address))
+    } catch {
+        coreFail("cannot connect to the bench's bus: \(error)")
+    }
+}
+
+/// Calls and checks the reply kind; fails the bench on an error reply.
+@discardableResult
+func coreCall(_ connection: Connection, _ message: Message, timeoutMilliseconds: Int32 = 25_000) -> Message {
+    do throws(BusError) {
+        return try connection.callBlocking(message, timeoutMilliseconds: timeoutMilliseconds)
+    } catch {
+        coreFail("\(message.member ?? "call") to \(message.destination ?? "?") failed: \(error)")
+    }
+}
+
+/// Round trips on one connection, in microseconds: `warmup` unmeasured calls to each
+/// target, then `calls` measured calls to each, in rounds of `roundSize` that rotate
+/// the order so that drift (other load on the machine) hits every target alike.
+func coreLatency(_ connection: Connection, _ targets: [CoreCallTarget], warmup: Int, calls: Int,
+                 roundSize: Int) -> [[Double]] {
+    for target in targets {
+        for _ in 0..<warmup { coreCall(connection, target.message()) }
+    }
+    var samples = [[Double]](repeating: [], count: targets.count)
+    for i in samples.indices { samples[i].reserveCapacity(calls) }
+    var round = 0
+    var done = 0
+    while done < calls {
+        let n = min(roundSize, calls - done)
+        for k in 0..<targets.count {
+            let index = (k + round) % targets.count
+            let target = targets[index]
+            for _ in 0..<n {
+                let message = target.message()
+                let t0 = coreNow()
+                coreCall(connection, message)
+                let t1 = coreNow()
+                samples[index].append(Double(t1 - t0) / 1000)
+            }
+        }
+        done += n
+        round += 1
+    }
+    return samples
+}
+
+// MARK: Throughput
+
+/// Shared switch for the pipelined callers.
+final class CoreLoadControl: Sendable {
+    let running = Atomic<Bool>(false)
+}
+
+/// One connection on its own serial queue keeping `inFlight` calls outstanding: each
+/// reply sends the next call while `control.running` holds.
+///
+/// `@unchecked Sendable`: `target` and the connection are touched only on `queue`;
+/// the counters are atomics.
+final class CoreLoadClient: @unchecked Sendable {
+    let queue: DispatchQueue
+    let connection: Connection
+    let control: CoreLoadControl
+    let group: DispatchGroup
+    let completed = Atomic<Int>(0)
+    let failed = Atomic<Int>(0)
+    private var target: CoreCallTarget?
+
+    init(address: String, index: Int, control: CoreLoadControl, group: DispatchGroup) {
+        queue = DispatchQueue(label: "core.load.\(index)")
+        self.control = control
+        self.group = group
+        let q = queue
+        let opened: Result<Connection, BusError> = q.sync {
+            do throws(BusError) { return .success(try Connection.open(.address(address), queue: q)) } catch {
+                return .failure(error)
+            }
+        }
+        guard case .success(let c) = opened else { coreFail("cannot connect a load client to the bus") }
+        connection = c
+    }
+
+    /// Starts `inFlight` chains of calls to `target` (control.running must be true).
+    func start(_ target: CoreCallTarget, inFlight: Int) {
+        for _ in 0..<inFlight { group.enter() }
+        queue.async {
+            self.target = target
+            for _ in 0..<inFlight { self.send() }
+        }
+    }
+
+    private func send() {
+        guard let target else { return }
+        connection.call(target.message(), timeoutMilliseconds: 60_000) { [self] result in
+            if case .failure = result { failed.wrappingAdd(1, ordering: .relaxed) } else {
+                completed.wrappingAdd(1, ordering: .relaxed)
+            }
+            if control.running.load(ordering: .relaxed) { send() } else { group.leave() }
+        }
+    }
+
+    func close() { queue.sync { connection.close() } }
+}
+
+/// A pool of pipelined callers.
+final class CoreLoadPool {
+    let clients: [CoreLoadClient]
+    let control = CoreLoadControl()
+    let group = DispatchGroup()
+
+    init(address: String, connections: Int) {
+        var list: [CoreLoadClient] = []
+        for i in 0..<connections {
+            list.append(CoreLoadClient(address: address, index: i, control: control, group: group))
+        }
+        clients = list
+    }
+
+    var completed: Int { clients.reduce(0) { $0 + $1.completed.load(ordering: .relaxed) } }
+    var failed: Int { clients.reduce(0) { $0 + $1.failed.load(ordering: .relaxed) } }
+
+    /// Runs `target` for `seconds` after `settle` seconds; returns (calls per second
+    /// in the measured window, every call completed from start to drain).
+    func run(_ target: CoreCallTarget, inFlight: Int, seconds: Double, settle: Double) -> (Double, Int) {
+        let before = completed
+        control.running.store(true, ordering: .relaxed)
+        for c in clients { c.start(target, inFlight: inFlight) }
+        if settle > 0 { coreSleep(settle) }
+        let c0 = completed
+        let t0 = coreNow()
+        coreSleep(seconds)  // the measuring window, not a synchronisation
+        let c1 = completed
+        let t1 = coreNow()
+        control.running.store(false, ordering: .relaxed)
+        guard group.wait(timeout: .now() + 60) == .success else { coreFail("\(target.label): calls did not drain") }
+        if failed > 0 { coreFail("\(target.label): \(failed) calls failed") }
+        return (Double(c1 - c0) / (Double(t1 - t0) / 1e9), completed - before)
+    }
+
+    /// Runs `target` until at least `total` calls have completed; returns how many did.
+    func runUntil(_ target: CoreCallTarget, inFlight: Int, total: Int) -> Int {
+        let before = completed
+        control.running.store(true, ordering: .relaxed)
+        for c in clients { c.start(target, inFlight: inFlight) }
+        let deadline = coreNow() + 600 * 1_000_000_000
+        while completed - before < total {
+            if coreNow() > deadline { coreFail("\(target.label): \(total) calls took more than 10 minutes") }
+            coreSleep(0.005)
+        }
+        control.running.store(false, ordering: .relaxed)
+        guard group.wait(timeout: .now() + 60) == .success else { coreFail("\(target.label): calls did not drain") }
+        if failed > 0 { coreFail("\(target.label): \(failed) calls failed") }
+        return completed - before
+    }
+
+    func close() { for c in clients { c.close() } }
+}
+
+func coreSleep(_ seconds: Double) {
+    var ts = timespec(tv_sec: Int(seconds), tv_nsec: Int((seconds - Double(Int(seconds))) * 1e9))
+    var left = timespec()
+    while nanosleep(&ts, &left) != 0, errno == EINTR { ts = left }
+}
+
+// MARK: Fan-out
+
+/// Counts the subscribers that got the signal of the current trigger and keeps the
+/// time of the last one. `@unchecked Sendable`: state under `lock`.
+final class CoreFanoutCollector: @unchecked Sendable {
+    private let lock = NSLock()
+    private let done = DispatchSemaphore(value: 0)
+    private var kind = -1
+    private var expected = 0
+    private var arrived = 0
+    private var last: UInt64 = 0
+    private(set) var strays = 0
+
+    func expect(kind: Int, subscribers: Int) {
+        lock.withLock {
+            self.kind = kind
+            expected = subscribers
+            arrived = 0
+            last = 0
+        }
+    }
+
+    func arrived(kind: Int, at: UInt64) {
+        let complete: Bool = lock.withLock {
+            guard kind == self.kind, arrived < expected else {
+                strays += 1
+                return false
+            }
+            arrived += 1
+            last = max(last, at)
+            return arrived == expected
+        }
+        if complete { done.signal() }
+    }
+
+    /// The time the last subscriber got the signal, or nil after `seconds`.
+    func wait(seconds: Double) -> UInt64? {
+        guard done.wait(timeout: .now() + seconds) == .success else { return nil }
+        return lock.withLock { last }
+    }
+
+    var arrivedCount: Int { lock.withLock { arrived } }
+}
+
+/// One subscriber connection on its own queue, with a match rule for the daemon's
+/// StatusChanged and one for the floor's Tick, both for one app id (arg0).
+final class CoreSubscriber: @unchecked Sendable {
+    static let daemonKind = 0
+    static let floorKind = 1
+    let queue: DispatchQueue
+    let connection: Connection
+
+    init(address: String, index: Int, app: String, collector: CoreFanoutCollector) {
+        queue = DispatchQueue(label: "core.sub.\(index)")
+        let q = queue
+        let opened: Result<Connection, BusError> = q.sync {
+            do throws(BusError) {
+                let c = try Connection.open(.address(address), queue: q)
+                c.subscribe(SignalMatch(sender: "org.example.Permissions", path: "/org/example/Permissions",
+                                        interface: "org.example.Permissions", member: "StatusChanged", arg0: app)) { _ in
+                    collector.arrived(kind: CoreSubscriber.daemonKind, at: coreNow())
+                }
+                c.subscribe(SignalMatch(sender: coreFloorBusName, path: coreFloorPath, interface: coreFloorInterface,
+                                        member: "Tick", arg0: app)) { _ in
+                    collector.arrived(kind: CoreSubscriber.floorKind, at: coreNow())
+                }
+                return .success(c)
+            } catch {
+                return .failure(error)
+            }
+        }
+        guard case .success(let c) = opened else { coreFail("cannot connect a subscriber to the bus") }
+        connection = c
+    }
+
+    func close() { queue.sync { connection.close() } }
+}

@@ -1,0 +1,39 @@
+// permissions-bench floor-service: the floor that permissionsd is measured
+// against. The least a D-Bus service on libdbus can do: one thread, one unattached
+// connection, `dbus_connection_read_write_dispatch` in a loop. libdbus itself
+// answers org.freedesktop.DBus.Peer.Ping (before any filter runs), so a Ping is the
+// cheapest method call there is; `Emit(s)` emits the plain signal
+// org.example.BenchFloor.Tick(s) and replies, the floor for signal fan-out.
+import DBusKit
+import Foundation
+
+let coreFloorBusName = "org.example.BenchFloor"
+let coreFloorPath = "/org/example/BenchFloor"
+let coreFloorInterface = "org.example.BenchFloor"
+
+func runCoreFloorService(_ arguments: [String]) -> Never {
+    guard arguments.count == 2, arguments[0] == "--address" else {
+        FileHandle.standardError.write("usage: permissions-bench floor-service --address ADDRESS\n".data(using: .utf8)!)
+        exit(2)
+    }
+    do throws(BusError) {
+        let connection = try Connection.open(.address(arguments[1]))
+        connection.enableRouting()
+        let emit = Method("Emit", input: "s") { call in
+            try? connection.emitSignal(path: coreFloorPath, interface: coreFloorInterface, member: "Tick",
+                                       [call.arguments[0]])
+            call.reply()
+        }
+        connection.export(ExportedObject(path: coreFloorPath, interfaces: [Interface(coreFloorInterface, methods: [emit])],
+                                         introspection: ""))
+        guard try connection.requestName(coreFloorBusName) == .primaryOwner else {
+            FileHandle.standardError.write("floor-service: \(coreFloorBusName) is taken\n".data(using: .utf8)!)
+            exit(1)
+        }
+        while connection.readWriteDispatch(timeoutMilliseconds: -1) {}
+        exit(0)
+    } catch {
+        FileHandle.standardError.write("floor-service: \(error)\n".data(using: .utf8)!)
+        exit(1)
+    }
+}

@@ -34,6 +34,8 @@ public final class Connection: @unchecked Sendable {
     private var nextSubscriptionID = 0
     /// Called once if the bus daemon closes the connection.
     public var onDisconnect: (() -> Void)?
+    /// Serves the socket of an attached connection.
+    var ioThread: IOThread?
 
     struct Subscription {
         let match: SignalMatch
@@ -76,8 +78,10 @@ public final class Connection: @unchecked Sendable {
     private func attach() {
         let me = Unmanaged.passUnretained(self).toOpaque()
         _ = dbus_connection_add_filter(raw, connectionFilter, me, nil)
-        _ = dbus_connection_set_watch_functions(raw, mainLoopAddWatch, mainLoopRemoveWatch,
-                                                mainLoopToggleWatch, me, nil)
+        let thread = IOThread(connection: self)
+        ioThread = thread
+        _ = dbus_connection_set_watch_functions(raw, ioAddWatch, ioRemoveWatch, ioToggleWatch, me, nil)
+        thread.start()
         _ = dbus_connection_set_timeout_functions(raw, mainLoopAddTimeout, mainLoopRemoveTimeout,
                                                   mainLoopToggleTimeout, me, nil)
         dbus_connection_set_dispatch_status_function(raw, mainLoopDispatchStatusChanged, me, nil)
@@ -89,6 +93,7 @@ public final class Connection: @unchecked Sendable {
     public func close() {
         assertOnQueue()
         if attached {
+            ioThread?.stop()
             _ = dbus_connection_set_watch_functions(raw, nil, nil, nil, nil, nil)
             _ = dbus_connection_set_timeout_functions(raw, nil, nil, nil, nil, nil)
             dbus_connection_set_dispatch_status_function(raw, nil, nil, nil)
@@ -100,6 +105,7 @@ public final class Connection: @unchecked Sendable {
     /// so a connection nobody closed is closed here. Nothing else can use it now;
     /// removing the watch functions first cancels our dispatch sources.
     deinit {
+        ioThread?.stop()
         if dbus_connection_get_is_connected(raw) != 0 {
             if attached {
                 _ = dbus_connection_set_watch_functions(raw, nil, nil, nil, nil, nil)

@@ -2,65 +2,13 @@ internal import CDBus
 import Dispatch
 
 // Runs a libdbus connection on a serial DispatchQueue: libdbus tells us which file
-// descriptors to watch and which timeouts to arm (DBusWatch, DBusTimeout); we turn
-// them into dispatch sources on the connection's queue. Nothing polls and nothing
-// blocks: a peer that does not read its socket only fills libdbus's outgoing queue.
+// descriptors to watch and which timeouts to arm (DBusWatch, DBusTimeout). The
+// watches are served by the connection's I/O thread (IOThread.swift), the timeouts
+// by dispatch timers on the queue. Nothing spins and nothing blocks on a peer: a
+// peer that does not read its socket only fills libdbus's outgoing queue.
 //
 // libdbus calls these functions from inside its own calls, and every libdbus call on
 // a connection happens on that connection's queue, so all of this runs there.
-
-/// The dispatch sources that serve one `DBusWatch`.
-final class WatchSources {
-    let watch: OpaquePointer
-    unowned let connection: Connection
-    var read: (any DispatchSourceRead)?
-    var write: (any DispatchSourceWrite)?
-
-    init(watch: OpaquePointer, connection: Connection) {
-        self.watch = watch
-        self.connection = connection
-    }
-
-    /// Matches the sources to the watch's current flags and enabled state.
-    func update() {
-        let fd = dbus_watch_get_unix_fd(watch)
-        let enabled = dbus_watch_get_enabled(watch) != 0
-        let flags = dbus_watch_get_flags(watch)
-        let wantRead = enabled && flags & DBUS_WATCH_READABLE.rawValue != 0
-        let wantWrite = enabled && flags & DBUS_WATCH_WRITABLE.rawValue != 0
-        if wantRead, read == nil {
-            let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: connection.queue)
-            source.setEventHandler { [unowned self] in self.handle(DBUS_WATCH_READABLE.rawValue) }
-            source.resume()
-            read = source
-        } else if !wantRead, let source = read {
-            source.cancel()
-            read = nil
-        }
-        if wantWrite, write == nil {
-            let source = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: connection.queue)
-            source.setEventHandler { [unowned self] in self.handle(DBUS_WATCH_WRITABLE.rawValue) }
-            source.resume()
-            write = source
-        } else if !wantWrite, let source = write {
-            source.cancel()
-            write = nil
-        }
-    }
-
-    func cancel() {
-        read?.cancel()
-        write?.cancel()
-        read = nil
-        write = nil
-    }
-
-    private func handle(_ flag: UInt32) {
-        let c = connection  // handling may remove this watch; keep what we need
-        _ = dbus_watch_handle(watch, flag)
-        c.dispatchPending()
-    }
-}
 
 /// The timer that serves one `DBusTimeout`.
 final class TimeoutSource {
@@ -103,34 +51,10 @@ private func connection(_ data: UnsafeMutableRawPointer?) -> Connection {
     Unmanaged<Connection>.fromOpaque(data!).takeUnretainedValue()
 }
 
-private func releaseWatchSources(_ data: UnsafeMutableRawPointer?) {
-    guard let data else { return }
-    let sources = Unmanaged<WatchSources>.fromOpaque(data).takeRetainedValue()
-    sources.cancel()
-}
-
 private func releaseTimeoutSource(_ data: UnsafeMutableRawPointer?) {
     guard let data else { return }
     let source = Unmanaged<TimeoutSource>.fromOpaque(data).takeRetainedValue()
     source.cancel()
-}
-
-func mainLoopAddWatch(_ watch: OpaquePointer?, _ data: UnsafeMutableRawPointer?) -> dbus_bool_t {
-    guard let watch else { return 0 }
-    let sources = WatchSources(watch: watch, connection: connection(data))
-    dbus_watch_set_data(watch, Unmanaged.passRetained(sources).toOpaque(), releaseWatchSources)
-    sources.update()
-    return 1
-}
-
-func mainLoopRemoveWatch(_ watch: OpaquePointer?, _ data: UnsafeMutableRawPointer?) {
-    guard let watch else { return }
-    dbus_watch_set_data(watch, nil, nil)  // runs releaseWatchSources
-}
-
-func mainLoopToggleWatch(_ watch: OpaquePointer?, _ data: UnsafeMutableRawPointer?) {
-    guard let watch, let raw = dbus_watch_get_data(watch) else { return }
-    Unmanaged<WatchSources>.fromOpaque(raw).takeUnretainedValue().update()
 }
 
 func mainLoopAddTimeout(_ timeout: OpaquePointer?, _ data: UnsafeMutableRawPointer?) -> dbus_bool_t {
@@ -157,6 +81,8 @@ func mainLoopDispatchStatusChanged(_ raw: OpaquePointer?, _ status: DBusDispatch
                                    _ data: UnsafeMutableRawPointer?) {
     guard status == DBUS_DISPATCH_DATA_REMAINS else { return }
     let c = connection(data)
+    // The I/O thread dispatches right after handling input; no need to ask.
+    if c.ioThread?.inIO == true { return }
     c.queue.async { c.dispatchPending() }
 }
 

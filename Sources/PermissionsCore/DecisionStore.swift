@@ -85,8 +85,11 @@ public final class DecisionStore {
             sqlite3_close(handle)
             throw StoreError(message: message, code: rc & 0xff)
         }
-        // Schema version 1 had no expires_at.
+        // Schema version 1 had no expires_at (an error here means the column exists).
         sqlite3_exec(handle, "ALTER TABLE decisions ADD COLUMN expires_at INTEGER", nil, nil, nil)
+        // Start-up and the expiry timer look for decisions that expire: index only those.
+        sqlite3_exec(handle, "CREATE INDEX IF NOT EXISTS decisions_expiry ON decisions (expires_at) "
+                     + "WHERE expires_at IS NOT NULL", nil, nil, nil)
         return handle
     }
 

@@ -121,44 +121,18 @@ private func bzNow() -> UInt64 {
 
 // MARK: What happened, when
 
-/// StatusChanged signals with their times, recorded on the listener's queue.
-///
-/// `@unchecked Sendable`: `events` is only touched under `condition`'s lock.
-private final class BZTimeline: @unchecked Sendable {
-    enum Event {
-        case status(String, at: UInt64)
-    }
+/// What the bench's listener saw: StatusChanged signals with their times.
+private enum BZEvent {
+    case status(String, at: UInt64)
+}
 
-    private let condition = NSCondition()
-    private var events: [Event] = []
+private typealias BZTimeline = Timeline<BZEvent>
 
-    func record(_ event: Event) {
-        condition.lock()
-        events.append(event)
-        condition.broadcast()
-        condition.unlock()
-    }
-
-    var count: Int {
-        condition.lock()
-        defer { condition.unlock() }
-        return events.count
-    }
-
-    /// Waits (10 s at most) for the first event from index `from` on that `match`
-    /// accepts, and returns what it returned.
+private extension Timeline where Event == BZEvent {
+    /// The first matching event from `from` on, within 10 s, or the bench fails.
     func first<T>(from: Int, _ what: String, _ match: (Event) -> T?) -> T {
-        let deadline = Date().addingTimeInterval(10)
-        condition.lock()
-        defer { condition.unlock() }
-        var scanned = from
-        while true {
-            while scanned < events.count {
-                if let found = match(events[scanned]) { return found }
-                scanned += 1
-            }
-            if !condition.wait(until: deadline) { bzFail("no \(what) within 10 s") }
-        }
+        guard let found = first(from: from, timeout: 10, match) else { bzFail("no \(what) within 10 s") }
+        return found
     }
 }
 
@@ -329,7 +303,7 @@ private final class BZWorld: @unchecked Sendable {
     /// stamped when dispatched. Returns after a round trip to the bus, after which
     /// the match rule is in force.
     private func listen(_ address: String, _ match: SignalMatch,
-                        _ event: @escaping @Sendable (Message, UInt64) -> BZTimeline.Event?) {
+                        _ event: @escaping @Sendable (Message, UInt64) -> BZEvent?) {
         let queue = DispatchQueue(label: "bench.listen.\(listeners.count)")
         let timeline = timeline
         let connection: Connection = queue.sync {

@@ -142,48 +142,19 @@ private func monotonicNow() -> UInt64 {
 // MARK: What happened, when
 
 /// Registry events and signals with their times, from two threads.
-///
-/// `@unchecked Sendable`: `events` is only touched under `condition`'s lock.
-private final class BenchTimeline: @unchecked Sendable {
-    enum Event {
-        case appeared(name: String, id: UInt32, at: UInt64)
-        case removed(id: UInt32, at: UInt64)
-        case signal(permission: String, status: String, at: UInt64)
-    }
+private enum PWEvent {
+    case appeared(name: String, id: UInt32, at: UInt64)
+    case removed(id: UInt32, at: UInt64)
+    case signal(permission: String, status: String, at: UInt64)
+}
 
-    private let condition = NSCondition()
-    private var events: [Event] = []
+private typealias BenchTimeline = Timeline<PWEvent>
 
-    func record(_ event: Event) {
-        condition.lock()
-        events.append(event)
-        condition.broadcast()
-        condition.unlock()
-    }
-
-    var count: Int {
-        condition.lock()
-        defer { condition.unlock() }
-        return events.count
-    }
-
-    /// Waits (5 s at most) for the first event from index `from` on that `match`
-    /// accepts, and returns what it returned; fails the bench (outside the lock,
-    /// which PipeWire's thread needs to finish) if none comes.
+private extension Timeline where Event == PWEvent {
+    /// The first matching event from `from` on, within 5 s, or the bench fails
+    /// (outside the lock, which PipeWire's thread needs to finish).
     func first<T>(from: Int, _ what: String, _ match: (Event) -> T?) -> T {
-        let deadline = Date().addingTimeInterval(5)
-        condition.lock()
-        var scanned = from
-        var found: T?
-        while found == nil {
-            while found == nil, scanned < events.count {
-                found = match(events[scanned])
-                scanned += 1
-            }
-            if found == nil, !condition.wait(until: deadline) { break }
-        }
-        condition.unlock()
-        guard let found else { benchFail("no \(what) within 5 s") }
+        guard let found = first(from: from, timeout: 5, match) else { benchFail("no \(what) within 5 s") }
         return found
     }
 }

@@ -16,6 +16,11 @@ extension PipeWireWatcher {
     /// One attempt, which never blocks: PipeWire's client socket is non-blocking,
     /// and connect(2) to a Unix socket succeeds or fails at once.
     func attemptConnection() {
+        // A context loads libpipewire's modules and configuration (about 3 MiB): make
+        // it only once there is a socket to connect to.
+        if context == nil, let socket = Self.socketPath(), access(socket, F_OK) != 0 {
+            return attemptFailed(errno, "PipeWire is not reachable at \(socket)")
+        }
         if context == nil {
             // Reads client.conf: the native protocol and client defaults, no RT module.
             context = pw_context_new(loop, nil, 0)
@@ -36,6 +41,19 @@ extension PipeWireWatcher {
         registryListener.register { cpw_registry_add_listener(registry, $0, $1, data) }
         syncSeq = cpw_core_sync(core, UInt32(PW_ID_CORE), 0)
         setPhase(.connecting)
+    }
+
+    /// Where libpipewire would connect with no properties given: PIPEWIRE_REMOTE (a
+    /// path, or a name), else "pipewire-0", in PIPEWIRE_RUNTIME_DIR, else
+    /// XDG_RUNTIME_DIR. nil when that cannot be told (libpipewire then decides).
+    static func socketPath() -> String? {
+        func env(_ name: String) -> String? {
+            getenv(name).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
+        }
+        let name = env("PIPEWIRE_REMOTE") ?? "pipewire-0"
+        if name.hasPrefix("/") { return name }
+        guard let directory = env("PIPEWIRE_RUNTIME_DIR") ?? env("XDG_RUNTIME_DIR") else { return nil }
+        return directory + "/" + name
     }
 
     /// Stay unsupported and try again after the next delay.

@@ -296,10 +296,17 @@ public struct SignalMatch: Sendable {
         return parts.joined(separator: ",")
     }
 
-    /// `sender` is compared only when it is a unique name: messages carry the
-    /// sender's unique name, never the well-known one.
+    /// `sender` is compared when it is a unique name or the bus driver
+    /// (org.freedesktop.DBus, the one well-known name messages carry as sender);
+    /// other well-known names cannot be checked here and need the caller's own
+    /// check of the owner's unique name. Signals addressed to us alone
+    /// (a destination set) are never taken: a match rule is for broadcasts, and
+    /// any peer can send a unicast signal that looks like one.
     func matches(_ message: Message) -> Bool {
-        if let sender, sender.hasPrefix(":"), message.sender != sender { return false }
+        if message.destination != nil { return false }
+        if let sender, sender.hasPrefix(":") || sender == "org.freedesktop.DBus", message.sender != sender {
+            return false
+        }
         if let path, message.path != path { return false }
         if let interface, message.interface != interface { return false }
         if let member, message.member != member { return false }

@@ -123,6 +123,12 @@ enum ObjectRouter {
     static func dispatch(_ message: Message, objects: [String: ExportedObject], connection: Connection) {
         let path = message.path ?? "/"
         let member = message.member ?? ""
+        // No method here takes file descriptors; a message carrying some would hold
+        // them open for as long as the call waits (a prompt, polkit).
+        if message.containsUnixFDs {
+            return MethodCall(message: message, arguments: [], connection: connection)
+                .fail(BusError(BusError.invalidArgs, "file descriptors are not accepted"))
+        }
         let arguments = message.arguments()
         let call = MethodCall(message: message, arguments: arguments, connection: connection)
 

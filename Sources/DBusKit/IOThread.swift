@@ -15,10 +15,11 @@ import Dispatch
 /// Everything libdbus does still happens on the connection's queue, as before; this
 /// thread only waits and then enters the queue.
 ///
-/// `@unchecked Sendable`: `watches` and `stopped` are guarded by `mutex`; `inIO` is
-/// touched only on the connection's queue.
+/// `@unchecked Sendable`: `watches`, `stopped` and `connection` are guarded by
+/// `mutex`; `inIO` is touched only on the connection's queue.
 final class IOThread: @unchecked Sendable {
-    unowned let connection: Connection
+    /// Weak: the connection may go while the thread sits in poll.
+    private weak var connection: Connection?
     private var mutex = pthread_mutex_t()
     /// Enabled watches and what to poll them for (under `mutex`).
     private var watches: [OpaquePointer: (fd: Int32, events: Int16)] = [:]
@@ -53,14 +54,23 @@ final class IOThread: @unchecked Sendable {
     /// Ends the thread at its next wake-up; it handles nothing more.
     func stop() {
         pthread_mutex_lock(&mutex)
+        let already = stopped
         stopped = true
         pthread_mutex_unlock(&mutex)
-        wake()
+        if !already { wake() }
     }
 
+    /// The pipe stays open until this object goes (the thread holds it while it
+    /// runs), so a late wake never writes to a reused descriptor.
     private func wake() {
         var byte: UInt8 = 1
         _ = write(wakeWrite, &byte, 1)
+    }
+
+    deinit {
+        close(wakeRead)
+        close(wakeWrite)
+        pthread_mutex_destroy(&mutex)
     }
 
     /// Records a watch's state (called by libdbus, on the queue).
@@ -73,9 +83,10 @@ final class IOThread: @unchecked Sendable {
         let enabled = !removed && dbus_watch_get_enabled(watch) != 0 && events != 0
         pthread_mutex_lock(&mutex)
         watches[watch] = enabled ? (fd, events) : nil
+        let stopped = self.stopped
         pthread_mutex_unlock(&mutex)
         // While handling input, the thread rebuilds its poll set right after.
-        if !inIO { wake() }
+        if !inIO, !stopped { wake() }
     }
 
     fileprivate func run() {
@@ -101,7 +112,10 @@ final class IOThread: @unchecked Sendable {
                 if flags != 0 { ready.append((entry.key, flags)) }
             }
             if ready.isEmpty { continue }
-            let connection = self.connection
+            pthread_mutex_lock(&mutex)
+            let current = stopped ? nil : self.connection
+            pthread_mutex_unlock(&mutex)
+            guard let connection = current else { break }
             connection.queue.sync {
                 // A watch removed since the poll must not be touched: libdbus freed it.
                 pthread_mutex_lock(&mutex)
@@ -114,8 +128,6 @@ final class IOThread: @unchecked Sendable {
                 inIO = false
             }
         }
-        close(wakeRead)
-        close(wakeWrite)
     }
 }
 

@@ -84,6 +84,7 @@ public final class Message: @unchecked Sendable {
     public var errorName: String? { dbus_message_get_error_name(raw).map { String(cString: $0) } }
     public var noReplyExpected: Bool { dbus_message_get_no_reply(raw) != 0 }
     public var serial: UInt32 { dbus_message_get_serial(raw) }
+    public var containsUnixFDs: Bool { dbus_message_contains_unix_fds(raw) != 0 }
 
     /// Appends values in order. Values are validated first, so a bad string or
     /// object path is a thrown error rather than a libdbus assertion.

@@ -112,7 +112,11 @@ public struct IdentityReader: Sendable {
     /// a symbolic link (which could point out of the sandbox at a file the app chose).
     func flatpakInfo(_ base: String) -> FlatpakInfo {
         let root = open(base + "/root", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard root >= 0 else { return .absent }
+        // Only "no such process entry" may count as not sandboxed: a root we may not
+        // open could hide a .flatpak-info, and must not pass for a host app.
+        guard root >= 0 else {
+            return errno == ENOENT ? .absent : .refused("cannot open the process's root: \(String(cString: strerror(errno)))")
+        }
         defer { close(root) }
         // O_NONBLOCK: a FIFO planted there must not block the daemon in open().
         let fd = openat(root, ".flatpak-info", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)

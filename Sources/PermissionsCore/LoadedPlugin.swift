@@ -32,6 +32,8 @@ public final class LoadedPlugin: @unchecked Sendable {
     var descriptor: UnsafePointer<permissions_plugin>?
     private var state: UnsafeMutableRawPointer?
     private var host: UnsafeMutablePointer<permissions_host>?
+    /// init returned 0: fini is owed (callQueue only).
+    private var started = false
 
     /// What host calls from plugin threads share with the daemon.
     struct Shared {
@@ -43,9 +45,11 @@ public final class LoadedPlugin: @unchecked Sendable {
         /// costs the daemon one apply per permission, not one per publication.
         var pending: [String: Snapshot] = [:]
         var drainScheduled = false
-        /// Flood detection over one-second windows.
+        /// Flood detection over one-second windows, one for publications and one
+        /// for log lines.
         var windowStart: UInt64 = 0
         var publishedInWindow = 0
+        var logWindowStart: UInt64 = 0
         var loggedInWindow = 0
         var suppressedLogs = 0
         var flooded = false
@@ -83,18 +87,28 @@ public final class LoadedPlugin: @unchecked Sendable {
             return "not a loadable library (\(dlerror().map { String(cString: $0) } ?? "dlopen failed"))"
         }
         self.handle = handle
+        // glibc hands back an object it has loaded before by path, and plugins are
+        // never unloaded: a file replaced at the same path runs the old code.
+        if !loadedHandles.withLock({ $0.insert(UInt(bitPattern: handle)).inserted }) {
+            logWarning("plugin \(path): this path was loaded before in this process; the dynamic loader "
+                       + "gives back the code loaded then. Restart permissionsd to run the new file")
+        }
         guard let symbol = dlsym(handle, PERMISSIONS_PLUGIN_ENTRY) else {
             return "no entry symbol \(PERMISSIONS_PLUGIN_ENTRY)"
         }
         let entry = unsafeBitCast(symbol, to: permissions_plugin_entry_fn.self)
         guard let descriptor = entry() else { return "the entry point returned NULL" }
+        // The first two fields only, until the size says the rest is there.
+        let head = UnsafeRawPointer(descriptor)
+        let version = head.loadUnaligned(as: UInt32.self)
+        let size = head.loadUnaligned(fromByteOffset: 4, as: UInt32.self)
+        guard version == PERMISSIONS_PLUGIN_ABI_VERSION else {
+            return "ABI version \(version), this daemon supports \(PERMISSIONS_PLUGIN_ABI_VERSION)"
+        }
+        guard Int(size) >= MemoryLayout<permissions_plugin>.size else {
+            return "descriptor of \(size) bytes is smaller than ABI 1's \(MemoryLayout<permissions_plugin>.size)"
+        }
         let d = descriptor.pointee
-        guard d.abi_version == PERMISSIONS_PLUGIN_ABI_VERSION else {
-            return "ABI version \(d.abi_version), this daemon supports \(PERMISSIONS_PLUGIN_ABI_VERSION)"
-        }
-        guard Int(d.struct_size) >= MemoryLayout<permissions_plugin>.size else {
-            return "descriptor of \(d.struct_size) bytes is smaller than ABI 1's \(MemoryLayout<permissions_plugin>.size)"
-        }
         let declaredName = d.name.map { String(cString: $0) } ?? ""
         guard declaredName == name else {
             return "it calls itself \"\(declaredName.escapedForMessage)\", the file name says \"\(name)\""
@@ -112,30 +126,32 @@ public final class LoadedPlugin: @unchecked Sendable {
         }
         guard d.`init` != nil else { return "the descriptor has no init function" }
         self.descriptor = descriptor
-        let version = d.version.map { String(cString: $0) } ?? ""
+        let pluginVersion = d.version.map { String(cString: $0) } ?? ""
         let declared = permissions
         shared.withLock { $0.declared = Set(declared) }
         daemonQueue.async { [self] in
-            info.version = version
+            info.version = pluginVersion
             info.permissions = declared
         }
         return nil
     }
 
-    /// Calls init with a fresh host struct. The struct holds an unretained pointer to
-    /// this object, which the host keeps alive for the life of the process.
+    /// Calls init with a fresh host struct. The struct holds a reference to this
+    /// object that is never released, like the library is never unloaded: a plugin
+    /// thread that calls the host after fini must find it and be told -ESHUTDOWN.
     func start() -> Int32 {
         let host = UnsafeMutablePointer<permissions_host>.allocate(capacity: 1)
         host.initialize(to: permissions_host(
             abi_version: PERMISSIONS_PLUGIN_ABI_VERSION,
             struct_size: UInt32(MemoryLayout<permissions_host>.size),
-            host_data: Unmanaged.passUnretained(self).toOpaque(),
+            host_data: Unmanaged.passRetained(self).toOpaque(),
             log: hostLog,
             publish: hostPublish))
         self.host = host
         var newState: UnsafeMutableRawPointer? = nil
         let rc = descriptor!.pointee.`init`!(host, &newState)
         state = newState
+        started = rc == 0
         return rc
     }
 
@@ -162,9 +178,10 @@ public final class LoadedPlugin: @unchecked Sendable {
 
     /// fini, after which the plugin must not call the host (and is ignored if it does).
     func stop() {
-        guard descriptor != nil, host != nil else { return }
-        descriptor?.pointee.fini?(state)
         closeHostCalls()
+        guard started else { return }
+        started = false
+        descriptor?.pointee.fini?(state)
     }
 
     /// From now on, host calls are ignored.
@@ -187,9 +204,10 @@ public final class LoadedPlugin: @unchecked Sendable {
             daemonQueue.async { [self] in misbehaved?(self, "it published a snapshot outside the ABI") }
             return -EINVAL
         }
-        let now = monotonicNanoseconds()
         let (schedule, flooded) = shared.withLock { shared -> (Bool, Bool) in
-            if now - shared.windowStart > 1_000_000_000 {
+            // Read under the lock: another thread may have moved the window on.
+            let now = monotonicNanoseconds()
+            if now &- shared.windowStart > 1_000_000_000 {
                 shared.windowStart = now
                 shared.publishedInWindow = 0
             }
@@ -226,11 +244,10 @@ public final class LoadedPlugin: @unchecked Sendable {
 
     /// Logs a plugin's line, at most `maxLogLinesPerSecond` a second.
     func log(_ priority: Int32, _ message: String) {
-        let now = monotonicNanoseconds()
         let (allowed, suppressed) = shared.withLock { s -> (Bool, Int) in
-            if now - s.windowStart > 1_000_000_000 {
-                s.windowStart = now
-                s.publishedInWindow = 0
+            let now = monotonicNanoseconds()
+            if now &- s.logWindowStart > 1_000_000_000 {
+                s.logWindowStart = now
                 s.loggedInWindow = 0
             }
             s.loggedInWindow += 1
@@ -247,6 +264,9 @@ public final class LoadedPlugin: @unchecked Sendable {
         Log.shared.log(level, "plugin \(name): \(message.escapedForLog)")
     }
 }
+
+/// Every library handle dlopen has given us (see LoadedPlugin.open).
+private let loadedHandles = Mutex(Set<UInt>())
 
 func monotonicNanoseconds() -> UInt64 {
     var ts = timespec()

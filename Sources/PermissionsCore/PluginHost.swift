@@ -182,7 +182,6 @@ public final class PluginHost: @unchecked Sendable {
                 self.reject(plugin, "permission \"\(clash)\" is already provided by plugin \"\(owner.name)\"")
                 return done()
             }
-            let config = self.config
             self.call(plugin, "init", { plugin.start() }, then: { [unowned self] rc in
                 // It may have been given up on during init (it broke the ABI, say).
                 guard plugin.info.state == .loading else { return done() }
@@ -197,7 +196,7 @@ public final class PluginHost: @unchecked Sendable {
                     self.onChange?(plugin)
                     return done()
                 }
-                self.configure(plugin, config)
+                self.configure(plugin, self.config)  // the newest: it may have changed during init
                 plugin.info.state = .loaded
                 logInfo("plugin \(name) \(plugin.info.version) loaded from \(path): "
                         + plugin.info.permissions.joined(separator: ", "))

@@ -96,11 +96,13 @@ extension PermissionsService {
     func settle(_ prompt: Prompt, _ answer: AgentAnswer, _ expiresAt: Int64?, _ agent: Agent) -> Status {
         let (app, permission) = (prompt.app, prompt.permission)
         let before = status(app: app, permission: permission)
+        // Decided meanwhile (an admin, a config lock, a device gone): the newer fact wins.
+        guard before == .notDetermined else { return before }
         let setBy = "user via agent \(agent.owner)"
         do {
             switch answer {
             case .allowOnce:
-                return before == .notDetermined ? .authorized : before
+                return .authorized
             case .allowSession:
                 sessionGrants[app + "\0" + permission] = Set(prompt.waiters.map(\.sender))
             case .allowAlways:

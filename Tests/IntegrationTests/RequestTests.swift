@@ -160,6 +160,45 @@ import Testing
         #expect(try status("location", app: app) == "s \"not-determined\"\n")
     }
 
+    @Test func forgedNameOwnerChangedEndsNothing() throws {
+        let agent = try TestAgent(bus: bus)
+        agent.autoAnswer = "allow-session"
+        let requester = try Connection.open(.address(bus.address))
+        let message = try Message.methodCall(destination: "org.example.Permissions", path: "/org/example/Permissions",
+                                             interface: "org.example.Permissions", member: "Request")
+        try message.append(.string("location"), .vardict([]))
+        #expect(try requester.callBlocking(message).arguments() == [.string("authorized")])
+        let app = agent.received[0].app
+        // Any peer can emit a signal that looks like the bus driver's: it must not
+        // end the grant (nor unregister the agent).
+        let forged = try daemon.busctl(["emit", "/org/freedesktop/DBus", "org.freedesktop.DBus", "NameOwnerChanged",
+                                        "sss", requester.uniqueName, requester.uniqueName, ""])
+        #expect(forged.status == 0, "\(forged.stderr)")
+        #expect(try daemon.ctl("grant", "org.example.Fence", "notifications").status == 0)
+        try monitor.waitFor { $0 == statusLine(app: "org.example.Fence", "notifications", "authorized") }
+        #expect(try status("location", app: app) == "s \"authorized\"\n")
+        requester.close()
+        try monitor.waitFor { $0 == statusLine(app: app, "location", "not-determined") }
+    }
+
+    /// A file descriptor hidden in the options (a{sv} may carry one) is refused at
+    /// once, not held open while a prompt waits. python-dbus passes fds; busctl
+    /// does not on a plain address.
+    @Test func fileDescriptorsAreRefused() throws {
+        let script = """
+            import dbus, os, sys
+            bus = dbus.bus.BusConnection(sys.argv[1])
+            p = bus.get_object("org.example.Permissions", "/org/example/Permissions")
+            try:
+                p.Request("location", {"fd": dbus.types.UnixFd(os.open("/dev/null", os.O_RDONLY))},
+                          dbus_interface="org.example.Permissions")
+            except dbus.exceptions.DBusException as e:
+                print(e.get_dbus_name(), e.get_dbus_message())
+            """
+        let r = try run("/usr/bin/python3", ["-c", script, bus.address])
+        #expect(r.stdout == "org.freedesktop.DBus.Error.InvalidArgs file descriptors are not accepted\n", "\(r.stderr)")
+    }
+
     @Test func expiryEmitsStatusChanged() throws {
         let agent = try TestAgent(bus: bus)
         let request = try daemon.requestInBackground("location")

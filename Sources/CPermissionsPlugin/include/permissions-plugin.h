@@ -185,9 +185,9 @@ struct permissions_host {
     void (*log)(void *host_data, int priority, const char *message);
     /* Replace the snapshot of one permission. Any thread; never blocks.
      * Returns 0; -EINVAL for a permission the plugin did not declare or a value
-     * outside the enums above (the snapshot is then ignored); -ESHUTDOWN after
-     * fini or once the plugin is unavailable; -EBUSY when this call made the
-     * plugin unavailable for flooding. */
+     * outside the enums above: the snapshot is ignored and the plugin, which broke
+     * the ABI, is made unavailable; -ESHUTDOWN after fini or once the plugin is
+     * unavailable; -EBUSY when this call made the plugin unavailable for flooding. */
     int (*publish)(void *host_data, const struct permissions_snapshot *snapshot);
 };
 

@@ -83,16 +83,22 @@ public final class LoadedPlugin: @unchecked Sendable {
         var st = stat()
         guard stat(path, &st) == 0 else { return "cannot open: \(String(cString: strerror(errno)))" }
         guard (st.st_mode & S_IFMT) == S_IFREG else { return "not a regular file" }
-        guard let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL) else {
+        // glibc hands back an object it has loaded before from the same path, and
+        // plugins are never unloaded: a file replaced at a path used before is
+        // loaded from a private copy, so that its new code runs.
+        let firstTime = loadedPaths.withLock { $0.insert(path).inserted }
+        let loadPath = firstTime ? path : Self.privateCopy(of: path, name: name)
+        guard let loadPath else { return "cannot copy the replaced file to load it: \(String(cString: strerror(errno)))" }
+        defer {  // the mapping outlives the name
+            if loadPath != path {
+                unlink(loadPath)
+                rmdir(String(loadPath[..<loadPath.lastIndex(of: "/")!]))
+            }
+        }
+        guard let handle = dlopen(loadPath, RTLD_NOW | RTLD_LOCAL) else {
             return "not a loadable library (\(dlerror().map { String(cString: $0) } ?? "dlopen failed"))"
         }
         self.handle = handle
-        // glibc hands back an object it has loaded before by path, and plugins are
-        // never unloaded: a file replaced at the same path runs the old code.
-        if !loadedHandles.withLock({ $0.insert(UInt(bitPattern: handle)).inserted }) {
-            logWarning("plugin \(path): this path was loaded before in this process; the dynamic loader "
-                       + "gives back the code loaded then. Restart permissionsd to run the new file")
-        }
         guard let symbol = dlsym(handle, PERMISSIONS_PLUGIN_ENTRY) else {
             return "no entry symbol \(PERMISSIONS_PLUGIN_ENTRY)"
         }
@@ -134,6 +140,20 @@ public final class LoadedPlugin: @unchecked Sendable {
             info.permissions = declared
         }
         return nil
+    }
+
+    /// A copy of `path` under a name never used before, in a private directory.
+    static func privateCopy(of path: String, name: String) -> String? {
+        var template = Array("/tmp/permissionsd-plugin.XXXXXX".utf8CString)
+        guard let dir = mkdtemp(&template).map({ String(cString: $0) }) else { return nil }
+        let copy = dir + "/libpermissions-\(name).so"
+        guard case .success(let bytes) = Files.contents(path, limit: 256 << 20) else { rmdir(dir); return nil }
+        let fd = Glibc.open(copy, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { rmdir(dir); return nil }
+        defer { close(fd) }
+        let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        guard written == bytes.count else { unlink(copy); rmdir(dir); return nil }
+        return copy
     }
 
     /// Calls init with a fresh host struct. The struct holds a reference to this
@@ -265,8 +285,8 @@ public final class LoadedPlugin: @unchecked Sendable {
     }
 }
 
-/// Every library handle dlopen has given us (see LoadedPlugin.open).
-private let loadedHandles = Mutex(Set<UInt>())
+/// Every plugin path dlopen has been given (see LoadedPlugin.open).
+private let loadedPaths = Mutex(Set<String>())
 
 func monotonicNanoseconds() -> UInt64 {
     var ts = timespec()

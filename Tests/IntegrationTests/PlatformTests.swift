@@ -7,11 +7,14 @@ import Testing
 @Suite struct PlatformTests {
     /// Builds the C example (Plugins/Example) with its Makefile and the in-tree SDK;
     /// returns the library's path.
-    static func buildExample() throws -> String {
+    static func buildExample(version: String = "1.0") throws -> String {
         let dir = try makeTemporaryDirectory("example")
         for file in ["Makefile", "local-network.c"] {
             try FileManager.default.copyItem(atPath: packageRoot + "/Plugins/Example/" + file, toPath: dir + "/" + file)
         }
+        let source = try String(contentsOfFile: dir + "/local-network.c", encoding: .utf8)
+        try source.replacingOccurrences(of: ".version = \"1.0\"", with: ".version = \"\(version)\"")
+            .write(toFile: dir + "/local-network.c", atomically: true, encoding: .utf8)
         var environment = ProcessInfo.processInfo.environment
         environment["PKG_CONFIG_PATH"] = packageRoot + "/Plugins/sdk"
         let r = try run("/usr/bin/make", ["-s", "-C", dir], environment: environment)
@@ -50,11 +53,12 @@ import Testing
         try monitor.waitFor { $0 == statusLine(app: "", "local-network", "not-determined") }
         #expect(try daemon.call("GetStatus", "s", "local-network").stdout == "s \"restricted\"\n")
 
-        // Replaced: the old one is stopped and the new file loaded.
-        try Self.install(library, into: hot, as: "libpermissions-local-network.so")
+        // Replaced by a new version: the old one is stopped and the new code runs.
+        try Self.install(try Self.buildExample(version: "2.0"), into: hot, as: "libpermissions-local-network.so")
         try monitor.waitFor { $0 == statusLine(app: "", "local-network", "unsupported") }
         try monitor.waitFor { $0 == statusLine(app: "", "local-network", "not-determined") }
         #expect(daemon.log.contains("libpermissions-local-network.so was replaced"))
+        #expect(try daemon.ctl("plugins").stdout.contains("local-network  2.0      loaded"))
         #expect(try daemon.call("GetStatus", "s", "local-network").stdout == "s \"restricted\"\n")
 
         // Removed: its permission goes, with a signal, and the daemon carries on.

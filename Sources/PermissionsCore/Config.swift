@@ -1,3 +1,4 @@
+public import PluginKit
 internal import CGLib
 internal import Glibc
 

@@ -1,4 +1,4 @@
-internal import PluginKit
+public import PluginKit
 
 /// The keys of the configuration that the daemon itself reads; every other key
 /// goes to the plugins.
@@ -84,14 +84,13 @@ extension CoreConfig {
     func declaredSnapshots(entries: [ConfigEntry], providedByPlugins: Set<String>,
                            previous: [String: Snapshot] = [:]) -> [String: Snapshot] {
         var result: [String: Snapshot] = [:]
-        let pluginEntries = entries.map { PluginConfigEntry(section: $0.section, key: $0.key, value: $0.value, origin: $0.origin) }
         for name in declared {
             if providedByPlugins.contains(name) {
                 logWarning("[permissions] declare: \"\(name)\" is provided by a plugin; the plugin serves it")
                 continue
             }
             do {
-                let config = try SwitchConfig.parse(pluginEntries, section: name, warn: { logWarning($0) })
+                let config = try SwitchConfig.parse(entries, section: name, warn: { logWarning($0) })
                 var policies: [String: Policy] = [:]
                 for app in config.allow where Validate.isAppID(app) { policies[app] = .allow }
                 for app in config.deny where Validate.isAppID(app) { policies[app] = .restricted }

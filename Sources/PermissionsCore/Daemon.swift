@@ -1,6 +1,7 @@
+internal import PluginKit
 public import DBusKit
 internal import Glibc
-public import Dispatch
+internal import Dispatch
 
 /// How permissionsd was asked to run (its command-line options).
 public struct DaemonOptions: Sendable {

@@ -1,3 +1,4 @@
+internal import PluginKit
 internal import CPermissionsPlugin
 internal import Glibc
 import Dispatch

@@ -1,3 +1,4 @@
+public import PluginKit
 internal import CPermissionsPlugin
 internal import Glibc
 public import Dispatch

@@ -1,4 +1,4 @@
-public import DBusKit
+internal import DBusKit
 
 /// What an agent answered.
 public enum AgentAnswer: String, Sendable {

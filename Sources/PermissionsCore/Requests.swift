@@ -1,4 +1,4 @@
-public import DBusKit
+internal import DBusKit
 import Dispatch
 
 // Request and RequestMany: the caller's status, or, when nobody has decided yet,

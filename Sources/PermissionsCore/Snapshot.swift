@@ -1,3 +1,5 @@
+public import PluginKit
+
 /// What a plugin published about one permission: a Swift copy of
 /// `struct permissions_snapshot`, taken during the `publish` call.
 public struct Snapshot: Sendable, Equatable {
@@ -39,18 +41,6 @@ public struct Snapshot: Sendable, Equatable {
     }
 }
 
-/// One key of the configuration, with the place it came from.
-public struct ConfigEntry: Sendable, Equatable {
-    public var section: String
-    public var key: String
-    public var value: String
-    /// "FILE:LINE"
-    public var origin: String
-
-    public init(section: String, key: String, value: String, origin: String) {
-        self.section = section
-        self.key = key
-        self.value = value
-        self.origin = origin
-    }
-}
+/// One key of the configuration, with the place it came from ("FILE:LINE"): the
+/// same type plugins written with PluginKit receive.
+public typealias ConfigEntry = PluginConfigEntry

@@ -315,9 +315,11 @@ public struct SignalMatch: Sendable {
     }
 }
 
-/// Carries a value that is only ever used on one serial queue across `queue.async`.
-/// `@unchecked Sendable`: the queue serialises every use, so no two threads touch it.
-struct QueueConfined<Value>: @unchecked Sendable {
-    let value: Value
-    init(_ value: Value) { self.value = value }
+/// Carries a value that is only ever used on one serial queue across a `@Sendable`
+/// boundary (`queue.async`, a dispatch source's handler).
+/// `@unchecked Sendable`: whoever carries it runs it on that same queue, which
+/// serialises every use, so no two threads touch it.
+public struct QueueConfined<Value>: @unchecked Sendable {
+    public let value: Value
+    public init(_ value: Value) { self.value = value }
 }

@@ -61,11 +61,3 @@ public final class PluginDirectoryWatcher {
         }
     }
 }
-
-/// A non-Sendable value used only on the queue that created it.
-/// `@unchecked Sendable`: whoever carries it across a `@Sendable` boundary runs
-/// it on that same queue.
-struct Confined<Value>: @unchecked Sendable {
-    let value: Value
-    init(_ value: Value) { self.value = value }
-}

@@ -36,7 +36,7 @@ public struct CoreConfig: Equatable, Sendable {
         for entry in entries {
             if entry.section == "permissions" {
                 if entry.key == "declare" {
-                    let names = entry.value.split(separator: ";").map { String($0).trimmingWhitespace }.filter { !$0.isEmpty }
+                    let names = entry.value.split(separator: ";").map { $0.trimmingCharacters(in: " \t") }.filter { !$0.isEmpty }
                     for name in names {
                         if Validate.isPermissionName(name), !Validate.reservedSections.contains(name) {
                             if !core.declared.contains(name) { core.declared.append(name) }
@@ -102,11 +102,5 @@ extension CoreConfig {
             }
         }
         return result
-    }
-}
-
-extension String {
-    var trimmingWhitespace: String {
-        String(drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed())
     }
 }

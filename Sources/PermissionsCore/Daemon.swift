@@ -71,7 +71,7 @@ public final class Daemon {
         sigaddset(&set, SIGTERM)
         sigaddset(&set, SIGINT)
         pthread_sigmask(SIG_UNBLOCK, &set, nil)
-        let me = Confined(self)
+        let me = QueueConfined(self)
         queue.async { me.value.start() }
         dispatchMain()
     }

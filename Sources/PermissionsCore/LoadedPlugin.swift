@@ -46,12 +46,9 @@ public final class LoadedPlugin: @unchecked Sendable {
         /// costs the daemon one apply per permission, not one per publication.
         var pending: [String: Snapshot] = [:]
         var drainScheduled = false
-        /// Flood detection over one-second windows, one for publications and one
-        /// for log lines.
-        var windowStart: UInt64 = 0
-        var publishedInWindow = 0
-        var logWindowStart: UInt64 = 0
-        var loggedInWindow = 0
+        /// Flood detection: publications and log lines, each over its own second.
+        var publications = OneSecondWindow()
+        var logLines = OneSecondWindow()
         var suppressedLogs = 0
         var flooded = false
     }
@@ -226,14 +223,7 @@ public final class LoadedPlugin: @unchecked Sendable {
             return -EINVAL
         }
         let (schedule, flooded) = shared.withLock { shared -> (Bool, Bool) in
-            // Read under the lock: another thread may have moved the window on.
-            let now = monotonicNanoseconds()
-            if now &- shared.windowStart > 1_000_000_000 {
-                shared.windowStart = now
-                shared.publishedInWindow = 0
-            }
-            shared.publishedInWindow += 1
-            if shared.publishedInWindow > Self.maxPublicationsPerSecond, !shared.flooded {
+            if shared.publications.count() > Self.maxPublicationsPerSecond, !shared.flooded {
                 shared.flooded = true
                 shared.closed = true
                 return (false, true)
@@ -266,13 +256,7 @@ public final class LoadedPlugin: @unchecked Sendable {
     /// Logs a plugin's line, at most `maxLogLinesPerSecond` a second.
     func log(_ priority: Int32, _ message: String) {
         let (allowed, suppressed) = shared.withLock { s -> (Bool, Int) in
-            let now = monotonicNanoseconds()
-            if now &- s.logWindowStart > 1_000_000_000 {
-                s.logWindowStart = now
-                s.loggedInWindow = 0
-            }
-            s.loggedInWindow += 1
-            guard s.loggedInWindow <= Self.maxLogLinesPerSecond else {
+            guard s.logLines.count() <= Self.maxLogLinesPerSecond else {
                 s.suppressedLogs += 1
                 return (false, 0)
             }
@@ -283,6 +267,25 @@ public final class LoadedPlugin: @unchecked Sendable {
         if suppressed > 0 { Log.shared.log(.warning, "plugin \(name): \(suppressed) log lines suppressed (more than \(Self.maxLogLinesPerSecond) a second)") }
         let level = Log.Priority(rawValue: min(max(priority, 3), 7)) ?? .info
         Log.shared.log(level, "plugin \(name): \(message.escapedForLog)")
+    }
+}
+
+/// Counts events in the current one-second window (the window restarts with the
+/// first event after a second has passed). Used under a lock.
+struct OneSecondWindow {
+    private var start: UInt64 = 0
+    private var events = 0
+
+    /// Records one event now; returns how many the window holds with it. The
+    /// clock is read here, under the caller's lock, so windows never go backwards.
+    mutating func count() -> Int {
+        let now = monotonicNanoseconds()
+        if now &- start > 1_000_000_000 {
+            start = now
+            events = 0
+        }
+        events += 1
+        return events
     }
 }
 

@@ -1,3 +1,4 @@
+internal import DBusKit
 public import PluginKit
 internal import CPermissionsPlugin
 internal import Glibc
@@ -139,13 +140,13 @@ public final class PluginHost: @unchecked Sendable {
     private func call<R: Sendable>(_ plugin: LoadedPlugin, _ what: String, _ body: @escaping @Sendable () -> R,
                                    then: @escaping (R) -> Void, timedOut: @escaping () -> Void = {}) {
         var finished = false
-        let settle = Confined({ () -> Bool in
+        let settle = QueueConfined({ () -> Bool in
             if finished { return false }
             finished = true
             return true
         })
-        let confinedThen = Confined(then)
-        let confinedTimedOut = Confined(timedOut)
+        let confinedThen = QueueConfined(then)
+        let confinedTimedOut = QueueConfined(timedOut)
         plugin.callQueue.async {
             let result = body()
             self.queue.async {

@@ -315,13 +315,7 @@ private final class BZWorld: @unchecked Sendable {
             return c
         }
         listeners.append((connection, queue))
-        let answered = DispatchSemaphore(value: 0)
-        queue.sync {
-            let ping = try! Message.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-                                               interface: "org.freedesktop.DBus.Peer", member: "Ping")
-            connection.call(ping) { _ in answered.signal() }
-        }
-        guard answered.wait(timeout: .now() + 10) == .success else { bzFail("the bus at \(address) did not answer") }
+        guard busAnswers(connection, on: queue) else { bzFail("the bus at \(address) did not answer") }
     }
 
     /// Asks GetStatus until the plugin has caught up with bluetoothd (it publishes

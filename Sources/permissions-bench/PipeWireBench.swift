@@ -397,13 +397,7 @@ private final class BenchWorld {
         }
         guard case .success(let connection) = opened else { benchFail("cannot connect to the bench's bus") }
         self.connection = connection
-        let answered = DispatchSemaphore(value: 0)
-        queue.sync {
-            let ping = try! Message.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-                                               interface: "org.freedesktop.DBus.Peer", member: "Ping")
-            connection.call(ping) { _ in answered.signal() }
-        }
-        guard answered.wait(timeout: .now() + 10) == .success else { benchFail("the bus did not answer") }
+        guard busAnswers(connection, on: queue) else { benchFail("the bus did not answer") }
     }
 
     /// The latencies of one device coming and going, in milliseconds.

@@ -9,14 +9,7 @@ import Testing
 
 /// A plugin directory with the bluetooth plugin, and location for fences and for
 /// tests that need another permission. Made once per test process.
-let bluetoothPluginDirectory: String = {
-    let dir = try! makeTemporaryDirectory("bluetooth-plugins")
-    for name in ["bluetooth", "location"] {
-        let file = "libpermissions-\(name).so"
-        try! FileManager.default.createSymbolicLink(atPath: dir + "/" + file, withDestinationPath: binDir + "/" + file)
-    }
-    return dir
-}()
+let bluetoothPluginDirectory: String = pluginDirectory("bluetooth-plugins", with: ["bluetooth", "location"])
 
 /// A stand-in system bus that can be killed and started again at the same address
 /// (a restart of the system bus).

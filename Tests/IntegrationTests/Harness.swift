@@ -19,17 +19,20 @@ let binDir: String = {
     return root.appendingPathComponent(".build/debug").path
 }()
 
-/// A plugin directory with only the config-driven plugins (location, notifications),
-/// so that tests of the core see a fixed set of permissions and no backend that
-/// reaches for PipeWire or the system bus. Made once per test process.
-let corePluginDirectory: String = {
-    let dir = try! makeTemporaryDirectory("core-plugins")
-    for name in ["location", "notifications"] {
+/// A fresh directory with symbolic links to the named plugins of this build.
+func pluginDirectory(_ prefix: String, with names: [String]) -> String {
+    let dir = try! makeTemporaryDirectory(prefix)
+    for name in names {
         let file = "libpermissions-\(name).so"
         try! FileManager.default.createSymbolicLink(atPath: dir + "/" + file, withDestinationPath: binDir + "/" + file)
     }
     return dir
-}()
+}
+
+/// A plugin directory with only the config-driven plugins (location, notifications),
+/// so that tests of the core see a fixed set of permissions and no backend that
+/// reaches for PipeWire or the system bus. Made once per test process.
+let corePluginDirectory: String = pluginDirectory("core-plugins", with: ["location", "notifications"])
 
 let packageRoot: String = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
     .deletingLastPathComponent().deletingLastPathComponent().path

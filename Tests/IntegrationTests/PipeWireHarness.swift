@@ -8,14 +8,7 @@ import Testing
 
 /// A plugin directory with the PipeWire plugin, plus notifications (whose grants
 /// serve as fences) and location. Made once per test process.
-let pipewirePluginDirectory: String = {
-    let dir = try! makeTemporaryDirectory("pipewire-plugins")
-    for name in ["pipewire", "notifications", "location"] {
-        let file = "libpermissions-\(name).so"
-        try! FileManager.default.createSymbolicLink(atPath: dir + "/" + file, withDestinationPath: binDir + "/" + file)
-    }
-    return dir
-}()
+let pipewirePluginDirectory: String = pluginDirectory("pipewire-plugins", with: ["pipewire", "notifications", "location"])
 
 /// The environment minus PipeWire's own variables, so that only what a test sets
 /// decides which PipeWire a process reaches.

@@ -16,6 +16,16 @@ import Testing
         monitor = try Monitor(daemon)
     }
 
+    /// Request from this test process on a connection of its own, which stays open
+    /// (the caller closes it to leave the bus); returns it and the reply's arguments.
+    func requestFromThisProcess(_ permission: String) throws -> (Connection, [DBusValue]) {
+        let requester = try Connection.open(.address(bus.address))
+        let message = try Message.methodCall(destination: "org.example.Permissions", path: "/org/example/Permissions",
+                                             interface: "org.example.Permissions", member: "Request")
+        try message.append(.string(permission), .vardict([]))
+        return (requester, try requester.callBlocking(message).arguments())
+    }
+
     func stored() throws -> String { try daemon.call("ListDecisions", "s", "").stdout }
     func status(_ permission: String, app: String = RequestTests.app) throws -> String {
         try daemon.call("GetStatusForApp", "ss", app, permission).stdout
@@ -145,12 +155,8 @@ import Testing
         let agent = try TestAgent(bus: bus)
         agent.autoAnswer = "allow-session"
         // The requester is this test process, on a connection of its own.
-        let requester = try Connection.open(.address(bus.address))
-        let message = try Message.methodCall(destination: "org.example.Permissions", path: "/org/example/Permissions",
-                                             interface: "org.example.Permissions", member: "Request")
-        try message.append(.string("location"), .vardict([]))
-        let reply = try requester.callBlocking(message)
-        #expect(reply.arguments() == [.string("authorized")])
+        let (requester, answer) = try requestFromThisProcess("location")
+        #expect(answer == [.string("authorized")])
         let app = agent.received[0].app
         try monitor.waitFor { $0 == statusLine(app: app, "location", "authorized") }
         #expect(try status("location", app: app) == "s \"authorized\"\n")
@@ -163,11 +169,8 @@ import Testing
     @Test func forgedNameOwnerChangedEndsNothing() throws {
         let agent = try TestAgent(bus: bus)
         agent.autoAnswer = "allow-session"
-        let requester = try Connection.open(.address(bus.address))
-        let message = try Message.methodCall(destination: "org.example.Permissions", path: "/org/example/Permissions",
-                                             interface: "org.example.Permissions", member: "Request")
-        try message.append(.string("location"), .vardict([]))
-        #expect(try requester.callBlocking(message).arguments() == [.string("authorized")])
+        let (requester, answer) = try requestFromThisProcess("location")
+        #expect(answer == [.string("authorized")])
         let app = agent.received[0].app
         // Any peer can emit a signal that looks like the bus driver's: it must not
         // end the grant (nor unregister the agent).

@@ -1,4 +1,3 @@
-internal import CSQLite
 internal import Glibc
 
 /// A stored user decision and where it came from.
@@ -14,57 +13,108 @@ public struct StoredDecision: Sendable, Equatable {
     public var expiresAt: Int64? = nil
 }
 
-public struct StoreError: Error, CustomStringConvertible {
-    public let message: String
-    /// SQLite's primary result code, when the error came from SQLite.
-    public var code: Int32 = 0
-    public var description: String { message }
-    /// The file is not a database or is damaged (as opposed to unwritable, say).
-    var isCorruption: Bool { code == SQLITE_CORRUPT || code == SQLITE_NOTADB }
-}
+/// The primary key of a decision, (app id, permission). Compared byte for byte, as
+/// SQLite compares TEXT: Swift's `==` on strings treats canonically equivalent
+/// strings ("é" and "e" + U+0301) as equal, SQLite does not, and the index must
+/// hold exactly the rows of the file.
+struct DecisionKey: Hashable, Comparable, Sendable {
+    let app: String
+    let permission: String
 
-/// Per-app decisions in SQLite: one row per (app id, permission).
-///
-/// Durability: WAL journal with `synchronous=FULL`, so a write is on disk when
-/// `set`/`reset` return, before the D-Bus reply goes out. A store file that SQLite
-/// cannot read (truncated, not a database) is moved aside and a new one started, so
-/// a damaged file can never stop the daemon from starting (xdg-desktop-portal #627).
-///
-/// Not thread-safe: owned by the service and used only on its queue.
-public final class DecisionStore {
-    private let db: OpaquePointer
-    private var statements: [String: OpaquePointer] = [:]
-    public let path: String
+    init(_ app: String, _ permission: String) {
+        self.app = app
+        self.permission = permission
+    }
 
-    public init(path: String) throws {
-        self.path = path
-        do {
-            db = try Self.open(path)
-        } catch let error as StoreError where !error.isCorruption {
-            throw error
-        } catch {
-            let aside = "\(path).corrupt-\(currentMicroseconds())"
-            logError("decision store \(path) is unreadable (\(error)); moved it to \(aside) and starting empty")
-            _ = rename(path, aside)
-            unlink(path + "-wal")
-            unlink(path + "-shm")
-            db = try Self.open(path)
+    static func == (a: Self, b: Self) -> Bool {
+        a.app.utf8.elementsEqual(b.app.utf8) && a.permission.utf8.elementsEqual(b.permission.utf8)
+    }
+
+    func hash(into hasher: inout Hasher) {
+        for var part in [app, permission] {
+            hasher.combine(part.utf8.count)
+            part.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
         }
     }
 
-    private static func open(_ path: String) throws -> OpaquePointer {
-        var handle: OpaquePointer?
-        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
-        guard sqlite3_open_v2(path, &handle, flags, nil) == SQLITE_OK, let handle else {
-            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
-            let code = handle.map { sqlite3_errcode($0) & 0xff } ?? SQLITE_NOMEM
-            sqlite3_close(handle)
-            throw StoreError(message: "cannot open \(path): \(message)", code: code)
+    /// SQLite's order (BINARY collation): app id, then permission, by bytes.
+    static func < (a: Self, b: Self) -> Bool {
+        if !a.app.utf8.elementsEqual(b.app.utf8) { return a.app.utf8.lexicographicallyPrecedes(b.app.utf8) }
+        return a.permission.utf8.lexicographicallyPrecedes(b.permission.utf8)
+    }
+}
+
+/// Per-app decisions: one row per (app id, permission) in SQLite, and all of them
+/// in memory.
+///
+/// Reads come from memory only, so a fault of the file or the disk can never turn a
+/// stored "denied" into "no decision". Every row is loaded at open, and a load that
+/// cannot read every row fails the open; it never yields a short list. Writes go to
+/// SQLite first and change memory only once SQLite has committed them, so memory and
+/// file agree: a failed write throws and changes neither.
+///
+/// Durability: WAL journal with `synchronous=FULL`, so a write is on disk when
+/// `set`/`reset` return, before the D-Bus reply goes out.
+///
+/// The daemon is the file's only user: it is opened with `locking_mode=EXCLUSIVE`
+/// (set before the first access, which is `journal_mode=WAL`), so that SQLite keeps
+/// the WAL index in heap memory and never maps a `-shm` file. Nothing another
+/// process does to the state directory can then fault the daemon (a truncated `-shm`
+/// was a SIGBUS), and a second process cannot open the store while the daemon runs.
+///
+/// A file SQLite reports as damaged (not a database, corrupt, or failing
+/// `quick_check`) is moved aside with its WAL and an empty store started, so a
+/// damaged file never stops the daemon from starting (xdg-desktop-portal #627); the
+/// store is then `degraded` (every stored deny is gone) until the daemon starts again
+/// with a readable store. Any other failure to load (an I/O error, the file locked by
+/// another process, a row this version does not understand) fails the open and
+/// leaves the file as it is.
+///
+/// Not thread-safe: owned by the service and used only on its queue.
+public final class DecisionStore {
+    private let db: SQLiteDatabase
+    private var index: [DecisionKey: StoredDecision]
+    /// The serial epoch stored in the meta table (0 if none yet).
+    private var epoch: Int64
+    public let path: String
+    /// Why the store is degraded, naming the file moved aside; nil when the store
+    /// was read whole.
+    public private(set) var degradedReason: String?
+
+    public init(path: String) throws {
+        self.path = path
+        let loaded: Loaded
+        do {
+            loaded = try Self.load(path)
+        } catch let error as StoreError where error.isCorruption {
+            let aside = "\(path).corrupt-\(currentMicroseconds())"
+            try Self.moveAside(path, to: aside, because: error)
+            let reason = "the decision store was unreadable (\(error)) and was moved to \(aside); "
+                + "the decisions stored in it are not in force"
+            degradedReason = reason
+            logError("DEGRADED: \(reason). Starting with no stored decisions; until the daemon restarts "
+                     + "with a readable store, no request is answered \"authorized\" by a no-agent setting.")
+            loaded = try Self.load(path)
         }
-        sqlite3_busy_timeout(handle, 2000)
-        let setup = """
-            PRAGMA journal_mode=WAL;
-            PRAGMA synchronous=FULL;
+        (db, index, epoch) = (loaded.db, loaded.index, loaded.epoch)
+    }
+
+    private typealias Loaded = (db: SQLiteDatabase, index: [DecisionKey: StoredDecision], epoch: Int64)
+
+    /// Opens the file, sets it up and reads every row.
+    private static func load(_ path: String) throws -> Loaded {
+        let db = try SQLiteDatabase(path: path)
+        // Before anything reads the file: see the type's comment.
+        try db.execute("PRAGMA locking_mode=EXCLUSIVE")
+        let mode = try db.strings("PRAGMA journal_mode=WAL")
+        guard mode == ["wal"] else {
+            throw StoreError(message: "cannot use a write-ahead log for \(path) (journal mode \(mode))")
+        }
+        // The exclusive lock is held from here on. A -shm beside the file was left by
+        // an older version (which mapped it); nothing reads it any more.
+        unlink(path + "-shm")
+        try db.execute("PRAGMA synchronous=FULL")
+        try db.execute("""
             CREATE TABLE IF NOT EXISTS decisions (
                 app_id TEXT NOT NULL,
                 permission TEXT NOT NULL,
@@ -73,175 +123,172 @@ public final class DecisionStore {
                 set_by TEXT NOT NULL,
                 expires_at INTEGER,
                 PRIMARY KEY (app_id, permission)
-            ) WITHOUT ROWID;
-            CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
-            PRAGMA quick_check;
-            """
-        var error: UnsafeMutablePointer<CChar>?
-        let rc = sqlite3_exec(handle, setup, nil, nil, &error)
-        if rc != SQLITE_OK {
-            let message = error.map { String(cString: $0) } ?? "unknown error"
-            sqlite3_free(error)
-            sqlite3_close(handle)
-            throw StoreError(message: message, code: rc & 0xff)
+            ) WITHOUT ROWID
+            """)
+        try db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID")
+        // quick_check reports damage as rows, not as an error.
+        let check = try db.strings("PRAGMA quick_check")
+        let problems = check.prefix(3).joined(separator: "; ")
+        // Rows that break the schema's constraints (an unknown decision word, say) are
+        // not damage but a newer version's file or an edit: moving it aside would put
+        // every stored deny out of force. The load below names the row and fails.
+        let constraintsOnly = check.allSatisfy {
+            $0.hasPrefix("CHECK constraint failed") || $0.hasPrefix("NULL value in")
         }
-        // Schema version 1 had no expires_at (an error here means the column exists).
-        sqlite3_exec(handle, "ALTER TABLE decisions ADD COLUMN expires_at INTEGER", nil, nil, nil)
-        // Start-up and the expiry timer look for decisions that expire: index only those.
-        sqlite3_exec(handle, "CREATE INDEX IF NOT EXISTS decisions_expiry ON decisions (expires_at) "
-                     + "WHERE expires_at IS NOT NULL", nil, nil, nil)
-        return handle
+        guard check == ["ok"] || constraintsOnly else { throw StoreError.damaged("damaged: \(problems)") }
+        // Schema version 1 had no expires_at.
+        if try !db.strings("SELECT name FROM pragma_table_info('decisions')").contains("expires_at") {
+            try db.execute("ALTER TABLE decisions ADD COLUMN expires_at INTEGER")
+        }
+        // Version 2 indexed expires_at for its queries; reads come from memory now.
+        try db.execute("DROP INDEX IF EXISTS decisions_expiry")
+
+        var index: [DecisionKey: StoredDecision] = [:]
+        try db.rows("SELECT app_id, permission, decision, set_at, set_by, expires_at FROM decisions") { row in
+            guard let app = row.text(0), let permission = row.text(1), let word = row.text(2),
+                  let setAt = row.int(3), let setBy = row.text(4), row.isNull(5) || row.int(5) != nil
+            else {
+                throw StoreError(message: "\(path) has a decision row with a value of an unexpected type "
+                                 + "(app id \"\((row.text(0) ?? "?").escapedForMessage)\"); left as it is")
+            }
+            // Fail closed: a word this version does not know (a newer version's file, an
+            // edit) might mean "deny"; guessing or skipping it could grant.
+            guard let decision = Decision(rawValue: word) else {
+                throw StoreError(message: "\(path) has an unknown decision \"\(word.escapedForMessage)\" for "
+                                 + "\"\(app.escapedForMessage)\" / \"\(permission.escapedForMessage)\"; left as it is")
+            }
+            index[DecisionKey(app, permission)] = StoredDecision(
+                appID: app, permission: permission, decision: decision, setAt: setAt, setBy: setBy,
+                expiresAt: row.isNull(5) ? nil : row.int(5))
+        }
+        guard check == ["ok"] else {
+            throw StoreError(message: "\(path) has rows this version does not accept (\(problems)); left as it is")
+        }
+        var epoch: Int64 = 0
+        try db.rows("SELECT value FROM meta WHERE key = 'serial-epoch'") { row in
+            guard let value = row.int(0) else {
+                throw StoreError(message: "\(path) has a serial epoch that is not an integer; left as it is")
+            }
+            epoch = value
+        }
+        // Everything into the main file, so that the WAL holds only what changed since
+        // this start. A failure here is no reason not to serve: writes will tell.
+        do {
+            try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        } catch {
+            logWarning("cannot checkpoint the decision store \(path): \(error)")
+        }
+        return (db, index, epoch)
     }
 
-    deinit {
-        for statement in statements.values { sqlite3_finalize(statement) }
-        sqlite3_close(db)
+    /// Moves a damaged store and its WAL to `aside`. Fails closed: if the file cannot
+    /// be moved, it is neither deleted nor overwritten, and the open fails (the daemon
+    /// does not start) rather than start empty over it.
+    private static func moveAside(_ path: String, to aside: String, because error: StoreError) throws {
+        guard rename(path, aside) == 0 else {
+            throw StoreError(message: "the decision store \(path) is unreadable (\(error)) and cannot be moved "
+                             + "aside to \(aside): \(errnoName(errno)); left as it is")
+        }
+        // The WAL goes with it: left here, SQLite would replay it into the new store.
+        if rename(path + "-wal", aside + "-wal") != 0, errno != ENOENT {
+            let why = errnoName(errno)
+            let undone = rename(aside, path) == 0 ? "moved it back" : "it stays at \(aside)"
+            throw StoreError(message: "the decision store \(path) is unreadable (\(error)); cannot move its WAL "
+                             + "aside: \(why); \(undone)")
+        }
+        unlink(path + "-shm")
     }
 
-    // MARK: Queries
+    // MARK: Reads, from memory
 
     /// The decision in force for the pair: an expired one does not count.
-    public func decision(app: String, permission: String) -> StoredDecision? {
-        query("\(Self.columns) WHERE app_id = ?1 AND permission = ?2 AND (expires_at IS NULL OR expires_at > ?3)",
-              [.text(app), .text(permission), .int(currentMicroseconds())]).first
+    public func decision(app: String, permission: String, now: Int64 = currentMicroseconds()) -> StoredDecision? {
+        guard let stored = index[DecisionKey(app, permission)] else { return nil }
+        if let expires = stored.expiresAt, expires <= now { return nil }
+        return stored
     }
 
-    static let columns = "SELECT app_id, permission, decision, set_at, set_by, expires_at FROM decisions"
-
-    /// Every stored decision, or one app's, sorted by app id then permission.
+    /// Every stored decision, or one app's, sorted by app id then permission (expired
+    /// ones too, until the expiry timer removes them).
     public func list(app: String? = nil) -> [StoredDecision] {
-        if let app {
-            return query("\(Self.columns) WHERE app_id = ?1 ORDER BY app_id, permission", [.text(app)])
-        }
-        return query("\(Self.columns) ORDER BY app_id, permission", [])
-    }
-
-    /// Stores a decision durably (replaces an earlier one for the same pair).
-    public func set(app: String, permission: String, decision: Decision, setBy: String,
-                    expiresAt: Int64? = nil) throws {
-        try execute("INSERT OR REPLACE INTO decisions (app_id, permission, decision, set_at, set_by, expires_at) "
-                    + "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                    [.text(app), .text(permission), .text(decision.rawValue), .int(currentMicroseconds()), .text(setBy),
-                     expiresAt.map { .int($0) } ?? .null])
+        let rows = app.map { app in index.filter { $0.key.app.utf8.elementsEqual(app.utf8) } } ?? index
+        return rows.sorted { $0.key < $1.key }.map(\.value)
     }
 
     /// Decisions whose time has come (expires_at <= now), for the expiry timer.
     public func expired(now: Int64 = currentMicroseconds()) -> [StoredDecision] {
-        query("\(Self.columns) WHERE expires_at IS NOT NULL AND expires_at <= ?1", [.int(now)])
+        index.values.filter { $0.expiresAt.map { $0 <= now } ?? false }
     }
 
     /// The earliest expiry of a stored decision, if any (it may already be due).
     public func nextExpiry() -> Int64? {
-        query("\(Self.columns) WHERE expires_at IS NOT NULL ORDER BY expires_at LIMIT 1", []).first?.expiresAt
+        index.values.compactMap(\.expiresAt).min()
+    }
+
+    // MARK: Writes, to the file and then to memory
+
+    /// Stores a decision durably (replaces an earlier one for the same pair).
+    public func set(app: String, permission: String, decision: Decision, setBy: String,
+                    expiresAt: Int64? = nil) throws {
+        try db.endStrayTransaction()
+        let row = StoredDecision(appID: app, permission: permission, decision: decision,
+                                 setAt: currentMicroseconds(), setBy: setBy, expiresAt: expiresAt)
+        try db.execute("INSERT OR REPLACE INTO decisions (app_id, permission, decision, set_at, set_by, expires_at) "
+                       + "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                       [.text(app), .text(permission), .text(decision.rawValue), .int(row.setAt), .text(setBy),
+                        expiresAt.map { .int($0) } ?? .null])
+        index[DecisionKey(app, permission)] = row
     }
 
     /// Deletes one decision if it is still the same (an expiry must not remove a
     /// newer decision made meanwhile).
     public func remove(_ decision: StoredDecision) throws {
-        try execute("DELETE FROM decisions WHERE app_id = ?1 AND permission = ?2 AND set_at = ?3",
-                    [.text(decision.appID), .text(decision.permission), .int(decision.setAt)])
-    }
-
-    /// Moves the serial epoch on: the larger of the stored one plus one and
-    /// `atLeast`; stored, and returned. One write per daemon start.
-    public func nextEpoch(atLeast: Int64) throws -> Int64 {
-        let next = max((query(meta: "serial-epoch") ?? 0) + 1, atLeast)
-        try execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('serial-epoch', ?1)", [.int(next)])
-        return next
-    }
-
-    /// Adds one to a persistent counter and returns its new value.
-    public func increment(_ key: String) throws -> Int64 {
-        try execute("INSERT INTO meta (key, value) VALUES (?1, 1) ON CONFLICT (key) DO UPDATE SET value = value + 1",
-                    [.text(key)])
-        return query(meta: key) ?? 1
-    }
-
-    private func query(meta key: String) -> Int64? {
-        guard let statement = try? prepared("SELECT value FROM meta WHERE key = ?1") else { return nil }
-        bind(statement, [.text(key)])
-        defer { sqlite3_reset(statement) }
-        return sqlite3_step(statement) == SQLITE_ROW ? sqlite3_column_int64(statement, 0) : nil
+        try db.endStrayTransaction()
+        try db.execute("DELETE FROM decisions WHERE app_id = ?1 AND permission = ?2 AND set_at = ?3",
+                       [.text(decision.appID), .text(decision.permission), .int(decision.setAt)])
+        let key = DecisionKey(decision.appID, decision.permission)
+        if index[key]?.setAt == decision.setAt { index[key] = nil }
     }
 
     /// Removes an app's decisions for the given permissions (all when empty); returns
     /// how many rows went, in one transaction.
     public func reset(app: String, permissions: [String]) throws -> Int {
+        try db.endStrayTransaction()
+        let keys: [DecisionKey]
+        let removed: Int
         if permissions.isEmpty {
-            try execute("DELETE FROM decisions WHERE app_id = ?1", [.text(app)])
-            return Int(sqlite3_changes(db))
-        }
-        try execute("BEGIN IMMEDIATE", [])
-        var removed = 0
-        do {
-            for permission in Set(permissions) {
-                try execute("DELETE FROM decisions WHERE app_id = ?1 AND permission = ?2",
-                            [.text(app), .text(permission)])
-                removed += Int(sqlite3_changes(db))
+            try db.execute("DELETE FROM decisions WHERE app_id = ?1", [.text(app)])
+            removed = db.changes
+            keys = index.keys.filter { $0.app.utf8.elementsEqual(app.utf8) }
+        } else {
+            keys = Set(permissions.map { DecisionKey(app, $0) }).sorted(by: <)
+            removed = try db.transaction {
+                var count = 0
+                for key in keys {
+                    try db.execute("DELETE FROM decisions WHERE app_id = ?1 AND permission = ?2",
+                                   [.text(key.app), .text(key.permission)])
+                    count += db.changes
+                }
+                return count
             }
-            try execute("COMMIT", [])
-        } catch {
-            try? execute("ROLLBACK", [])
-            throw error
         }
+        for key in keys { index[key] = nil }
         return removed
     }
 
-    // MARK: SQLite plumbing
-
-    enum Binding { case text(String), int(Int64), null }
-
-    private func prepared(_ sql: String) throws -> OpaquePointer {
-        if let statement = statements[sql] {
-            sqlite3_reset(statement)
-            sqlite3_clear_bindings(statement)
-            return statement
-        }
-        var statement: OpaquePointer?
-        guard sqlite3_prepare_v3(db, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil) == SQLITE_OK,
-              let statement
-        else { throw StoreError(message: String(cString: sqlite3_errmsg(db))) }
-        statements[sql] = statement
-        return statement
+    /// Moves the serial epoch on: the larger of the stored one plus one and
+    /// `atLeast`; stored, and returned. One write per daemon start.
+    public func nextEpoch(atLeast: Int64) throws -> Int64 {
+        try db.endStrayTransaction()
+        let next = max(epoch + 1, atLeast)
+        try db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('serial-epoch', ?1)", [.int(next)])
+        epoch = next
+        return next
     }
 
-    private func bind(_ statement: OpaquePointer, _ bindings: [Binding]) {
-        // SQLITE_TRANSIENT ((sqlite3_destructor_type)-1) does not import: SQLite copies the text.
-        let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
-        for (index, binding) in bindings.enumerated() {
-            switch binding {
-            case .text(let s): sqlite3_bind_text(statement, Int32(index + 1), s, -1, transient)
-            case .int(let v): sqlite3_bind_int64(statement, Int32(index + 1), v)
-            case .null: sqlite3_bind_null(statement, Int32(index + 1))
-            }
-        }
-    }
-
-    private func execute(_ sql: String, _ bindings: [Binding]) throws {
-        let statement = try prepared(sql)
-        bind(statement, bindings)
-        let rc = sqlite3_step(statement)
-        sqlite3_reset(statement)
-        guard rc == SQLITE_DONE || rc == SQLITE_ROW else {
-            throw StoreError(message: String(cString: sqlite3_errmsg(db)))
-        }
-    }
-
-    private func query(_ sql: String, _ arguments: [Binding]) -> [StoredDecision] {
-        guard let statement = try? prepared(sql) else { return [] }
-        bind(statement, arguments)
-        var rows: [StoredDecision] = []
-        while sqlite3_step(statement) == SQLITE_ROW {
-            func text(_ column: Int32) -> String {
-                sqlite3_column_text(statement, column).map { String(cString: $0) } ?? ""
-            }
-            guard let decision = Decision(rawValue: text(2)) else { continue }
-            let expires = sqlite3_column_type(statement, 5) == SQLITE_NULL ? nil : sqlite3_column_int64(statement, 5)
-            rows.append(StoredDecision(appID: text(0), permission: text(1), decision: decision,
-                                       setAt: sqlite3_column_int64(statement, 3), setBy: text(4), expiresAt: expires))
-        }
-        sqlite3_reset(statement)
-        return rows
+    /// For tests: runs SQL on the store's own connection (e.g. to make it fail).
+    func executeForTesting(_ sql: String) throws {
+        try db.execute(sql)
     }
 }
 

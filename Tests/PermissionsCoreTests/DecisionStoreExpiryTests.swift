@@ -2,9 +2,9 @@ import Foundation
 import Testing
 @testable import PermissionsCore
 
-/// The decision store's expiry (expires_at), removal of one row, persistent
-/// counters, and the upgrade of a store file written before expires_at existed.
-@Suite("Decision store: expiry and counters")
+/// The decision store's expiry (expires_at), removal of one row, the serial
+/// epoch, and the upgrade of a store file written before expires_at existed.
+@Suite("Decision store: expiry and the serial epoch")
 struct DecisionStoreExpiryTests {
     let dir: TempDirectory
     var path: String { dir.url("decisions.sqlite") }
@@ -159,20 +159,18 @@ struct DecisionStoreExpiryTests {
         #expect(reopened.list().first?.expiresAt == 5)
     }
 
-    @Test func incrementCountsAndPersists() throws {
+    @Test func nextEpochGrowsAndPersists() throws {
         do {
             let store = try DecisionStore(path: path)
-            #expect(try store.increment("serial-epoch") == 1)
-            #expect(try store.increment("serial-epoch") == 2)
-            #expect(try store.increment("serial-epoch") == 3)
-            // Counters are independent.
-            #expect(try store.increment("other") == 1)
+            #expect(try store.nextEpoch(atLeast: 0) == 1)
+            #expect(try store.nextEpoch(atLeast: 0) == 2)
+            // The larger of the stored one plus one and atLeast.
+            #expect(try store.nextEpoch(atLeast: 10) == 10)
+            #expect(try store.nextEpoch(atLeast: 5) == 11)
         }
         let reopened = try DecisionStore(path: path)
-        #expect(try reopened.increment("serial-epoch") == 4)
-        #expect(try reopened.increment("other") == 2)
-        #expect(try reopened.increment("third") == 1)
-        // Counters are not decisions.
+        #expect(try reopened.nextEpoch(atLeast: 0) == 12)
+        // The epoch is not a decision.
         #expect(reopened.list().isEmpty)
     }
 
@@ -221,14 +219,14 @@ struct DecisionStoreExpiryTests {
                                       setAt: 1_700_000_000_000_000, setBy: "uid 0 (old)", expiresAt: nil))
             #expect(store.nextExpiry() == nil)
             #expect(store.expired(now: Int64.max).isEmpty)
-            // New rows with an expiry, and the counters, work.
+            // New rows with an expiry, and the serial epoch, work.
             let expires = currentMicroseconds() + 60 * Self.second
             try store.set(app: "org.new.App", permission: "camera", decision: .authorized, setBy: "test",
                           expiresAt: expires)
             #expect(store.decision(app: "org.new.App", permission: "camera")?.expiresAt == expires)
             #expect(store.nextExpiry() == expires)
             #expect(store.expired(now: expires).map(\.appID) == ["org.new.App"])
-            #expect(try store.increment("serial-epoch") == 1)
+            #expect(try store.nextEpoch(atLeast: 0) == 1)
             try store.remove(try #require(store.decision(app: "org.old.App", permission: "location")))
             #expect(store.list().map(\.appID) == ["org.new.App"])
         }
@@ -238,6 +236,6 @@ struct DecisionStoreExpiryTests {
         // And it opens again (the column is there now).
         let reopened = try DecisionStore(path: path)
         #expect(reopened.list().map(\.appID) == ["org.new.App"])
-        #expect(try reopened.increment("serial-epoch") == 2)
+        #expect(try reopened.nextEpoch(atLeast: 0) == 2)
     }
 }

@@ -129,20 +129,27 @@ struct DecisionStoreTests {
         let garbage = (0..<4096).map { UInt8(truncatingIfNeeded: $0 &* 151 &+ 7) }
         try dir.write("decisions.db", bytes: garbage)
 
-        let store = try DecisionStore(path: path)
-        #expect(store.list().isEmpty)
-        let aside = try dir.contents().filter { $0.hasPrefix("decisions.db.corrupt-") }
-        #expect(aside.count == 1)
-        if let name = aside.first {
-            // Kept for inspection, byte for byte.
-            let kept = try Data(contentsOf: URL(fileURLWithPath: dir.url(name)))
-            #expect(Array(kept) == garbage)
+        do {
+            let store = try DecisionStore(path: path)
+            #expect(store.list().isEmpty)
+            let aside = try dir.contents().filter { $0.hasPrefix("decisions.db.corrupt-") }
+            #expect(aside.count == 1)
+            if let name = aside.first {
+                // Kept for inspection, byte for byte.
+                let kept = try Data(contentsOf: URL(fileURLWithPath: dir.url(name)))
+                #expect(Array(kept) == garbage)
+                // Degraded, saying where the old decisions are.
+                let reason = try #require(store.degradedReason)
+                #expect(reason.contains(dir.url(name)), "\(reason)")
+            }
+            // Usable, and durable.
+            try store.set(app: "org.a", permission: "camera", decision: .denied, setBy: "t")
+            #expect(store.decision(app: "org.a", permission: "camera")?.decision == .denied)
         }
-        // Usable, and durable.
-        try store.set(app: "org.a", permission: "camera", decision: .denied, setBy: "t")
-        #expect(store.decision(app: "org.a", permission: "camera")?.decision == .denied)
         let reopened = try DecisionStore(path: path)
         #expect(reopened.decision(app: "org.a", permission: "camera")?.decision == .denied)
+        // A restart with a readable store ends the degraded state.
+        #expect(reopened.degradedReason == nil)
     }
 
     @Test func truncatedStoreStillOpensUsable() throws {

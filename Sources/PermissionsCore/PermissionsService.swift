@@ -194,8 +194,13 @@ public final class PermissionsService {
             },
             Property("version") { .uint32(Self.interfaceVersion) },
             Property("ChangeSerial") { [unowned self] in .uint64(self.changeSerial) },
+            Property("StoreStatus") { [unowned self] in .string(self.storeStatus) },
         ])
     }
+
+    /// "ok", or "degraded: <why>" when start-up had to move a damaged store aside
+    /// (see DecisionStore). Fixed for the daemon's life.
+    var storeStatus: String { store.degradedReason.map { "degraded: " + $0 } ?? "ok" }
 
     /// A known permission name, or the error to reply with.
     func knownPermission(_ value: DBusValue) -> Result<String, BusError> {
@@ -313,13 +318,14 @@ public final class PermissionsService {
             let before = self.status(app: app, permission: permission)
             let stored = self.store.decision(app: app, permission: permission)
             if stored?.decision == decision, stored?.expiresAt == nil { return call.reply() }
-            self.sessionGrants[app + "\0" + permission] = nil
             do {
                 try self.store.set(app: app, permission: permission, decision: decision,
                                    setBy: "uid \(identity.uid) (\(identity.appID))")
             } catch {
+                // Nothing changed, in memory or on disk (a session grant included).
                 return call.fail(PermissionsError.storageFailed("cannot store the decision: \(error)"))
             }
+            self.sessionGrants[app + "\0" + permission] = nil
             let after = self.status(app: app, permission: permission)
             if before != after { self.emitStatusChanged(app: app, permission: permission, after) }
             call.reply()
@@ -342,13 +348,14 @@ public final class PermissionsService {
                     && !stored.contains(String(parts[1])) ? String(parts[1]) : nil
             }
             let before = affected.map { self.status(app: app, permission: $0) }
-            for permission in affected { self.sessionGrants[app + "\0" + permission] = nil }
             let removed: Int
             do {
                 removed = try self.store.reset(app: app, permissions: names)
             } catch {
+                // Nothing changed, in memory or on disk (session grants included).
                 return call.fail(PermissionsError.storageFailed("cannot reset decisions: \(error)"))
             }
+            for permission in affected { self.sessionGrants[app + "\0" + permission] = nil }
             for (permission, old) in zip(affected, before) where self.isKnown(permission) {
                 let new = self.status(app: app, permission: permission)
                 if new != old { self.emitStatusChanged(app: app, permission: permission, new) }

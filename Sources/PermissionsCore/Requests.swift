@@ -85,11 +85,22 @@ extension PermissionsService {
              done: @escaping (Status) -> Void) {
         let current = status(app: identity.appID, permission: permission)
         guard current == .notDetermined else { return done(current) }
-        guard broker.hasAgent else { return done(noAgentDefaults[permission] ?? .notDetermined) }
+        guard broker.hasAgent else { return done(noAgentAnswer(permission)) }
         let details: [(String, DBusValue)] = [("identity-kind", .string(identity.kind.rawValue)),
                                               ("uid", .uint32(identity.uid))] + options.details
         broker.ask(app: identity.appID, permission: permission, reason: options.reason, details: details,
                    sender: sender, done: done)
+    }
+
+    /// The permission's `no-agent` setting, except that a degraded store (its
+    /// decisions lost at start-up, stored denies included) never lets a setting grant:
+    /// only a user's answer may then authorize.
+    func noAgentAnswer(_ permission: String) -> Status {
+        let configured = noAgentDefaults[permission] ?? .notDetermined
+        guard configured == .authorized, store.degradedReason != nil else { return configured }
+        // Debug only: the degraded state itself was logged loudly at start-up.
+        logDebug("\(permission): no-agent=authorized not applied while the decision store is degraded")
+        return .notDetermined
     }
 
     /// Stores what the user answered and returns the status to reply with.

@@ -1,0 +1,244 @@
+import Foundation
+import Testing
+
+/// The decision store under faults, with the real daemon: whatever happens to the
+/// files beside the store while it runs, the daemon keeps running and keeps every
+/// answer; a write the disk refuses answers StorageFailed and changes nothing; a
+/// store moved aside at start-up is a visible degraded state in which no request is
+/// granted without a user's answer.
+@Suite struct StoreFaultTests {
+    let bus: TestBus
+
+    init() throws { bus = try TestBus() }
+
+    // MARK: Helpers
+
+    /// Writes random bytes over the start of `path` (creating it), in place: the
+    /// daemon's open file sees them.
+    static func scribble(_ path: String, count: Int = 65536) throws {
+        let fd = open(path, O_WRONLY | O_CREAT, 0o600)
+        guard fd >= 0 else { throw HarnessError(description: "cannot open \(path)") }
+        defer { close(fd) }
+        let bytes = (0..<count).map { _ in UInt8.random(in: 0...255) }
+        guard write(fd, bytes, count) == count else { throw HarnessError(description: "cannot write \(path)") }
+    }
+
+    /// `: > path`
+    static func truncate(_ path: String) throws {
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        guard fd >= 0 else { throw HarnessError(description: "cannot truncate \(path)") }
+        close(fd)
+    }
+
+    func statusForApp(_ daemon: DaemonUnderTest, _ app: String, _ permission: String) throws -> String {
+        try daemon.call("GetStatusForApp", "ss", app, permission).stdout
+    }
+
+    func decisions(_ daemon: DaemonUnderTest) throws -> String {
+        let r = try daemon.call("ListDecisions", "s", "")
+        #expect(r.status == 0, "\(r.stderr)")
+        return r.stdout
+    }
+
+    func storeStatus(_ daemon: DaemonUnderTest) throws -> String {
+        try daemon.busctl(["get-property", "org.example.Permissions", "/org/example/Permissions",
+                           "org.example.Permissions", "StoreStatus"]).stdout
+    }
+
+    // MARK: Files changed under the running daemon
+
+    /// The issue's repro: a stored deny, then the WAL and the -shm overwritten with
+    /// random bytes while the daemon runs.
+    @Test func scribbledWalAndShmChangeNoAnswer() throws {
+        let daemon = try DaemonUnderTest(bus: bus)
+        #expect(try daemon.ctl("deny", "org.example.Denied", "location").status == 0)
+        #expect(try daemon.ctl("grant", "org.example.Granted", "notifications").status == 0)
+        let before = try decisions(daemon)
+        #expect(before.hasPrefix("a(sssxs) 2 "), "\(before)")
+
+        try Self.scribble(daemon.stateDirectory + "/decisions.sqlite-wal")
+        try Self.scribble(daemon.stateDirectory + "/decisions.sqlite-shm")
+
+        #expect(try statusForApp(daemon, "org.example.Denied", "location") == "s \"denied\"\n")
+        #expect(try statusForApp(daemon, "org.example.Granted", "notifications") == "s \"authorized\"\n")
+        #expect(try decisions(daemon) == before)
+        // A write after that: stored, or StorageFailed; never a crash.
+        let write = try daemon.gdbusCall("SetDecision", "org.example.Later", "location", "denied")
+        #expect(write.status == 0 || write.stderr.contains("org.example.Permissions.Error.StorageFailed"),
+                "\(write.stderr)")
+        #expect(daemon.isRunning, "\(daemon.log)")
+        #expect(try statusForApp(daemon, "org.example.Denied", "location") == "s \"denied\"\n")
+        #expect(try statusForApp(daemon, "org.example.Later", "location")
+                == (write.status == 0 ? "s \"denied\"\n" : "s \"not-determined\"\n"))
+    }
+
+    /// Truncating (`: >`), deleting or scribbling over the WAL or the -shm never kills
+    /// the daemon (a truncated -shm that SQLite had mapped was a SIGBUS) and never
+    /// changes an answer. No -shm is ever made, and one left by an older version goes.
+    @Test func outsideChangesToTheWalAndShmNeverKillTheDaemon() throws {
+        let daemon = try DaemonUnderTest(bus: bus, start: false)
+        let state = daemon.stateDirectory
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        try Self.scribble(state + "/decisions.sqlite-shm")
+        try daemon.start()
+        #expect(!FileManager.default.fileExists(atPath: state + "/decisions.sqlite-shm"))
+        #expect(try daemon.ctl("deny", "org.example.Denied", "location").status == 0)
+        #expect(!FileManager.default.fileExists(atPath: state + "/decisions.sqlite-shm"))
+
+        let faults: [(String, (String) throws -> Void)] = [
+            ("truncate", Self.truncate), ("delete", { _ = unlink($0) }), ("scribble", { try Self.scribble($0) }),
+        ]
+        var written = 0
+        for file in ["decisions.sqlite-shm", "decisions.sqlite-wal"] {
+            for (name, fault) in faults {
+                let what = "\(name) \(file)"
+                let before = try decisions(daemon)
+                try fault(state + "/" + file)
+                #expect(try daemon.call("GetStatus", "s", "location").stdout == "s \"not-determined\"\n", "\(what)")
+                #expect(try statusForApp(daemon, "org.example.Denied", "location") == "s \"denied\"\n", "\(what)")
+                #expect(try decisions(daemon) == before, "\(what)")
+                let app = "org.example.After\(written)"
+                let write = try daemon.gdbusCall("SetDecision", app, "location", "denied")
+                #expect(write.status == 0 || write.stderr.contains("org.example.Permissions.Error.StorageFailed"),
+                        "\(what): \(write.stderr)")
+                if write.status == 0 {
+                    written += 1
+                    #expect(try decisions(daemon).contains("\"\(app)\" \"location\" \"denied\""), "\(what)")
+                } else {
+                    #expect(try decisions(daemon) == before, "\(what)")
+                }
+                #expect(daemon.isRunning, "\(what): \(daemon.log)")
+            }
+        }
+        #expect(try statusForApp(daemon, "org.example.Denied", "location") == "s \"denied\"\n")
+    }
+
+    // MARK: A disk that refuses writes
+
+    /// Whether this machine lets the test mount a small tmpfs (root, CAP_SYS_ADMIN).
+    static let canMountTmpfs: Bool = {
+        guard let dir = try? makeTemporaryDirectory("tmpfs-probe") else { return false }
+        defer { rmdir(dir) }
+        guard mount("tmpfs", dir, "tmpfs", 0, "size=64k") == 0 else { return false }
+        umount2(dir, Int32(MNT_DETACH))
+        return true
+    }()
+
+    /// Fills the file system holding `directory` with one file; returns its path.
+    static func fill(_ directory: String) throws -> String {
+        let path = directory + "/filler"
+        let fd = open(path, O_WRONLY | O_CREAT, 0o600)
+        guard fd >= 0 else { throw HarnessError(description: "cannot create \(path)") }
+        defer { close(fd) }
+        let chunk = [UInt8](repeating: 0x5a, count: 4096)
+        while write(fd, chunk, chunk.count) > 0 {}
+        while write(fd, chunk, 1) > 0 {}
+        guard errno == ENOSPC else { throw HarnessError(description: "filling \(directory): errno \(errno)") }
+        return path
+    }
+
+    /// The state directory on a full file system: writes answer StorageFailed, change
+    /// no answer (a session grant included) and send no signal; once there is room
+    /// again, writes work.
+    @Test(.enabled(if: canMountTmpfs, "needs mount(2) for a small tmpfs (root)"))
+    func fullDiskAnswersStorageFailedAndChangesNothing() throws {
+        let daemon = try DaemonUnderTest(bus: bus, start: false)
+        let state = daemon.stateDirectory
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        try #require(mount("tmpfs", state, "tmpfs", 0, "size=1m,mode=0700") == 0)
+        defer {
+            daemon.stop()
+            umount2(state, Int32(MNT_DETACH))
+        }
+        try daemon.start()
+        #expect(try daemon.ctl("deny", "org.example.Full", "location").status == 0)
+        #expect(try daemon.ctl("grant", "org.example.Full", "notifications").status == 0)
+        // A session grant, held by the agent's own connection (it requests, and answers).
+        let agent = try TestAgent(bus: bus)
+        agent.autoAnswer = "allow-session"
+        #expect(try agent.call("Request", [.string("location"), .vardict([])]).first?.stringValue == "authorized")
+        let details = try agent.call("GetDetails", [.string("location")]).first?.stringKeyedEntries ?? []
+        guard case .variant(.string(let session))? = details.first(where: { $0.0 == "app-id" })?.1 else {
+            throw HarnessError(description: "no app-id in \(details)")
+        }
+        let before = try decisions(daemon)
+        let monitor = try Monitor(daemon)
+
+        let filler = try Self.fill(state)
+        let refused: [[String]] = [
+            ["SetDecision", "org.example.Full", "location", "authorized"],
+            ["SetDecision", "org.example.New", "location", "denied"],
+            ["ResetDecisions", "org.example.Full", "@as []"],
+            ["ResetDecisions", "org.example.Full", "['location', 'notifications']"],
+            ["SetDecision", session, "location", "denied"],
+        ]
+        for call in refused {
+            let r = try run("/usr/bin/gdbus", ["call", "--address", bus.address, "--dest", "org.example.Permissions",
+                                               "--object-path", "/org/example/Permissions",
+                                               "--method", "org.example.Permissions." + call[0]] + call.dropFirst())
+            #expect(r.status != 0, "\(call) succeeded on a full disk")
+            #expect(r.stderr.contains("org.example.Permissions.Error.StorageFailed"), "\(call): \(r.stderr)")
+        }
+        #expect(daemon.isRunning)
+        #expect(try statusForApp(daemon, "org.example.Full", "location") == "s \"denied\"\n")
+        #expect(try statusForApp(daemon, "org.example.Full", "notifications") == "s \"authorized\"\n")
+        #expect(try statusForApp(daemon, "org.example.New", "location") == "s \"not-determined\"\n")
+        #expect(try statusForApp(daemon, session, "location") == "s \"authorized\"\n")
+        #expect(try decisions(daemon) == before)
+
+        // Room again: writes work, and the first signal since the monitor started is theirs.
+        #expect(unlink(filler) == 0)
+        #expect(try daemon.ctl("grant", "org.example.Full", "location").status == 0)
+        try monitor.waitFor { $0 == statusLine(app: "org.example.Full", "location", "authorized") }
+        #expect(monitor.statusChanges == [statusLine(app: "org.example.Full", "location", "authorized")])
+        // And it was stored: it survives a restart.
+        daemon.stop()
+        try daemon.start()
+        #expect(try statusForApp(daemon, "org.example.Full", "location") == "s \"authorized\"\n")
+        #expect(try statusForApp(daemon, "org.example.Full", "notifications") == "s \"authorized\"\n")
+    }
+
+    // MARK: A damaged store at start-up
+
+    @Test func damagedStoreAtStartIsDegradedAndNoAgentDoesNotGrant() throws {
+        let daemon = try DaemonUnderTest(bus: bus, config: "[location]\nno-agent=authorized\n", start: false)
+        let state = daemon.stateDirectory
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        try Data((0..<8192).map { UInt8(truncatingIfNeeded: $0 &* 151 &+ 7) })
+            .write(to: URL(fileURLWithPath: state + "/decisions.sqlite"))
+        try daemon.start()
+
+        let status = try storeStatus(daemon)
+        #expect(status.hasPrefix("s \"degraded: "), "\(status)")
+        #expect(status.contains(state + "/decisions.sqlite.corrupt-"), "\(status)")
+        #expect(daemon.log.contains("DEGRADED"), "\(daemon.log)")
+        // no-agent=authorized does not grant while degraded...
+        #expect(try daemon.call("Request", "sa{sv}", "location", "0").stdout == "s \"not-determined\"\n")
+        #expect(try daemon.call("RequestMany", "asa{sv}", "1", "location", "0").stdout
+                == "a{ss} 1 \"location\" \"not-determined\"\n")
+        // ...but a user's answer does.
+        do {
+            let agent = try TestAgent(bus: bus)
+            agent.autoAnswer = "allow-once"
+            #expect(try daemon.call("Request", "sa{sv}", "location", "0").stdout == "s \"authorized\"\n")
+            #expect(agent.received.count == 1)
+            agent.disconnect()
+        }
+        #expect(try decisions(daemon) == "a(sssxs) 0\n")
+
+        // A restart with a readable store (the new one) ends the degraded state, and
+        // the setting applies again.
+        daemon.stop()
+        try daemon.start()
+        #expect(try storeStatus(daemon) == "s \"ok\"\n")
+        #expect(try daemon.call("Request", "sa{sv}", "location", "0").stdout == "s \"authorized\"\n")
+    }
+
+    @Test func healthyStoreIsOK() throws {
+        let daemon = try DaemonUnderTest(bus: bus)
+        #expect(try storeStatus(daemon) == "s \"ok\"\n")
+        let all = try daemon.busctl(["introspect", "org.example.Permissions", "/org/example/Permissions",
+                                     "org.example.Permissions"]).stdout
+        #expect(all.contains(".StoreStatus"), "\(all)")
+    }
+}

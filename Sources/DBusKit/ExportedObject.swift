@@ -206,7 +206,9 @@ enum ObjectRouter {
             return call.fail(BusError(BusError.unknownMethod,
                                       "no method \"\(member.escapedForMessage)\" in interface \"\(interface)\""))
         }
-        guard call.message.signature == expected else { return call.fail(wrongSignature(call.message, expected: expected)) }
+        guard call.message.signature == expected else {
+            return call.fail(wrongSignature(call.message, expected: expected))
+        }
         answer()
     }
 

@@ -155,7 +155,9 @@ final class IOThread: @unchecked Sendable {
             if handled {
                 backoff.reset()
             } else {
-                if backoff.start() { report("D-Bus I/O: out of memory handling the connection; retrying with back-off") }
+                if backoff.start() {
+                    report("D-Bus I/O: out of memory handling the connection; retrying with back-off")
+                }
                 backoff.wait()
             }
         }

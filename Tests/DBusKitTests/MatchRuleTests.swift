@@ -23,7 +23,8 @@ struct MatchRuleTests {
     }
 
     @Test func keysInOrderAndNilValuesLeftOut() throws {
-        let rule = try MatchRule(["type": "signal", "sender": nil, "interface": "org.example.I", "arg0": "it's, \\ here"])
+        let rule = try MatchRule(["type": "signal", "sender": nil, "interface": "org.example.I",
+                                  "arg0": "it's, \\ here"])
         #expect(rule.text == #"type='signal',interface='org.example.I',arg0='it'\''s, \ here'"#)
     }
 

@@ -18,7 +18,7 @@ import Testing
         _ = try daemon.busctl(["call", "org.example.Permissions", "/org/example/Permissions",
                                "org.freedesktop.DBus.Peer", "Ping"])
         #expect(daemon.waitForExit(timeout: 15) == 1)
-        #expect(daemon.log.contains("D-Bus I/O: poll failed: Invalid argument; the connection is no longer served; exiting"),
-                "\(daemon.log)")
+        #expect(daemon.log.contains("D-Bus I/O: poll failed: Invalid argument; "
+                                    + "the connection is no longer served; exiting"), "\(daemon.log)")
     }
 }

@@ -67,8 +67,9 @@ struct InotifyOverflowTests {
         let queue = DispatchQueue(label: "plugin-watcher-test")
         let seen = Seen()
         try queue.sync {
-            let watcher = try #require(PluginDirectoryWatcher(directories: [dir.path], queue: queue) { d, file, present in
-                seen.lines.append("\(d == dir.path ? "" : d)\(file) \(present ? "present" : "gone")")
+            let watcher = try #require(PluginDirectoryWatcher(directories: [dir.path], queue: queue) {
+                directory, file, present in
+                seen.lines.append("\(directory == dir.path ? "" : directory)\(file) \(present ? "present" : "gone")")
             })
             // Changes whose events are lost: the queue is busy here, so none is read
             // before the synthetic overflow.

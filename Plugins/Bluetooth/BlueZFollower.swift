@@ -122,6 +122,7 @@ final class BlueZFollower: @unchecked Sendable {
         self.connection = connection
         ownerKnown = false
         connection.onDisconnect = { [weak self] in self?.disconnected(epoch) }
+        connection.onError = { [weak self] error in self?.log(.warning, "D-Bus: \(error.message)") }
         let matches = [
             SignalMatch(sender: BlueZ.busDriver, path: "/org/freedesktop/DBus", interface: BlueZ.busDriver,
                         member: "NameOwnerChanged", arg0: BlueZ.service),

@@ -32,20 +32,31 @@ public final class Connection: @unchecked Sendable {
     private var objects: [String: ExportedObject] = [:]
     private var subscriptions: [Int: Subscription] = [:]
     private var nextSubscriptionID = 0
-    /// Called once if the bus daemon closes the connection.
+    /// Called once if the bus daemon closes the connection, or when the connection
+    /// can no longer be served (then `failure` says why).
     public var onDisconnect: (() -> Void)?
+    /// Errors that have no caller to go back to, for the owner to log: a match rule
+    /// the bus refused, a reply that could not be queued, the I/O thread backing
+    /// off. On the queue (attached), or inside the call that failed (unattached).
+    public var onError: ((BusError) -> Void)?
+    /// Why the connection stopped being served, when it was not the bus that closed
+    /// it (its I/O thread could not poll, say). Set before `onDisconnect` runs.
+    public private(set) var failure: BusError?
     /// Serves the socket of an attached connection.
     var ioThread: IOThread?
 
     struct Subscription {
         let match: SignalMatch
+        let rule: MatchRule
         let handler: (Message) -> Void
     }
 
     /// Connects and says Hello: the one blocking round trip, at start-up. With a
     /// queue, call it on that queue (or before the queue runs anything else).
     public static func open(_ bus: Bus, queue: DispatchQueue? = nil) throws(BusError) -> Connection {
-        _ = dbus_threads_init_default()
+        guard dbus_threads_init_default() != 0 else {
+            throw BusError(BusError.noMemory, "out of memory initialising libdbus's threads")
+        }
         let error = CError()
         let raw: OpaquePointer?
         switch bus {
@@ -64,7 +75,8 @@ public final class Connection: @unchecked Sendable {
         let connection = Connection(raw: raw, queue: queue)
         // Call from the queue itself, or before anything else uses the connection:
         // from here on, libdbus calls our watch functions, which touch queue state.
-        if queue != nil { connection.attach() }
+        // On failure the connection goes here, and deinit closes it.
+        if queue != nil { try connection.attach() }
         return connection
     }
 
@@ -75,17 +87,43 @@ public final class Connection: @unchecked Sendable {
         self.uniqueName = dbus_bus_get_unique_name(raw).map { String(cString: $0) } ?? ""
     }
 
-    private func attach() {
+    /// Each libdbus call here fails only for want of memory, and a connection missing
+    /// any of them would never be served: then opening fails.
+    private func attach() throws(BusError) {
         let me = Unmanaged.passUnretained(self).toOpaque()
-        _ = dbus_connection_add_filter(raw, connectionFilter, me, nil)
+        try installFilter()
         let thread = IOThread(connection: self)
         ioThread = thread
-        _ = dbus_connection_set_watch_functions(raw, ioAddWatch, ioRemoveWatch, ioToggleWatch, me, nil)
+        guard dbus_connection_set_watch_functions(raw, ioAddWatch, ioRemoveWatch, ioToggleWatch, me, nil) != 0 else {
+            throw BusError(BusError.noMemory, "out of memory setting the connection's watch functions")
+        }
         thread.start()
-        _ = dbus_connection_set_timeout_functions(raw, mainLoopAddTimeout, mainLoopRemoveTimeout,
-                                                  mainLoopToggleTimeout, me, nil)
+        guard dbus_connection_set_timeout_functions(raw, mainLoopAddTimeout, mainLoopRemoveTimeout,
+                                                    mainLoopToggleTimeout, me, nil) != 0
+        else {
+            throw BusError(BusError.noMemory, "out of memory setting the connection's timeout functions")
+        }
         dbus_connection_set_dispatch_status_function(raw, mainLoopDispatchStatusChanged, me, nil)
         queue.async { self.dispatchPending() }  // messages that arrived during Hello
+    }
+
+    /// The routing filter. Peer calls (Ping, GetMachineId) come to it too, instead of
+    /// being answered inside libdbus, which never checks their arguments.
+    private func installFilter() throws(BusError) {
+        guard dbus_connection_add_filter(raw, connectionFilter, Unmanaged.passUnretained(self).toOpaque(), nil) != 0
+        else {
+            throw BusError(BusError.noMemory, "out of memory adding the connection's filter")
+        }
+        dbus_connection_set_route_peer_messages(raw, 1)
+    }
+
+    /// Takes libdbus's watch, timeout and dispatch functions away again. Removing
+    /// them cannot fail (libdbus only allocates when it adds a watch or timeout), so
+    /// the results are not looked at.
+    private func removeMainLoopFunctions() {
+        _ = dbus_connection_set_watch_functions(raw, nil, nil, nil, nil, nil)
+        _ = dbus_connection_set_timeout_functions(raw, nil, nil, nil, nil, nil)
+        dbus_connection_set_dispatch_status_function(raw, nil, nil, nil)
     }
 
     /// Closes the connection (on its queue, when attached). The object must not
@@ -94,11 +132,23 @@ public final class Connection: @unchecked Sendable {
         assertOnQueue()
         if attached {
             ioThread?.stop()
-            _ = dbus_connection_set_watch_functions(raw, nil, nil, nil, nil, nil)
-            _ = dbus_connection_set_timeout_functions(raw, nil, nil, nil, nil, nil)
-            dbus_connection_set_dispatch_status_function(raw, nil, nil, nil)
+            removeMainLoopFunctions()
         }
         dbus_connection_close(raw)
+    }
+
+    /// The I/O thread cannot serve the connection any more: disconnect it the way a
+    /// bus that went away would, so that pending calls fail and `onDisconnect` runs.
+    func servingFailed(_ error: BusError) {
+        assertOnQueue()
+        guard failure == nil, dbus_connection_get_is_connected(raw) != 0 else { return }
+        failure = error
+        ioThread?.stop()
+        removeMainLoopFunctions()
+        dbus_connection_close(raw)
+        // A closed connection queues libdbus's Disconnected message, which the filter
+        // turns into `onDisconnect`.
+        dispatchPending()
     }
 
     /// libdbus aborts when the last reference to an open private connection goes,
@@ -107,11 +157,7 @@ public final class Connection: @unchecked Sendable {
     deinit {
         ioThread?.stop()
         if dbus_connection_get_is_connected(raw) != 0 {
-            if attached {
-                _ = dbus_connection_set_watch_functions(raw, nil, nil, nil, nil, nil)
-                _ = dbus_connection_set_timeout_functions(raw, nil, nil, nil, nil, nil)
-                dbus_connection_set_dispatch_status_function(raw, nil, nil, nil)
-            }
+            if attached { removeMainLoopFunctions() }
             dbus_connection_close(raw)
         }
         dbus_connection_unref(raw)
@@ -156,10 +202,19 @@ public final class Connection: @unchecked Sendable {
 
     // MARK: Sending
 
-    /// Queues a message; libdbus writes it when the socket is writable.
-    public func send(_ message: Message) {
+    /// Queues a message; libdbus writes it when the socket is writable. Throws
+    /// `NoMemory` when libdbus could not queue it (on a closed connection libdbus
+    /// drops the message without an error, as the peer is gone).
+    public func send(_ message: Message) throws(BusError) {
         assertOnQueue()
-        _ = dbus_connection_send(raw, message.raw, nil)
+        guard dbus_connection_send(raw, message.raw, nil) != 0 else {
+            throw BusError(BusError.noMemory, "out of memory queueing a message")
+        }
+    }
+
+    /// Hands an error with no caller to go back to to `onError`.
+    func report(_ error: BusError) {
+        onError?(error)
     }
 
     /// Writes everything queued for sending, waiting for the socket: for shutdown only.
@@ -174,16 +229,28 @@ public final class Connection: @unchecked Sendable {
                      reply: @escaping (Result<Message, BusError>) -> Void) {
         assertOnQueue()
         var pending: OpaquePointer? = nil
-        guard dbus_connection_send_with_reply(raw, message.raw, &pending, timeoutMilliseconds) != 0,
-              let pending
-        else {
+        guard dbus_connection_send_with_reply(raw, message.raw, &pending, timeoutMilliseconds) != 0 else {
+            let member = message.member ?? ""
+            async { reply(.failure(BusError(BusError.noMemory, "out of memory sending \(member)"))) }
+            return
+        }
+        guard let pending else {
             async { reply(.failure(BusError(BusError.disconnected, "not connected"))) }
             return
         }
-        let box = Unmanaged.passRetained(ReplyBox(reply)).toOpaque()
-        _ = dbus_pending_call_set_notify(pending, pendingCallNotify, box, releaseReplyBox)
+        let box = Unmanaged.passRetained(ReplyBox(reply))
+        guard dbus_pending_call_set_notify(pending, pendingCallNotify, box.toOpaque(), releaseReplyBox) != 0 else {
+            // libdbus kept neither the function nor the box: without them the reply
+            // would go nowhere, so the call is abandoned and the caller told.
+            dbus_pending_call_cancel(pending)
+            dbus_pending_call_unref(pending)
+            box.release()
+            let member = message.member ?? ""
+            async { reply(.failure(BusError(BusError.noMemory, "out of memory waiting for the reply to \(member)"))) }
+            return
+        }
         // The reply may have arrived before the notify function was set.
-        if dbus_pending_call_get_completed(pending) != 0 { pendingCallNotify(pending, box) }
+        if dbus_pending_call_get_completed(pending) != 0 { pendingCallNotify(pending, box.toOpaque()) }
         dbus_pending_call_unref(pending)
     }
 
@@ -207,9 +274,9 @@ public final class Connection: @unchecked Sendable {
 
     /// Unattached connections: installs the routing filter so `subscribe` and
     /// exported objects work with `readWriteDispatch`.
-    public func enableRouting() {
+    public func enableRouting() throws(BusError) {
         precondition(!attached)
-        _ = dbus_connection_add_filter(raw, connectionFilter, Unmanaged.passUnretained(self).toOpaque(), nil)
+        try installFilter()
     }
 
     /// Sends a signal from an exported path.
@@ -217,26 +284,74 @@ public final class Connection: @unchecked Sendable {
                            _ arguments: [DBusValue]) throws(BusError) {
         let message = try Message.signal(path: path, interface: interface, member: member)
         try message.append(arguments)
-        send(message)
+        try send(message)
     }
 
     // MARK: Signals
 
     /// Adds a match rule on the bus and calls `handler` for every signal matching it.
-    /// The rule is added without waiting for the bus daemon's reply.
+    ///
+    /// Attached, the rule is added without waiting: `added` runs later on the queue
+    /// with nil once the bus has accepted the rule, or with the error (a refused rule
+    /// is also taken off again). Unattached, it waits for the bus and `added` runs
+    /// before this returns. Without `added`, a failure goes to `onError`.
     @discardableResult
-    public func subscribe(_ match: SignalMatch, handler: @escaping (Message) -> Void) -> Int {
+    public func subscribe(_ match: SignalMatch, added: ((BusError?) -> Void)? = nil,
+                          handler: @escaping (Message) -> Void) -> Int {
         assertOnQueue()
-        dbus_bus_add_match(raw, match.rule, nil)
         nextSubscriptionID += 1
-        subscriptions[nextSubscriptionID] = Subscription(match: match, handler: handler)
-        return nextSubscriptionID
+        let id = nextSubscriptionID
+        let done: (BusError?) -> Void = { [weak self] error in
+            if error != nil { self?.subscriptions[id] = nil }
+            if let added { return added(error) }
+            if let error { self?.report(error) }
+        }
+        let rule: MatchRule
+        do {
+            rule = try match.rule()
+        } catch {
+            if attached { async { done(error) } } else { done(error) }
+            return id
+        }
+        subscriptions[id] = Subscription(match: match, rule: rule, handler: handler)
+        callBusDriver("AddMatch", rule, done: done)
+        return id
     }
 
     public func unsubscribe(_ id: Int) {
         assertOnQueue()
         guard let sub = subscriptions.removeValue(forKey: id) else { return }
-        dbus_bus_remove_match(raw, sub.match.rule, nil)
+        callBusDriver("RemoveMatch", sub.rule) { [weak self] error in
+            if let error { self?.report(error) }
+        }
+    }
+
+    /// AddMatch or RemoveMatch: attached, as a call whose reply comes later;
+    /// unattached, through libdbus, waiting for the bus.
+    private func callBusDriver(_ member: String, _ rule: MatchRule, done: @escaping (BusError?) -> Void) {
+        guard attached else {
+            let error = CError()
+            if member == "AddMatch" {
+                dbus_bus_add_match(raw, rule.text, &error.raw)
+            } else {
+                dbus_bus_remove_match(raw, rule.text, &error.raw)
+            }
+            return done(error.isSet ? error.busError : nil)
+        }
+        do {
+            let message = try Message.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                                 interface: "org.freedesktop.DBus", member: member)
+            try message.append(.string(rule.text))
+            call(message) { result in
+                if case .failure(let error) = result {
+                    done(BusError(error.name, "\(member) \(rule.text.escapedForMessage): \(error.message)"))
+                } else {
+                    done(nil)
+                }
+            }
+        } catch {
+            async { done(error) }
+        }
     }
 
     // MARK: Objects
@@ -259,7 +374,6 @@ public final class Connection: @unchecked Sendable {
             for sub in subscriptions.values where sub.match.matches(message) { sub.handler(message) }
             return false
         case .methodCall:
-            if message.interface == "org.freedesktop.DBus.Peer" { return false }  // libdbus answers Ping
             ObjectRouter.dispatch(message, objects: objects, connection: self)
             return true
         default:
@@ -286,14 +400,10 @@ public struct SignalMatch: Sendable {
         self.arg0 = arg0
     }
 
-    var rule: String {
-        var parts = ["type='signal'"]
-        if let sender { parts.append("sender='\(sender)'") }
-        if let path { parts.append("path='\(path)'") }
-        if let interface { parts.append("interface='\(interface)'") }
-        if let member { parts.append("member='\(member)'") }
-        if let arg0 { parts.append("arg0='\(arg0)'") }
-        return parts.joined(separator: ",")
+    /// The rule for the bus daemon; fails only for a value with a NUL byte.
+    func rule() throws(BusError) -> MatchRule {
+        try MatchRule(["type": "signal", "sender": sender, "path": path, "interface": interface, "member": member,
+                       "arg0": arg0])
     }
 
     /// `sender` is compared when it is a unique name or the bus driver

@@ -1,3 +1,5 @@
+internal import CDBus
+
 /// One incoming method call, answered exactly once with `reply` or `fail`, now or
 /// later (a handler may keep it while it waits for the user or another service).
 ///
@@ -25,10 +27,15 @@ public final class MethodCall {
         let reply = message.makeReply()
         do {
             try reply.append(values)
-            connection.send(reply)
         } catch {
             // Our own reply did not marshal: a bug, but the caller still gets an answer.
-            connection.send(message.makeErrorReply(BusError(BusError.failed, "internal error: \(error.message)")))
+            return send(message.makeErrorReply(BusError(BusError.failed, "internal error: \(error.message)")))
+        }
+        do {
+            try connection.send(reply)
+        } catch {
+            // libdbus could not queue the reply: the smaller error reply may still go.
+            send(message.makeErrorReply(error))
         }
     }
 
@@ -36,7 +43,22 @@ public final class MethodCall {
         guard !answered else { return }
         answered = true
         guard !message.noReplyExpected else { return }
-        connection.send(message.makeErrorReply(error))
+        send(message.makeErrorReply(error))
+    }
+
+    /// Sends an answer; one that cannot be queued is reported to the connection's
+    /// owner, as the caller cannot be told.
+    private func send(_ answer: Message) {
+        Self.send(answer, to: message, on: connection)
+    }
+
+    private static func send(_ answer: Message, to call: Message, on connection: Connection) {
+        do {
+            try connection.send(answer)
+        } catch {
+            connection.report(BusError(error.name, "cannot answer \((call.member ?? "").escapedForMessage) "
+                                         + "from \(call.sender ?? "?"): \(error.message)"))
+        }
     }
 
     deinit {
@@ -44,8 +66,8 @@ public final class MethodCall {
         // The last reference may go on any thread, so the reply is sent from the queue.
         if !answered, !message.noReplyExpected {
             let reply = message.makeErrorReply(BusError(BusError.failed, "the call was dropped"))
-            let connection = self.connection
-            connection.queue.async { connection.send(reply) }
+            let (connection, call) = (self.connection, message)
+            connection.queue.async { Self.send(reply, to: call, on: connection) }
         }
     }
 }
@@ -114,11 +136,20 @@ public final class ExportedObject {
     }
 }
 
-/// Routes method calls to exported objects, and answers the standard
+/// Routes method calls to exported objects, and answers the standard Peer,
 /// Introspectable and Properties interfaces for them.
 enum ObjectRouter {
+    static let peerInterface = "org.freedesktop.DBus.Peer"
     static let propertiesInterface = "org.freedesktop.DBus.Properties"
     static let introspectableInterface = "org.freedesktop.DBus.Introspectable"
+
+    /// The input signature of every method of the standard interfaces. A call with
+    /// other arguments gets InvalidArgs, as a call to one of our own methods does.
+    static let standardSignatures: [String: [String: String]] = [
+        peerInterface: ["Ping": "", "GetMachineId": ""],
+        introspectableInterface: ["Introspect": ""],
+        propertiesInterface: ["Get": "ss", "GetAll": "s", "Set": "ssv"],
+    ]
 
     static func dispatch(_ message: Message, objects: [String: ExportedObject], connection: Connection) {
         let path = message.path ?? "/"
@@ -132,9 +163,14 @@ enum ObjectRouter {
         let arguments = message.arguments()
         let call = MethodCall(message: message, arguments: arguments, connection: connection)
 
+        // Peer is answered at every path, exported or not, as libdbus would.
+        if message.interface == peerInterface {
+            return standard(call, peerInterface, member) { peer(call, member: member) }
+        }
         if message.interface == introspectableInterface || (message.interface == nil && member == "Introspect") {
-            guard member == "Introspect" else { return call.fail(unknownMethod(message)) }
-            return call.reply([.string(introspect(path, objects: objects))])
+            return standard(call, introspectableInterface, member) {
+                call.reply([.string(introspect(path, objects: objects))])
+            }
         }
         guard let object = objects[path] else {
             return call.fail(BusError(BusError.unknownObject, "no object at path \"\(path.escapedForMessage)\""))
@@ -142,7 +178,7 @@ enum ObjectRouter {
         let propertyMethod = ["Get", "GetAll", "Set"].contains(member)
             && !object.interfaces.values.contains { $0.methods[member] != nil }
         if message.interface == propertiesInterface || (message.interface == nil && propertyMethod) {
-            return properties(call, object: object, member: member)
+            return standard(call, propertiesInterface, member) { properties(call, object: object, member: member) }
         }
         let candidates: [Interface]
         if let name = message.interface {
@@ -158,11 +194,35 @@ enum ObjectRouter {
             return call.fail(unknownMethod(message))
         }
         guard message.signature == method.inputSignature else {
-            return call.fail(BusError(BusError.invalidArgs,
-                                      "\(member) takes arguments of type '\(method.inputSignature)', "
-                                        + "not '\(message.signature.escapedForMessage)'"))
+            return call.fail(wrongSignature(message, expected: method.inputSignature))
         }
         method.handler(call)
+    }
+
+    /// A call to a method of a standard interface: UnknownMethod for a member it does
+    /// not have, InvalidArgs for arguments of another type, else `answer`.
+    private static func standard(_ call: MethodCall, _ interface: String, _ member: String, answer: () -> Void) {
+        guard let expected = standardSignatures[interface]?[member] else {
+            return call.fail(BusError(BusError.unknownMethod,
+                                      "no method \"\(member.escapedForMessage)\" in interface \"\(interface)\""))
+        }
+        guard call.message.signature == expected else {
+            return call.fail(wrongSignature(call.message, expected: expected))
+        }
+        answer()
+    }
+
+    private static func wrongSignature(_ message: Message, expected: String) -> BusError {
+        BusError(BusError.invalidArgs, "\((message.member ?? "").escapedForMessage) takes arguments of type "
+                   + "'\(expected)', not '\(message.signature.escapedForMessage)'")
+    }
+
+    private static func peer(_ call: MethodCall, member: String) {
+        guard member == "GetMachineId" else { return call.reply() }  // Ping
+        let error = CError()
+        guard let id = dbus_try_get_local_machine_id(&error.raw) else { return call.fail(error.busError) }
+        defer { dbus_free(id) }
+        call.reply([.string(String(cString: id))])
     }
 
     private static func unknownMethod(_ message: Message) -> BusError {
@@ -202,11 +262,9 @@ enum ObjectRouter {
             call.fail(iface.properties[prop] != nil
                       ? BusError(BusError.propertyReadOnly, "property \"\(prop)\" is read-only")
                       : BusError(BusError.unknownProperty, "no property \"\(prop.escapedForMessage)\""))
-        case ("Get", _), ("GetAll", _), ("Set", _):
-            call.fail(BusError(BusError.invalidArgs,
-                               "\(member) does not take arguments of type '\(sig.escapedForMessage)'"))
         default:
-            call.fail(BusError(BusError.unknownMethod, "no method \"\(member.escapedForMessage)\" in \(propertiesInterface)"))
+            // `standard` let through only these three members with their signatures.
+            call.fail(wrongSignature(call.message, expected: standardSignatures[propertiesInterface]?[member] ?? ""))
         }
     }
 

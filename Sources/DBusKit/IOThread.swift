@@ -15,6 +15,10 @@ import Dispatch
 /// Everything libdbus does still happens on the connection's queue, as before; this
 /// thread only waits and then enters the queue.
 ///
+/// A poll that fails does not spin: ENOMEM is retried with a back-off (said once),
+/// and any other error stops serving the connection and disconnects it, so that its
+/// owner sees the failure (`Connection.failure`) instead of a silent busy loop.
+///
 /// `@unchecked Sendable`: `watches`, `stopped` and `connection` are guarded by
 /// `mutex`; `inIO` is touched only on the connection's queue.
 final class IOThread: @unchecked Sendable {
@@ -91,6 +95,7 @@ final class IOThread: @unchecked Sendable {
 
     fileprivate func run() {
         var drain = [UInt8](repeating: 0, count: 64)
+        var backoff = PollBackoff()
         while true {
             pthread_mutex_lock(&mutex)
             let entries = Array(watches)
@@ -99,36 +104,121 @@ final class IOThread: @unchecked Sendable {
             if stop { break }
             var fds = [pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
                 + entries.map { pollfd(fd: $0.value.fd, events: $0.value.events, revents: 0) }
-            if poll(&fds, nfds_t(fds.count), -1) < 0 { continue }  // EINTR
+            if poll(&fds, nfds_t(fds.count), -1) < 0 {
+                let code = errno
+                if code == EINTR { continue }
+                // Retrying at once would spin a core for as long as the error lasts.
+                if code == ENOMEM || code == EAGAIN {
+                    if backoff.start() { report("D-Bus I/O: poll failed: \(errnoText(code)); retrying with back-off") }
+                    backoff.wait()
+                    continue
+                }
+                // EINVAL (more descriptors than RLIMIT_NOFILE allows), EFAULT: nothing
+                // will change by trying again, so this connection stops being served.
+                return fail("D-Bus I/O: poll failed: \(errnoText(code)); the connection is no longer served")
+            }
+            // A closed wake-up pipe (POLLNVAL) would be reported on every poll.
+            if fds[0].revents & Int16(POLLNVAL | POLLERR) != 0 {
+                return fail("D-Bus I/O: the I/O thread's wake-up pipe failed; the connection is no longer served")
+            }
             if fds[0].revents != 0 { while read(wakeRead, &drain, drain.count) > 0 {} }
             var ready: [(OpaquePointer, UInt32)] = []
             for (index, entry) in entries.enumerated() {
-                let revents = fds[index + 1].revents
-                var flags: UInt32 = 0
-                if revents & Int16(POLLIN) != 0 { flags |= DBUS_WATCH_READABLE.rawValue }
-                if revents & Int16(POLLOUT) != 0 { flags |= DBUS_WATCH_WRITABLE.rawValue }
-                if revents & Int16(POLLHUP) != 0 { flags |= DBUS_WATCH_HANGUP.rawValue }
-                if revents & Int16(POLLERR) != 0 { flags |= DBUS_WATCH_ERROR.rawValue }
+                let flags = Self.watchFlags(revents: fds[index + 1].revents)
                 if flags != 0 { ready.append((entry.key, flags)) }
             }
-            if ready.isEmpty { continue }
+            if ready.isEmpty {
+                backoff.reset()
+                continue
+            }
             pthread_mutex_lock(&mutex)
             let current = stopped ? nil : self.connection
             pthread_mutex_unlock(&mutex)
             guard let connection = current else { break }
-            connection.queue.sync {
+            let handled = connection.queue.sync { () -> Bool in
                 // A watch removed since the poll must not be touched: libdbus freed it.
                 pthread_mutex_lock(&mutex)
                 let live = stopped ? [] : ready.filter { watches[$0.0] != nil }
                 pthread_mutex_unlock(&mutex)
-                guard !live.isEmpty else { return }
+                guard !live.isEmpty else { return true }
                 inIO = true
-                for (watch, flags) in live { _ = dbus_watch_handle(watch, flags) }
+                // dbus_watch_handle is false when libdbus ran out of memory; the
+                // watch is still ready, so the next poll returns at once for it.
+                var handled = true
+                for (watch, flags) in live {
+                    if dbus_watch_handle(watch, flags) == 0 { handled = false }
+                }
                 connection.dispatchPending()
                 inIO = false
+                return handled
+            }
+            if handled {
+                backoff.reset()
+            } else {
+                if backoff.start() {
+                    report("D-Bus I/O: out of memory handling the connection; retrying with back-off")
+                }
+                backoff.wait()
             }
         }
     }
+
+    /// libdbus's watch flags for what poll reported. POLLNVAL (the descriptor was
+    /// closed under libdbus) counts as an error, which makes libdbus disconnect:
+    /// ignored, it would be reported again by every poll, and the thread would spin.
+    static func watchFlags(revents: Int16) -> UInt32 {
+        var flags: UInt32 = 0
+        if revents & Int16(POLLIN) != 0 { flags |= DBUS_WATCH_READABLE.rawValue }
+        if revents & Int16(POLLOUT) != 0 { flags |= DBUS_WATCH_WRITABLE.rawValue }
+        if revents & Int16(POLLHUP) != 0 { flags |= DBUS_WATCH_HANGUP.rawValue }
+        if revents & Int16(POLLERR | POLLNVAL) != 0 { flags |= DBUS_WATCH_ERROR.rawValue }
+        return flags
+    }
+
+    /// Tells the connection's owner (`Connection.onError`), on the queue.
+    private func report(_ text: String) {
+        pthread_mutex_lock(&mutex)
+        let current = stopped ? nil : self.connection
+        pthread_mutex_unlock(&mutex)
+        guard let connection = current else { return }
+        connection.queue.async { connection.onError?(BusError(BusError.failed, text)) }
+    }
+
+    /// Ends the thread and disconnects the connection, as if the bus had closed it:
+    /// its owner sees `onDisconnect`, with `Connection.failure` saying why.
+    private func fail(_ text: String) {
+        pthread_mutex_lock(&mutex)
+        let current = stopped ? nil : self.connection
+        stopped = true
+        pthread_mutex_unlock(&mutex)
+        guard let connection = current else { return }
+        connection.queue.async { connection.servingFailed(BusError(BusError.failed, text)) }
+    }
+}
+
+/// The wait between retries of a poll that failed for want of memory: 1 ms,
+/// doubling up to 1 s, until a poll succeeds again.
+struct PollBackoff {
+    private(set) var milliseconds = 0
+
+    /// Starts backing off (or goes on); true the first time, to say it once.
+    mutating func start() -> Bool {
+        let first = milliseconds == 0
+        milliseconds = first ? 1 : min(milliseconds * 2, 1000)
+        return first
+    }
+
+    mutating func reset() { milliseconds = 0 }
+
+    func wait() {
+        var delay = timespec(tv_sec: milliseconds / 1000, tv_nsec: (milliseconds % 1000) * 1_000_000)
+        var left = timespec()
+        while nanosleep(&delay, &left) != 0, errno == EINTR { delay = left }
+    }
+}
+
+private func errnoText(_ code: Int32) -> String {
+    String(cString: strerror(code))
 }
 
 private func ioThreadMain(_ data: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {

@@ -30,6 +30,8 @@ final class TimeoutSource {
         t.schedule(deadline: .now() + .milliseconds(interval), repeating: .milliseconds(interval))
         t.setEventHandler { [unowned self] in
             let c = self.connection
+            // False only when libdbus ran out of memory; the timer repeats, which
+            // is the retry libdbus asks for.
             _ = dbus_timeout_handle(self.timeout)
             c.dispatchPending()
         }

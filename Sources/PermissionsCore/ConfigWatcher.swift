@@ -4,9 +4,10 @@ public import Dispatch
 /// Watches the config directory and its drop-in directory and calls `changed` on
 /// the queue when a file was written (closed after writing), renamed into place, or
 /// removed. Partial writes are not seen: an editor's truncate-then-write only
-/// reports when the file is closed.
+/// reports when the file is closed. When inotify lost events (IN_Q_OVERFLOW), the
+/// configuration is read again whole: `changed` compares it with the last one.
 public final class ConfigWatcher {
-    private let inotify: InotifyWatcher
+    let inotify: InotifyWatcher
     private let files: ConfigFiles
     private let mask = UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CREATE)
 
@@ -38,26 +39,12 @@ public final class ConfigWatcher {
             }
             if name.hasSuffix(".conf") || eventMask & UInt32(IN_IGNORED) != 0 { changed() }
         }
-    }
-}
-
-/// Watches plugin directories: a `libpermissions-*.so` written (closed after
-/// writing) or renamed into place is loaded; one removed or renamed away is stopped.
-public final class PluginDirectoryWatcher {
-    private let inotify: InotifyWatcher
-
-    public init?(directories: [String], queue: DispatchQueue,
-                 changed: @escaping (_ directory: String, _ file: String, _ present: Bool) -> Void) {
-        guard let inotify = InotifyWatcher(queue: queue) else { return nil }
-        self.inotify = inotify
-        let mask = UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE)
-        for directory in directories where Files.isDirectory(directory) {
-            inotify.watch(directory, mask: mask)
-        }
-        inotify.onEvent = { directory, name, eventMask in
-            guard PluginHost.isPluginFile(name) else { return }
-            let present = eventMask & UInt32(IN_CLOSE_WRITE | IN_MOVED_TO) != 0
-            changed(directory, name, present)
+        inotify.onOverflow = { [unowned self] in
+            // The lost events may have been the directories coming back: watch them
+            // again (a watch that exists is kept as it is), then read everything.
+            self.inotify.watch(files.directory, mask: self.mask)
+            self.inotify.watch(files.dropInDirectory, mask: self.mask)
+            changed()
         }
     }
 }

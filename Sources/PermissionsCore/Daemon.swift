@@ -97,7 +97,13 @@ public final class Daemon {
         } catch {
             fail("cannot connect to the bus: \(error)")
         }
-        connection.onDisconnect = {
+        connection.onError = { logWarning("D-Bus: \($0.message)") }
+        connection.onDisconnect = { [unowned self] in
+            // A connection we could not serve is a failure, for the service manager to restart.
+            if let failure = self.connection.failure {
+                logError("\(failure.message); exiting")
+                exit(1)
+            }
             logInfo("the bus closed the connection; exiting")
             exit(0)
         }

@@ -3,12 +3,20 @@ public import Dispatch
 
 /// inotify on a few directories, read by a dispatch source on the daemon queue.
 /// Reports each event as (directory, file name, mask).
+///
+/// When the kernel's event queue for this descriptor fills up (more than
+/// /proc/sys/fs/inotify/max_queued_events unread), it drops events and queues one
+/// IN_Q_OVERFLOW instead: what changed meanwhile is unknown, so the users re-read
+/// everything they watch (`onOverflow`).
 public final class InotifyWatcher {
     private let fd: Int32
     private var source: (any DispatchSourceRead)?
     private var directories: [Int32: String] = [:]
     /// Called on the queue for each event.
     var onEvent: ((String, String, UInt32) -> Void)?
+    /// Called on the queue when events were lost: every watched directory must be
+    /// looked at again.
+    var onOverflow: (() -> Void)?
 
     public init?(queue: DispatchQueue) {
         fd = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
@@ -34,23 +42,34 @@ public final class InotifyWatcher {
         return true
     }
 
-    func isWatching(_ directory: String) -> Bool { directories.values.contains(directory) }
-
     private func drain() {
         var buffer = [UInt8](repeating: 0, count: 8192)
         while true {
             let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
             if n <= 0 { break }
-            var offset = 0
-            while offset + MemoryLayout<inotify_event>.size <= n {
-                let event = buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: inotify_event.self) }
-                let nameStart = offset + MemoryLayout<inotify_event>.size
-                let nameBytes = buffer[nameStart..<min(nameStart + Int(event.len), n)].prefix { $0 != 0 }
-                let directory = directories[event.wd] ?? ""
-                if event.mask & UInt32(IN_IGNORED) != 0 { directories[event.wd] = nil }
-                onEvent?(directory, String(decoding: nameBytes, as: UTF8.self), event.mask)
-                offset = nameStart + Int(event.len)
+            buffer.withUnsafeBytes { handle(UnsafeRawBufferPointer(rebasing: $0[..<n])) }
+        }
+    }
+
+    /// Handles the events in `bytes`, as read(2) returned them. Also the seam for
+    /// tests: a real overflow needs the system-wide max_queued_events lowered, so
+    /// tests hand this a synthetic IN_Q_OVERFLOW event instead.
+    func handle(_ bytes: UnsafeRawBufferPointer) {
+        let header = MemoryLayout<inotify_event>.size
+        var offset = 0
+        while offset + header <= bytes.count {
+            let event = bytes.loadUnaligned(fromByteOffset: offset, as: inotify_event.self)
+            let nameStart = offset + header
+            offset = nameStart + Int(event.len)
+            // Not tied to a watch (its wd is -1): events were dropped, any of them.
+            if event.mask & UInt32(IN_Q_OVERFLOW) != 0 {
+                onOverflow?()
+                continue
             }
+            let nameBytes = bytes[nameStart..<min(offset, bytes.count)].prefix { $0 != 0 }
+            let directory = directories[event.wd] ?? ""
+            if event.mask & UInt32(IN_IGNORED) != 0 { directories[event.wd] = nil }
+            onEvent?(directory, String(decoding: nameBytes, as: UTF8.self), event.mask)
         }
     }
 }

@@ -389,7 +389,7 @@ private final class BZBluetoothd: @unchecked Sendable {
                                              member: "PropertiesChanged")
             try! signal.append([.string("org.bluez.Adapter1"), .vardict([("Powered", .boolean(on))]), .strings([])])
             let at = bzNow()
-            connection.send(signal)
+            try! connection.send(signal)  // a benchmark that cannot send has nothing to measure
             return at
         }
     }

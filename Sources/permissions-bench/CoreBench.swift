@@ -520,7 +520,8 @@ final class CoreBench {
         let out = root + "/logs/monitor.log"
         let (monitor, _) = CoreSpawnSpec("/usr/bin/dbus-monitor",
                                          ["--address", bus.address,
-                                          "type='method_call',sender='\(owner)',destination='org.freedesktop.DBus'"],
+                                          try! MatchRule(["type": "method_call", "sender": owner,
+                                                          "destination": "org.freedesktop.DBus"]).text],
                                          log: out).spawn()
         defer { monitor.kill() }
         func text() -> String { (try? String(contentsOfFile: out, encoding: .utf8)) ?? "" }

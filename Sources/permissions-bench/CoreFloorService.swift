@@ -18,7 +18,7 @@ func runCoreFloorService(_ arguments: [String]) -> Never {
     }
     do throws(BusError) {
         let connection = try Connection.open(.address(arguments[1]))
-        connection.enableRouting()
+        try connection.enableRouting()
         let emit = Method("Emit", input: "s") { call in
             try? connection.emitSignal(path: coreFloorPath, interface: coreFloorInterface, member: "Tick",
                                        [call.arguments[0]])

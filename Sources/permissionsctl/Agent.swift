@@ -31,6 +31,7 @@ final class TerminalAgent: @unchecked Sendable {
 
     private func start() {
         connection.onDisconnect = { exit(1) }
+        connection.onError = { [unowned self] error in self.print("D-Bus: \(error.message)") }
         connection.export(ExportedObject(path: Self.path, interfaces: [Interface("org.example.Permissions.Agent", methods: [
             Method("Ask", input: "ssssa{sv}") { [unowned self] in self.ask($0) },
             Method("Cancel", input: "s") { [unowned self] in self.cancel($0) },

@@ -37,9 +37,13 @@ struct Client {
     /// The first line ("Monitoring …") is printed once the match rules are in force,
     /// so a script can wait for it before it changes anything.
     func monitor(_ print: @escaping (String) -> Void) throws(BusError) -> Never {
-        connection.enableRouting()
+        try connection.enableRouting()
+        // Unattached, subscribe waits for the bus to accept each rule: once both
+        // calls returned without an error, the rules are in force.
+        var refused: BusError?
+        let added = { (error: BusError?) in refused = refused ?? error }
         connection.subscribe(SignalMatch(sender: Self.name, path: Self.path, interface: Self.name,
-                                         member: "StatusChanged")) { message in
+                                         member: "StatusChanged"), added: added) { message in
             let args = message.arguments()
             let a = args.map { $0.stringValue ?? "" }
             guard a.count >= 3 else { return }
@@ -48,15 +52,11 @@ struct Client {
         }
         connection.subscribe(SignalMatch(sender: Self.name, path: Self.path,
                                          interface: "org.freedesktop.DBus.Properties",
-                                         member: "PropertiesChanged")) { message in
+                                         member: "PropertiesChanged"), added: added) { message in
             let changed = message.arguments().dropFirst().first?.stringKeyedEntries ?? []
             print("PropertiesChanged " + changed.map { "\($0.0)=\(Format.value($0.1))" }.joined(separator: " "))
         }
-        // The bus daemon handles our messages in order: once it answers this, both
-        // AddMatch calls are in force.
-        let ping = try Message.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-                                          interface: "org.freedesktop.DBus.Peer", member: "Ping")
-        _ = try connection.callBlocking(ping)
+        if let refused { throw refused }
         print("Monitoring \(Self.name) for StatusChanged and PropertiesChanged")
         while connection.readWriteDispatch(timeoutMilliseconds: -1) {}
         throw BusError(BusError.disconnected, "the bus closed the connection")

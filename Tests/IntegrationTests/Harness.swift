@@ -232,6 +232,24 @@ final class DaemonUnderTest {
 
     var isRunning: Bool { process?.isRunning ?? false }
 
+    /// The daemon's process id, while it runs.
+    var pid: pid_t? { process.map(\.processIdentifier) }
+
+    /// Waits up to `timeout` for the daemon to exit by itself: its exit status, or nil
+    /// if it still runs then.
+    func waitForExit(timeout: TimeInterval) -> Int32? {
+        guard let process else { return nil }
+        let exited = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) let waited = process  // only waited for, on that thread
+        Thread.detachNewThread {
+            waited.waitUntilExit()
+            exited.signal()
+        }
+        guard exited.wait(timeout: .now() + timeout) == .success else { return nil }
+        self.process = nil
+        return process.terminationStatus
+    }
+
     var log: String { (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "" }
 
     /// Replaces permissions.conf the way an editor that renames does, so the daemon

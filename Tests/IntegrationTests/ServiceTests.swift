@@ -89,9 +89,49 @@ import Testing
         #expect(lines.contains("plugin-details: max-accuracy=city"))
     }
 
-    @Test func pingIsAnsweredByLibdbus() throws {
-        let r = try daemon.busctl(["call", "org.example.Permissions", "/org/example/Permissions",
-                                   "org.freedesktop.DBus.Peer", "Ping"])
-        #expect(r.status == 0)
+    @Test func peerMethodsAnswer() throws {
+        let ping = try daemon.busctl(["call", "org.example.Permissions", "/org/example/Permissions",
+                                      "org.freedesktop.DBus.Peer", "Ping"])
+        #expect(ping.status == 0, "\(ping.stderr)")
+        #expect(ping.stdout == "")
+        // At any path, as libdbus answers it: Peer is about the peer, not an object.
+        let id = try daemon.busctl(["call", "org.example.Permissions", "/nowhere",
+                                    "org.freedesktop.DBus.Peer", "GetMachineId"])
+        let machineID = try (try? String(contentsOfFile: "/var/lib/dbus/machine-id", encoding: .utf8))
+            ?? String(contentsOfFile: "/etc/machine-id", encoding: .utf8)
+        #expect(id.stdout == "s \"\(machineID.trimmingCharacters(in: .whitespacesAndNewlines))\"\n", "\(id.stderr)")
+    }
+
+    /// Every method of the standard interfaces checks its arguments' signature, as
+    /// the service's own methods do: `busctl call … Introspect s foo` is refused with
+    /// InvalidArgs quoting the signature, not answered with the XML.
+    @Test(arguments: [
+        ("org.freedesktop.DBus.Introspectable", "Introspect", ["s", "foo"], "''", "'s'"),
+        ("org.freedesktop.DBus.Peer", "Ping", ["s", "foo"], "''", "'s'"),
+        ("org.freedesktop.DBus.Peer", "GetMachineId", ["u", "1"], "''", "'u'"),
+        ("org.freedesktop.DBus.Properties", "Get", ["s", "org.example.Permissions"], "'ss'", "'s'"),
+        ("org.freedesktop.DBus.Properties", "GetAll", [], "'s'", "''"),
+        ("org.freedesktop.DBus.Properties", "Set", ["ss", "org.example.Permissions", "version"], "'ssv'", "'ss'"),
+    ])
+    func standardMethodsCheckTheirSignature(interface: String, member: String, arguments: [String],
+                                            expected: String, got: String) throws {
+        let r = try daemon.busctl(["call", "org.example.Permissions", "/org/example/Permissions", interface, member]
+                                  + arguments)
+        #expect(r.status != 0)
+        #expect(r.stdout == "")
+        #expect(r.stderr == "Call failed: \(member) takes arguments of type \(expected), not \(got)\n")
+        // The error's name, which busctl does not print.
+        let g = try run("/usr/bin/python3", ["-c", """
+            import dbus, sys
+            bus = dbus.bus.BusConnection(sys.argv[1])
+            signature, values = sys.argv[4], sys.argv[5:]
+            values = [int(v) if t == "u" else v for t, v in zip(signature, values)]
+            try:
+                bus.call_blocking("org.example.Permissions", "/org/example/Permissions", sys.argv[2], sys.argv[3],
+                                  signature, values)
+            except dbus.exceptions.DBusException as e:
+                print(e.get_dbus_name())
+            """, bus.address, interface, member] + (arguments.isEmpty ? [""] : arguments))
+        #expect(g.stdout == "org.freedesktop.DBus.Error.InvalidArgs\n", "\(g.stderr)")
     }
 }

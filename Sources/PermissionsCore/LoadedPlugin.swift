@@ -13,7 +13,7 @@ import Synchronization
 ///
 /// `@unchecked Sendable`: plugins call `log`/`publish` from any thread with
 /// `host_data` pointing here. Those calls touch only `let` properties and `shared`,
-/// which a Mutex guards. `state`, `host` and `handle` are touched only on
+/// which a Mutex guards. `state`, `host`, `handle` and `functions` are touched only on
 /// `callQueue`; `info` and `latest` only on the daemon queue.
 public final class LoadedPlugin: @unchecked Sendable {
     public let path: String
@@ -30,7 +30,9 @@ public final class LoadedPlugin: @unchecked Sendable {
 
     // callQueue only
     var handle: UnsafeMutableRawPointer?
-    var descriptor: UnsafePointer<permissions_plugin>?
+    /// The descriptor's functions, read once from it (the struct is the plugin's,
+    /// of the size it declared: never copied whole).
+    private var functions: (initialize: PluginInit, configure: PluginConfigure?, fini: PluginFini?)?
     private var state: UnsafeMutableRawPointer?
     private var host: UnsafeMutablePointer<permissions_host>?
     /// init returned 0: fini is owed (callQueue only).
@@ -109,16 +111,17 @@ public final class LoadedPlugin: @unchecked Sendable {
         guard version == PERMISSIONS_PLUGIN_ABI_VERSION else {
             return "ABI version \(version), this daemon supports \(PERMISSIONS_PLUGIN_ABI_VERSION)"
         }
-        guard Int(size) >= MemoryLayout<permissions_plugin>.size else {
-            return "descriptor of \(size) bytes is smaller than ABI 1's \(MemoryLayout<permissions_plugin>.size)"
+        guard Int(size) >= V1Size.plugin else {
+            return "descriptor of \(size) bytes is smaller than ABI 1's \(V1Size.plugin)"
         }
-        let d = descriptor.pointee
-        let declaredName = d.name.map { String(cString: $0) } ?? ""
+        // Only the v1 fields: a newer plugin's appended ones mean nothing to this host.
+        let d = PluginStruct<permissions_plugin>(base: head, size: Int(size))
+        let declaredName = d[v1: \.name].map { String(cString: $0) } ?? ""
         guard declaredName == name else {
             return "it calls itself \"\(declaredName.escapedForMessage)\", the file name says \"\(name)\""
         }
         var permissions: [String] = []
-        if var cursor = d.permissions {
+        if var cursor = d[v1: \.permissions] {
             while let p = cursor.pointee {
                 guard permissions.count < 256 else { return "more than 256 permissions" }
                 permissions.append(String(cString: p))
@@ -128,9 +131,9 @@ public final class LoadedPlugin: @unchecked Sendable {
         if let bad = permissions.first(where: { !Validate.isPermissionName($0) || Validate.reservedSections.contains($0) }) {
             return "invalid permission name \"\(bad.escapedForMessage)\""
         }
-        guard d.`init` != nil else { return "the descriptor has no init function" }
-        self.descriptor = descriptor
-        let pluginVersion = d.version.map { String(cString: $0) } ?? ""
+        guard let initialize = d[v1: \.`init`] else { return "the descriptor has no init function" }
+        functions = (initialize, d[v1: \.configure], d[v1: \.fini])
+        let pluginVersion = d[v1: \.version].map { String(cString: $0) } ?? ""
         let declared = permissions
         shared.withLock { $0.declared = Set(declared) }
         daemonQueue.async { [self] in
@@ -167,14 +170,14 @@ public final class LoadedPlugin: @unchecked Sendable {
             publish: hostPublish))
         self.host = host
         var newState: UnsafeMutableRawPointer? = nil
-        let rc = descriptor!.pointee.`init`!(host, &newState)
+        let rc = functions!.initialize(host, &newState)
         state = newState
         started = rc == 0
         return rc
     }
 
     func configure(_ config: [ConfigEntry]) -> Int32 {
-        guard let configure = descriptor?.pointee.configure else { return 0 }
+        guard let configure = functions?.configure else { return 0 }
         let declared = shared.withLock { $0.declared }
         let relevant = config.filter { $0.section == name || declared.contains($0.section) }
         // Keep the C strings alive for the length of the call.
@@ -199,7 +202,7 @@ public final class LoadedPlugin: @unchecked Sendable {
         closeHostCalls()
         guard started else { return }
         started = false
-        descriptor?.pointee.fini?(state)
+        functions?.fini?(state)
     }
 
     /// From now on, host calls are ignored.
@@ -288,6 +291,11 @@ struct OneSecondWindow {
         return events
     }
 }
+
+typealias PluginInit = @convention(c) (UnsafePointer<permissions_host>?,
+                                       UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> Int32
+typealias PluginConfigure = @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<permissions_config>?) -> Int32
+typealias PluginFini = @convention(c) (UnsafeMutableRawPointer?) -> Void
 
 /// Every plugin path dlopen has been given (see LoadedPlugin.open).
 private let loadedPaths = Mutex(Set<String>())

@@ -52,7 +52,6 @@ public final class LoadedPlugin: @unchecked Sendable {
         var publications = OneSecondWindow()
         var logLines = OneSecondWindow()
         var suppressedLogs = 0
-        var flooded = false
     }
     let shared = Mutex(Shared())
     /// Called on the daemon queue with the permissions whose publications arrived.
@@ -216,49 +215,64 @@ public final class LoadedPlugin: @unchecked Sendable {
     // MARK: Host calls (any thread)
 
     /// Checks and copies a publication and queues it for the daemon.
+    ///
+    /// Copying reads the plugin's memory and takes as long as that does, so it is
+    /// done outside the lock; whether the copy is taken is then decided once, under
+    /// the lock, against `closed` as it is then. A publication that loses a race
+    /// with `closeHostCalls` (fini, or the plugin given up) is refused with
+    /// -ESHUTDOWN, never queued after the queue was emptied for good.
     func publish(_ s: UnsafePointer<permissions_snapshot>) -> Int32 {
-        guard !shared.withLock({ $0.closed }) else { return -ESHUTDOWN }
-        let declared = shared.withLock { $0.declared }
-        guard let copy = SnapshotReader.read(s, declared: declared, plugin: name) else {
-            // Values outside the ABI: a plugin that sends them cannot be trusted with more.
-            shared.withLock { $0.closed = true }
-            daemonQueue.async { [self] in misbehaved?(self, "it published a snapshot outside the ABI") }
-            return -EINVAL
-        }
-        let (schedule, flooded) = shared.withLock { shared -> (Bool, Bool) in
-            if shared.publications.count() > Self.maxPublicationsPerSecond, !shared.flooded {
-                shared.flooded = true
+        // Not needed for correctness: spares a closed plugin's publications the copy.
+        guard let declared = shared.withLock({ $0.closed ? nil : $0.declared }) else { return -ESHUTDOWN }
+        let copy = SnapshotReader.read(s, declared: declared, plugin: name)
+        enum Outcome { case queued(scheduleDrain: Bool), closed, outsideABI, flooded }
+        let outcome = shared.withLock { shared -> Outcome in
+            if shared.closed { return .closed }
+            guard let copy else {
+                // Values outside the ABI: a plugin that sends them cannot be trusted with more.
                 shared.closed = true
-                return (false, true)
+                return .outsideABI
+            }
+            if shared.publications.count() > Self.maxPublicationsPerSecond {
+                shared.closed = true
+                return .flooded
             }
             shared.pending[copy.permission] = copy
             defer { shared.drainScheduled = true }
-            return (!shared.drainScheduled, false)
+            return .queued(scheduleDrain: !shared.drainScheduled)
         }
-        if flooded {
+        switch outcome {
+        case .closed:
+            return -ESHUTDOWN
+        case .outsideABI:
+            daemonQueue.async { [self] in misbehaved?(self, "it published a snapshot outside the ABI") }
+            return -EINVAL
+        case .flooded:
             daemonQueue.async { [self] in
                 misbehaved?(self, "it published more than \(Self.maxPublicationsPerSecond) snapshots in a second")
             }
             return -EBUSY
-        }
-        if schedule {
-            daemonQueue.async { [self] in
-                let batch = shared.withLock { s -> [Snapshot] in
-                    defer {
-                        s.pending = [:]
-                        s.drainScheduled = false
+        case .queued(let scheduleDrain):
+            if scheduleDrain {
+                daemonQueue.async { [self] in
+                    let batch = shared.withLock { s -> [Snapshot] in
+                        defer {
+                            s.pending = [:]
+                            s.drainScheduled = false
+                        }
+                        return Array(s.pending.values)
                     }
-                    return Array(s.pending.values)
+                    if !batch.isEmpty { drain?(self, batch) }
                 }
-                if !batch.isEmpty { drain?(self, batch) }
             }
+            return 0
         }
-        return 0
     }
 
     /// Logs a plugin's line, at most `maxLogLinesPerSecond` a second.
     func log(_ priority: Int32, _ message: String) {
         let (allowed, suppressed) = shared.withLock { s -> (Bool, Int) in
+            if s.closed { return (false, 0) }  // after fini, or given up: ignored, as the header says
             guard s.logLines.count() <= Self.maxLogLinesPerSecond else {
                 s.suppressedLogs += 1
                 return (false, 0)

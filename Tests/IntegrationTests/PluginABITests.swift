@@ -1,9 +1,10 @@
 import Foundation
 import Testing
 
-/// The ABI's growth path: plugins built against an older, the current and a newer
-/// ABI 1 header load side by side and are read alike; structs and strides below v1
-/// are refused.
+/// The ABI's growth path and the host's side of the plugin lifecycle: plugins built
+/// against an older, the current and a newer ABI 1 header load side by side and
+/// are read alike; structs and strides below v1 are refused; a publication racing
+/// fini is refused; plugins stuck in fini cost the exit one deadline in all.
 /// The C sources and header copies are in Tests/fixtures/abi.
 @Suite struct PluginABITests {
     static let fixtures = packageRoot + "/Tests/fixtures/abi"
@@ -134,5 +135,61 @@ import Testing
         }
         #expect(try daemon.call("GetStatusForApp", "ss", "org.example.App", "fine").stdout == "s \"restricted\"\n")
         #expect(plugins.split(separator: "\n").contains { $0.hasPrefix("fine ") && $0.contains(" loaded ") }, "\(plugins)")
+    }
+
+    /// The plugin's publication is inside the host's publish (blocked reading the
+    /// snapshot, see publish-race.c) when the daemon stops it: the host decided to
+    /// stop it before fini, so publish must answer -ESHUTDOWN, not 0.
+    @Test func aPublicationRacingFiniIsRefused() throws {
+        let dir = try makeTemporaryDirectory("abi-race")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try Self.build(Self.fixtures + "/publish-race.c", include: Self.realHeader, into: dir, name: "race")
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, pluginDirectories: [dir])
+        // Loaded: init returned, so the publication is blocked inside the host now.
+        #expect(daemon.log.contains("plugin race 1 loaded"), "\(daemon.log)")
+        #expect(try daemon.call("GetStatus", "s", "race").stdout == "s \"not-determined\"\n")
+        #expect(daemon.stop(within: 10))
+        let log = daemon.log
+        #expect(log.contains("race: publish was blocked when fini started; it returned \(-ESHUTDOWN) "
+                             + "(-ESHUTDOWN is \(-ESHUTDOWN))"), "\(log)")
+    }
+
+    /// Two plugins that never return from fini: the daemon stops both at once and
+    /// gives up on them after one deadline (2 s), not one each.
+    @Test func pluginsStuckInFiniCostTheExitOneDeadline() throws {
+        let dir = try makeTemporaryDirectory("abi-stuck")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        for name in ["stuck-a", "stuck-b"] {
+            let source = dir + "/\(name).c"
+            try """
+                #include <unistd.h>
+                #include "permissions-plugin.h"
+                static const char *const perms[] = { "\(name)", NULL };
+                static int plugin_init(const struct permissions_host *host, void **state) {
+                    (void)state;
+                    struct permissions_snapshot s = { PERMISSIONS_SNAPSHOT_INIT, .permission = "\(name)" };
+                    return host->publish(host->host_data, &s);
+                }
+                static void plugin_fini(void *state) { (void)state; for (;;) pause(); }
+                static const struct permissions_plugin d = {
+                    PERMISSIONS_PLUGIN_ABI_VERSION, sizeof d, "\(name)", "0.1", "t", perms, plugin_init, NULL, plugin_fini };
+                const struct permissions_plugin *permissions_plugin_entry_v1(void) { return &d; }
+                """.write(toFile: source, atomically: true, encoding: .utf8)
+            try Self.build(source, include: Self.realHeader, into: dir, name: name)
+        }
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, pluginDirectories: [dir])
+        #expect(try daemon.call("GetStatus", "s", "stuck-b").stdout == "s \"not-determined\"\n")
+        #expect(daemon.stop(within: 10), "the daemon did not exit")
+        let log = daemon.log
+        for name in ["stuck-a", "stuck-b"] {
+            #expect(log.contains("plugin \(name): fini did not return within the deadline"), "\(log)")
+        }
+        // The daemon's own measure, from before the first fini to after the wait.
+        let line = try #require(log.split(separator: "\n").first { $0.contains("stopped 2 plugins in ") }, "\(log)")
+        #expect(line.hasSuffix("; 2 did not return from fini within the deadline"))
+        let milliseconds = try #require(Int(line.split(separator: " in ")[1].split(separator: " ")[0]))
+        #expect(milliseconds >= 1900 && milliseconds < 3000, "\(line)")
     }
 }

@@ -30,7 +30,9 @@
  *   2. init(host, &state): start; publish a first snapshot of every permission.
  *   3. configure(state, config): right after init, and after every change of the
  *      configuration files.
- *   4. fini(state): at shutdown, or when the file is removed or replaced.
+ *   4. fini(state): at shutdown, or when the file is removed or replaced. At
+ *      shutdown every plugin's fini is called at once, and the daemon exits after
+ *      2 seconds at most, whether each has returned or not.
  *   The library is never dlclose()d: code of a stopped plugin stays mapped.
  *
  * CONFIGURATION
@@ -99,8 +101,10 @@
  *   slow backend: a plugin that does I/O runs its own thread or event loop and
  *   publishes when it knows.
  *   The host functions (log, publish) may be called from any thread, at any time
- *   between init's start and fini's return; they never block. After fini, or once
- *   the plugin is unavailable, they are ignored (publish returns -ESHUTDOWN).
+ *   between init's start and fini's return; they never block. The host closes them
+ *   before it calls fini, and when it gives up on a plugin; from then on they are
+ *   ignored and publish returns -ESHUTDOWN, a call already under way included: 0
+ *   means the snapshot was taken before the host closed them.
  *
  * LIMITS
  *   More than 1000 publications in one second makes a plugin unavailable (a storm
@@ -238,7 +242,8 @@ struct permissions_host {
      * Returns 0; -EINVAL for a permission the plugin did not declare, a value
      * outside the enums above, or a size or stride VERSIONING refuses: the snapshot
      * is ignored and the plugin, which broke the ABI, is made unavailable;
-     * -ESHUTDOWN after fini or once the plugin is unavailable; -EBUSY when this call made the plugin unavailable for flooding. */
+     * -ESHUTDOWN once the host is stopping the plugin (before fini) or has made it
+     * unavailable; -EBUSY when this call made the plugin unavailable for flooding. */
     int (*publish)(void *host_data, const struct permissions_snapshot *snapshot);
 };
 

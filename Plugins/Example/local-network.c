@@ -74,8 +74,7 @@ static int add_apps(struct config *c, const char *value, int32_t policy) {
 
 static void publish(struct state *s) {
     struct permissions_snapshot snapshot = {
-        .abi_version = PERMISSIONS_PLUGIN_ABI_VERSION,
-        .struct_size = sizeof snapshot,
+        PERMISSIONS_SNAPSHOT_INIT,   /* version, size and the arrays' element sizes */
         .permission = PERMISSION,
         .service_state = s->current.enabled ? PERMISSIONS_SERVICE_AVAILABLE : PERMISSIONS_SERVICE_DISABLED,
         .n_policies = (uint32_t)s->current.n_policies,

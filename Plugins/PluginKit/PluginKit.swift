@@ -105,7 +105,10 @@ public struct PluginSnapshot: Sendable, Equatable {
                         permission: permissionName, service_state: service.rawValue,
                         n_policies: UInt32(policyBuffer.count), policies: policyBuffer.baseAddress,
                         n_details: UInt32(detailBuffer.count), details: detailBuffer.baseAddress,
-                        n_devices: UInt32(deviceBuffer.count), devices: deviceBuffer.baseAddress)
+                        n_devices: UInt32(deviceBuffer.count), devices: deviceBuffer.baseAddress,
+                        policy_size: UInt32(MemoryLayout<permissions_app_policy>.stride),
+                        kv_size: UInt32(MemoryLayout<permissions_kv>.stride),
+                        device_size: UInt32(MemoryLayout<permissions_device>.stride))
                     return body(&s)
                 }
             }

@@ -13,7 +13,7 @@ import Synchronization
 ///
 /// `@unchecked Sendable`: plugins call `log`/`publish` from any thread with
 /// `host_data` pointing here. Those calls touch only `let` properties and `shared`,
-/// which a Mutex guards. `state`, `host` and `handle` are touched only on
+/// which a Mutex guards. `state`, `host`, `handle` and `functions` are touched only on
 /// `callQueue`; `info` and `latest` only on the daemon queue.
 public final class LoadedPlugin: @unchecked Sendable {
     public let path: String
@@ -30,7 +30,9 @@ public final class LoadedPlugin: @unchecked Sendable {
 
     // callQueue only
     var handle: UnsafeMutableRawPointer?
-    var descriptor: UnsafePointer<permissions_plugin>?
+    /// The descriptor's functions, read once from it (the struct is the plugin's,
+    /// of the size it declared: never copied whole).
+    private var functions: (initialize: PluginInit, configure: PluginConfigure?, fini: PluginFini?)?
     private var state: UnsafeMutableRawPointer?
     private var host: UnsafeMutablePointer<permissions_host>?
     /// init returned 0: fini is owed (callQueue only).
@@ -50,7 +52,6 @@ public final class LoadedPlugin: @unchecked Sendable {
         var publications = OneSecondWindow()
         var logLines = OneSecondWindow()
         var suppressedLogs = 0
-        var flooded = false
     }
     let shared = Mutex(Shared())
     /// Called on the daemon queue with the permissions whose publications arrived.
@@ -109,16 +110,17 @@ public final class LoadedPlugin: @unchecked Sendable {
         guard version == PERMISSIONS_PLUGIN_ABI_VERSION else {
             return "ABI version \(version), this daemon supports \(PERMISSIONS_PLUGIN_ABI_VERSION)"
         }
-        guard Int(size) >= MemoryLayout<permissions_plugin>.size else {
-            return "descriptor of \(size) bytes is smaller than ABI 1's \(MemoryLayout<permissions_plugin>.size)"
+        guard Int(size) >= V1Size.plugin else {
+            return "descriptor of \(size) bytes is smaller than ABI 1's \(V1Size.plugin)"
         }
-        let d = descriptor.pointee
-        let declaredName = d.name.map { String(cString: $0) } ?? ""
+        // Only the v1 fields: a newer plugin's appended ones mean nothing to this host.
+        let d = PluginStruct<permissions_plugin>(base: head, size: Int(size))
+        let declaredName = d[v1: \.name].map { String(cString: $0) } ?? ""
         guard declaredName == name else {
             return "it calls itself \"\(declaredName.escapedForMessage)\", the file name says \"\(name)\""
         }
         var permissions: [String] = []
-        if var cursor = d.permissions {
+        if var cursor = d[v1: \.permissions] {
             while let p = cursor.pointee {
                 guard permissions.count < 256 else { return "more than 256 permissions" }
                 permissions.append(String(cString: p))
@@ -128,9 +130,9 @@ public final class LoadedPlugin: @unchecked Sendable {
         if let bad = permissions.first(where: { !Validate.isPermissionName($0) || Validate.reservedSections.contains($0) }) {
             return "invalid permission name \"\(bad.escapedForMessage)\""
         }
-        guard d.`init` != nil else { return "the descriptor has no init function" }
-        self.descriptor = descriptor
-        let pluginVersion = d.version.map { String(cString: $0) } ?? ""
+        guard let initialize = d[v1: \.`init`] else { return "the descriptor has no init function" }
+        functions = (initialize, d[v1: \.configure], d[v1: \.fini])
+        let pluginVersion = d[v1: \.version].map { String(cString: $0) } ?? ""
         let declared = permissions
         shared.withLock { $0.declared = Set(declared) }
         daemonQueue.async { [self] in
@@ -167,14 +169,14 @@ public final class LoadedPlugin: @unchecked Sendable {
             publish: hostPublish))
         self.host = host
         var newState: UnsafeMutableRawPointer? = nil
-        let rc = descriptor!.pointee.`init`!(host, &newState)
+        let rc = functions!.initialize(host, &newState)
         state = newState
         started = rc == 0
         return rc
     }
 
     func configure(_ config: [ConfigEntry]) -> Int32 {
-        guard let configure = descriptor?.pointee.configure else { return 0 }
+        guard let configure = functions?.configure else { return 0 }
         let declared = shared.withLock { $0.declared }
         let relevant = config.filter { $0.section == name || declared.contains($0.section) }
         // Keep the C strings alive for the length of the call.
@@ -199,7 +201,7 @@ public final class LoadedPlugin: @unchecked Sendable {
         closeHostCalls()
         guard started else { return }
         started = false
-        descriptor?.pointee.fini?(state)
+        functions?.fini?(state)
     }
 
     /// From now on, host calls are ignored.
@@ -213,49 +215,64 @@ public final class LoadedPlugin: @unchecked Sendable {
     // MARK: Host calls (any thread)
 
     /// Checks and copies a publication and queues it for the daemon.
+    ///
+    /// Copying reads the plugin's memory and takes as long as that does, so it is
+    /// done outside the lock; whether the copy is taken is then decided once, under
+    /// the lock, against `closed` as it is then. A publication that loses a race
+    /// with `closeHostCalls` (fini, or the plugin given up) is refused with
+    /// -ESHUTDOWN, never queued after the queue was emptied for good.
     func publish(_ s: UnsafePointer<permissions_snapshot>) -> Int32 {
-        guard !shared.withLock({ $0.closed }) else { return -ESHUTDOWN }
-        let declared = shared.withLock { $0.declared }
-        guard let copy = SnapshotReader.read(s, declared: declared, plugin: name) else {
-            // Values outside the ABI: a plugin that sends them cannot be trusted with more.
-            shared.withLock { $0.closed = true }
-            daemonQueue.async { [self] in misbehaved?(self, "it published a snapshot outside the ABI") }
-            return -EINVAL
-        }
-        let (schedule, flooded) = shared.withLock { shared -> (Bool, Bool) in
-            if shared.publications.count() > Self.maxPublicationsPerSecond, !shared.flooded {
-                shared.flooded = true
+        // Not needed for correctness: spares a closed plugin's publications the copy.
+        guard let declared = shared.withLock({ $0.closed ? nil : $0.declared }) else { return -ESHUTDOWN }
+        let copy = SnapshotReader.read(s, declared: declared, plugin: name)
+        enum Outcome { case queued(scheduleDrain: Bool), closed, outsideABI, flooded }
+        let outcome = shared.withLock { shared -> Outcome in
+            if shared.closed { return .closed }
+            guard let copy else {
+                // Values outside the ABI: a plugin that sends them cannot be trusted with more.
                 shared.closed = true
-                return (false, true)
+                return .outsideABI
+            }
+            if shared.publications.count() > Self.maxPublicationsPerSecond {
+                shared.closed = true
+                return .flooded
             }
             shared.pending[copy.permission] = copy
             defer { shared.drainScheduled = true }
-            return (!shared.drainScheduled, false)
+            return .queued(scheduleDrain: !shared.drainScheduled)
         }
-        if flooded {
+        switch outcome {
+        case .closed:
+            return -ESHUTDOWN
+        case .outsideABI:
+            daemonQueue.async { [self] in misbehaved?(self, "it published a snapshot outside the ABI") }
+            return -EINVAL
+        case .flooded:
             daemonQueue.async { [self] in
                 misbehaved?(self, "it published more than \(Self.maxPublicationsPerSecond) snapshots in a second")
             }
             return -EBUSY
-        }
-        if schedule {
-            daemonQueue.async { [self] in
-                let batch = shared.withLock { s -> [Snapshot] in
-                    defer {
-                        s.pending = [:]
-                        s.drainScheduled = false
+        case .queued(let scheduleDrain):
+            if scheduleDrain {
+                daemonQueue.async { [self] in
+                    let batch = shared.withLock { s -> [Snapshot] in
+                        defer {
+                            s.pending = [:]
+                            s.drainScheduled = false
+                        }
+                        return Array(s.pending.values)
                     }
-                    return Array(s.pending.values)
+                    if !batch.isEmpty { drain?(self, batch) }
                 }
-                if !batch.isEmpty { drain?(self, batch) }
             }
+            return 0
         }
-        return 0
     }
 
     /// Logs a plugin's line, at most `maxLogLinesPerSecond` a second.
     func log(_ priority: Int32, _ message: String) {
         let (allowed, suppressed) = shared.withLock { s -> (Bool, Int) in
+            if s.closed { return (false, 0) }  // after fini, or given up: ignored, as the header says
             guard s.logLines.count() <= Self.maxLogLinesPerSecond else {
                 s.suppressedLogs += 1
                 return (false, 0)
@@ -288,6 +305,11 @@ struct OneSecondWindow {
         return events
     }
 }
+
+typealias PluginInit = @convention(c) (UnsafePointer<permissions_host>?,
+                                       UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> Int32
+typealias PluginConfigure = @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<permissions_config>?) -> Int32
+typealias PluginFini = @convention(c) (UnsafeMutableRawPointer?) -> Void
 
 /// Every plugin path dlopen has been given (see LoadedPlugin.open).
 private let loadedPaths = Mutex(Set<String>())

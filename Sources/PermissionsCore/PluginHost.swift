@@ -245,18 +245,26 @@ public final class PluginHost: @unchecked Sendable {
         load(path: path, name: name) {}
     }
 
-    /// Stops every plugin (fini), before exit; waits at most the deadline for each.
+    /// Stops every plugin (fini), before exit: all at once, each on its own call
+    /// queue, and waits for them under one deadline, so that plugins stuck in fini
+    /// delay the exit by one deadline in all, not one each.
     public func stopAll() {
-        for plugin in plugins where plugin.info.state == .loaded {
+        let started = monotonicNanoseconds()
+        let end = DispatchTime.now() + deadline
+        let stopping = plugins.filter { $0.info.state == .loaded }.map { plugin in
             let done = DispatchSemaphore(value: 0)
             plugin.callQueue.async {
                 plugin.stop()
                 done.signal()
             }
-            if done.wait(timeout: .now() + deadline) == .timedOut {
-                logWarning("plugin \(plugin.name): fini did not return within the deadline")
-            }
+            return (plugin, done)
         }
+        let stuck = stopping.filter { $0.1.wait(timeout: end) == .timedOut }.map(\.0.name)
+        for name in stuck {
+            logWarning("plugin \(name): fini did not return within the deadline")
+        }
+        logInfo("stopped \(stopping.count) plugins in \((monotonicNanoseconds() - started) / 1_000_000) ms"
+                + (stuck.isEmpty ? "" : "; \(stuck.count) did not return from fini within the deadline"))
     }
 }
 

@@ -222,6 +222,24 @@ final class DaemonUnderTest {
         self.process = nil
     }
 
+    /// SIGTERM, and wait at most `seconds` for the exit; false (and SIGKILL) if it
+    /// takes longer.
+    func stop(within seconds: Double) -> Bool {
+        guard let process, process.isRunning else { return true }
+        let exited = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            process.waitUntilExit()
+            exited.signal()
+        }
+        process.terminate()
+        guard exited.wait(timeout: .now() + seconds) == .success else {
+            kill()
+            return false
+        }
+        self.process = nil
+        return true
+    }
+
     /// SIGKILL: no chance to clean up, as in a crash.
     func kill() {
         guard let process, process.isRunning else { return }

@@ -4,10 +4,10 @@
  *
  * A plugin is a shared library named libpermissions-<name>.so in one of the
  * daemon's plugin directories. It exports exactly one symbol,
- * PERMISSIONS_PLUGIN_ENTRY ("permissions_plugin_entry_v1"), a function that
- * returns a pointer to a static struct permissions_plugin describing it. A plugin
- * can be written in C, Swift or any language with a C ABI; it needs only this
- * header.
+ * PERMISSIONS_PLUGIN_ENTRY ("permissions_plugin_entry_v1", declared at the end of
+ * this header), a function that returns a pointer to a static struct
+ * permissions_plugin describing it. A plugin can be written in C, Swift or any
+ * language with a C ABI; it needs only this header.
  *
  * MODEL
  *   A plugin is the source of truth for the permissions it names (say "camera").
@@ -30,7 +30,9 @@
  *   2. init(host, &state): start; publish a first snapshot of every permission.
  *   3. configure(state, config): right after init, and after every change of the
  *      configuration files.
- *   4. fini(state): at shutdown, or when the file is removed or replaced.
+ *   4. fini(state): at shutdown, or when the file is removed or replaced. At
+ *      shutdown every plugin's fini is called at once, and the daemon exits after
+ *      2 seconds at most, whether each has returned or not.
  *   The library is never dlclose()d: code of a stopped plugin stays mapped.
  *
  * CONFIGURATION
@@ -43,14 +45,52 @@
  *   keys for itself ([service], [permissions], and no-agent= in any section).
  *
  * VERSIONING
- *   Every struct starts with { uint32_t abi_version; uint32_t struct_size; }.
- *   A compatible change only appends fields to a struct and bumps nothing else:
- *   a reader checks struct_size before touching a field beyond the ones it was built
- *   with (PERMISSIONS_HAS_FIELD), and a host reads an older plugin's shorter
- *   descriptor the same way. Enum values are only added; an unknown value is
- *   refused (the publication is ignored), never guessed at. An incompatible change
- *   gets a new entry symbol (_v2) and ABI version; the host then keeps loading _v1
- *   plugins through an adapter for as long as it can.
+ *   This is ABI 1. Every struct handed across (the descriptor, a snapshot, the
+ *   host's struct, a configuration) starts with { uint32_t abi_version; uint32_t
+ *   struct_size; }: 1, and the sizeof of the struct as the writer's copy of this
+ *   header declares it. The structs as ABI 1 first shipped them are the "v1
+ *   layout"; their sizes are the PERMISSIONS_*_V1_SIZE constants below. Fields
+ *   added since are marked "ABI 1.1".
+ *
+ *   What a later version of this header may do, without a new ABI:
+ *   - append a field at the end of a struct, at or after the struct's previous
+ *     sizeof: never inside its tail padding, which older writers leave
+ *     uninitialised (declare explicit padding first where alignment would put the
+ *     new field there);
+ *   - append fields to an array element (permissions_app_policy, permissions_kv,
+ *     permissions_device) the same way: each array is walked by the element size
+ *     ("stride") its parent declares, policy_size, kv_size and device_size in the
+ *     snapshot; kv_size applies to the details and to every device's properties;
+ *   - add enum values.
+ *   Nothing else changes: no field moves, shrinks, changes type or meaning.
+ *   permissions_config_entry does not grow within ABI 1 (plugins built before
+ *   strides existed index it by its v1 size): new data per entry would come as a
+ *   parallel array appended to permissions_config.
+ *
+ *   How the reader of a struct someone else wrote reads it (the host reads the
+ *   descriptor and snapshots, a plugin reads the host's struct and configuration):
+ *   - abi_version other than 1, or a struct_size below the v1 size, is refused;
+ *   - it reads a field only when struct_size covers it (PERMISSIONS_HAS_FIELD); a
+ *     field it knows that the size does not cover has its documented default;
+ *   - it never copies the struct whole at its own sizeof: the writer's may be
+ *     shorter (an older header) or longer (a newer one, whose extra fields the
+ *     reader ignores);
+ *   - it walks an array by the stride: 0, or a stride field the struct_size does
+ *     not cover, means the v1 element size; a stride below the v1 element size,
+ *     or not a multiple of a pointer's alignment, is refused.
+ *   So the host loads a plugin built against an older or a newer ABI 1 header
+ *   alike. A writer sets struct_size and every stride to the sizeof of its own
+ *   structs (PERMISSIONS_SNAPSHOT_INIT does it for a snapshot); a stride left 0
+ *   is right only while that element struct has its v1 size.
+ *   Refused by the host: a descriptor (the file is skipped, with one log line
+ *   naming it and the reason), a snapshot or one of its strides (a publication
+ *   outside the ABI: -EINVAL, and the plugin is made unavailable).
+ *
+ *   An incompatible change is a new ABI: a new PERMISSIONS_PLUGIN_ABI_VERSION, new
+ *   structs, and a new entry symbol (permissions_plugin_entry_v2) beside which
+ *   _v1's meaning never changes. A host looks up the entry symbols of the ABIs it
+ *   implements and skips any other library with a log line; this header promises
+ *   no adapter from one ABI to another. This host implements ABI 1 only.
  *
  * THREADS
  *   Each plugin has its own thread in the host: dlopen's constructors, the entry
@@ -61,8 +101,10 @@
  *   slow backend: a plugin that does I/O runs its own thread or event loop and
  *   publishes when it knows.
  *   The host functions (log, publish) may be called from any thread, at any time
- *   between init's start and fini's return; they never block. After fini, or once
- *   the plugin is unavailable, they are ignored (publish returns -ESHUTDOWN).
+ *   between init's start and fini's return; they never block. The host closes them
+ *   before it calls fini, and when it gives up on a plugin; from then on they are
+ *   ignored and publish returns -ESHUTDOWN, a call already under way included: 0
+ *   means the snapshot was taken before the host closed them.
  *
  * LIMITS
  *   More than 1000 publications in one second makes a plugin unavailable (a storm
@@ -152,7 +194,20 @@ struct permissions_snapshot {
     const struct permissions_kv *details;
     uint32_t n_devices;
     const struct permissions_device *devices;
+    /* ABI 1.1: the size of one element of each array (see VERSIONING); 0 means the
+     * v1 element size, as does a struct_size that does not cover the field. */
+    uint32_t policy_size;                /* of policies[] */
+    uint32_t kv_size;                    /* of details[] and of every device's properties[] */
+    uint32_t device_size;                /* of devices[] */
 };
+
+/* Designated initializers for the head of a snapshot as this header defines it
+ * (version, size and strides): struct permissions_snapshot s = {
+ * PERMISSIONS_SNAPSHOT_INIT, .permission = "camera", ... }; */
+#define PERMISSIONS_SNAPSHOT_INIT \
+    .abi_version = PERMISSIONS_PLUGIN_ABI_VERSION, .struct_size = sizeof(struct permissions_snapshot), \
+    .policy_size = sizeof(struct permissions_app_policy), .kv_size = sizeof(struct permissions_kv), \
+    .device_size = sizeof(struct permissions_device)
 
 /* One key of the daemon's configuration, from a [section] named like one of the
  * plugin's permissions or like the plugin itself. */
@@ -184,9 +239,10 @@ struct permissions_host {
     /* Log one line (no trailing newline) under the plugin's name. Any thread. */
     void (*log)(void *host_data, int priority, const char *message);
     /* Replace the snapshot of one permission. Any thread; never blocks.
-     * Returns 0; -EINVAL for a permission the plugin did not declare or a value
-     * outside the enums above: the snapshot is ignored and the plugin, which broke
-     * the ABI, is made unavailable; -ESHUTDOWN after fini or once the plugin is
+     * Returns 0; -EINVAL for a permission the plugin did not declare, a value
+     * outside the enums above, or a size or stride VERSIONING refuses: the snapshot
+     * is ignored and the plugin, which broke the ABI, is made unavailable;
+     * -ESHUTDOWN once the host is stopping the plugin (before fini) or has made it
      * unavailable; -EBUSY when this call made the plugin unavailable for flooding. */
     int (*publish)(void *host_data, const struct permissions_snapshot *snapshot);
 };
@@ -212,7 +268,28 @@ struct permissions_plugin {
     void (*fini)(void *state);
 };
 
+/* The sizes of the structs in their v1 layout, the smallest a reader accepts.
+ * Every v1 struct ends in a pointer, or (permissions_app_policy) in an int32_t
+ * that pads the struct to two pointers. On LP64 (x86_64, aarch64): descriptor 64,
+ * host 32, snapshot 64, config 24, config entry 32, and 16 for each element. */
+#define PERMISSIONS_V1_END_(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
+enum permissions_v1_size {
+    PERMISSIONS_PLUGIN_V1_SIZE = PERMISSIONS_V1_END_(struct permissions_plugin, fini),
+    PERMISSIONS_HOST_V1_SIZE = PERMISSIONS_V1_END_(struct permissions_host, publish),
+    PERMISSIONS_SNAPSHOT_V1_SIZE = PERMISSIONS_V1_END_(struct permissions_snapshot, devices),
+    PERMISSIONS_CONFIG_V1_SIZE = PERMISSIONS_V1_END_(struct permissions_config, entries),
+    PERMISSIONS_CONFIG_ENTRY_V1_SIZE = PERMISSIONS_V1_END_(struct permissions_config_entry, origin),
+    PERMISSIONS_APP_POLICY_V1_SIZE = 2 * sizeof(const char *),
+    PERMISSIONS_KV_V1_SIZE = PERMISSIONS_V1_END_(struct permissions_kv, value),
+    PERMISSIONS_DEVICE_V1_SIZE = PERMISSIONS_V1_END_(struct permissions_device, properties),
+};
+
 typedef const struct permissions_plugin *(*permissions_plugin_entry_fn)(void);
+
+/* The entry point every plugin defines and exports (and nothing else): returns its
+ * descriptor, the same pointer every time, or NULL to decline loading. Called once,
+ * on the plugin's thread, before init. */
+const struct permissions_plugin *permissions_plugin_entry_v1(void);
 
 #ifdef __cplusplus
 }

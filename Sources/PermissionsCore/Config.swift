@@ -26,41 +26,94 @@ public struct ConfigFiles: Sendable {
         public let file: String
         public let line: Int?
         public let reason: String
+        /// The file went between listing the directory and opening it.
+        var vanished = false
         public var description: String { "\(file)\(line.map { ":\($0)" } ?? ""): \(reason)" }
+    }
+
+    /// What the configuration directory holds at one moment: the files that make up
+    /// the configuration, and their merged entries or the first problem.
+    public struct Reading: Sendable {
+        public var files: [String]
+        public var entries: Result<[ConfigEntry], ParseError>
     }
 
     /// The files that make up the configuration now, in the order they apply.
     public var files: [String] {
         var result: [String] = []
         if Files.exists(mainFile) { result.append(mainFile) }
-        for name in Files.list(dropInDirectory) where name.hasSuffix(".conf") && !name.hasPrefix(".") {
+        for name in Files.list(dropInDirectory) where Self.isDropInName(name) {
             result.append(dropInDirectory + "/" + name)
         }
         return result
     }
 
+    /// Whether a name in the drop-in directory is a drop-in (hidden files and editor
+    /// leftovers such as `x.conf~` are not).
+    static func isDropInName(_ name: String) -> Bool {
+        name.hasSuffix(".conf") && !name.hasPrefix(".")
+    }
+
     /// Reads and merges every file. Throws for the first malformed one, so the caller
     /// keeps its last good configuration.
     public func load() throws(ParseError) -> [ConfigEntry] {
+        try read().entries.get()
+    }
+
+    /// Reads and merges every file; the entries are the first malformed file's error
+    /// instead, so that the caller keeps its last good configuration. A file that
+    /// goes between listing and reading counts as absent (an editor's save is
+    /// under way: the caller waits for it to come back).
+    public func read() -> Reading {
+        var present: [String] = []
         var merged: [String: ConfigEntry] = [:]  // "section\0key" -> entry
         var order: [String] = []
+        var failure: ParseError?
         for file in files {
-            for entry in try Self.parse(file) {
+            let entries: [ConfigEntry]
+            do {
+                entries = try Self.parse(file)
+            } catch let error where error.vanished {
+                continue
+            } catch {
+                present.append(file)
+                if failure == nil { failure = error }
+                continue
+            }
+            present.append(file)
+            for entry in entries {
                 let id = entry.section + "\0" + entry.key
                 if merged[id] == nil { order.append(id) }
                 merged[id] = entry
             }
         }
-        return order.map { merged[$0]! }
+        if let failure { return Reading(files: present, entries: .failure(failure)) }
+        return Reading(files: present, entries: .success(order.map { merged[$0]! }))
     }
 
-    /// One file through GLib's keyfile parser.
+    /// Whether two configurations say the same: the same value for every key, wherever
+    /// it was written (origins and order do not change what applies).
+    public static func sameSettings(_ a: [ConfigEntry], _ b: [ConfigEntry]) -> Bool {
+        func settings(_ entries: [ConfigEntry]) -> [String: String] {
+            Dictionary(entries.map { ($0.section + "\0" + $0.key, $0.value) }) { $1 }
+        }
+        return settings(a) == settings(b)
+    }
+
+    /// One file through GLib's keyfile parser. A UTF-8 byte order mark (Windows
+    /// editors write one) is dropped first; it sits on line 1, so line numbers stay.
+    /// Values come trimmed of leading and trailing spaces and tabs (GLib keeps
+    /// trailing ones: "enabled=false " would otherwise not read as false).
     static func parse(_ path: String) throws(ParseError) -> [ConfigEntry] {
-        let bytes: [UInt8]
+        var bytes: [UInt8]
         switch Files.contents(path) {
         case .success(let data): bytes = data
-        case .failure(let error): throw ParseError(file: path, line: nil, reason: "cannot read: \(error)")
+        case .failure(let error):
+            var problem = ParseError(file: path, line: nil, reason: "cannot read: \(error)")
+            if case .system(ENOENT) = error { problem.vanished = true }
+            throw problem
         }
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes.removeFirst(3) }
         let keyFile = g_key_file_new()
         defer { g_key_file_free(keyFile) }
         var error: UnsafeMutablePointer<GError>? = nil
@@ -99,13 +152,27 @@ public struct ConfigFiles: Sendable {
                     throw ParseError(file: path, line: lines[section + "\0" + key], reason: "[\(section)] \(key): \(reason)")
                 }
                 guard let valuePtr else { continue }
-                let value = String(cString: valuePtr)
+                let value = Substring(String(cString: valuePtr)).trimmingCharacters(in: " \t")
                 g_free(valuePtr)
                 let line = lines[section + "\0" + key].map { ":\($0)" } ?? ""
                 entries.append(ConfigEntry(section: section, key: key, value: value, origin: path + line))
             }
         }
         return entries
+    }
+
+    /// Entries as keyfile text (through GLib, so that its parser reads back the same
+    /// values), under a comment.
+    static func render(_ entries: [ConfigEntry], comment: String) -> [UInt8] {
+        let keyFile = g_key_file_new()
+        defer { g_key_file_free(keyFile) }
+        for entry in entries { g_key_file_set_string(keyFile, entry.section, entry.key, entry.value) }
+        var length: gsize = 0
+        guard let data = g_key_file_to_data(keyFile, &length, nil) else { return [] }
+        defer { g_free(data) }
+        let body = UnsafeRawBufferPointer(start: data, count: Int(length))
+        let header = comment.split(separator: "\n", omittingEmptySubsequences: false).map { "# " + $0 + "\n" }.joined()
+        return Array((header + "\n").utf8) + Array(body)
     }
 
     /// GLib gives no line numbers. Most of its parse errors quote the offending line

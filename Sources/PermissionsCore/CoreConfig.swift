@@ -26,8 +26,11 @@ public struct CoreConfig: Equatable, Sendable {
     public init() {}
 
     /// Splits `entries` into the daemon's settings and the plugins' entries. A bad
-    /// value is logged with its origin and the previous setting kept.
-    public static func split(_ entries: [ConfigEntry], previous: CoreConfig) -> (CoreConfig, [ConfigEntry]) {
+    /// value goes to `reject` ("FILE:LINE: [section] key=value: why"), and the
+    /// previous setting is kept in the result; the daemon refuses the whole
+    /// configuration when anything was rejected. Unknown keys are logged and ignored.
+    public static func split(_ entries: [ConfigEntry], previous: CoreConfig,
+                             reject: (String) -> Void = { logError($0) }) -> (CoreConfig, [ConfigEntry]) {
         // A key absent from the files takes its default; a bad value keeps what the
         // key had before it (an earlier file of this load, else the last good load).
         var core = CoreConfig()
@@ -41,7 +44,7 @@ public struct CoreConfig: Equatable, Sendable {
                         if Validate.isPermissionName(name), !Validate.reservedSections.contains(name) {
                             if !core.declared.contains(name) { core.declared.append(name) }
                         } else {
-                            logError("\(entry.origin): [permissions] declare: invalid permission name \"\(name.escapedForMessage)\"; ignored")
+                            reject("\(entry.origin): [permissions] declare: invalid permission name \"\(name.escapedForMessage)\"")
                         }
                     }
                 } else {
@@ -54,8 +57,8 @@ public struct CoreConfig: Equatable, Sendable {
                 } else if entry.key == "agent-timeout" {
                     if !timeoutSet { core.agentTimeoutSeconds = previous.agentTimeoutSeconds }
                     timeoutSet = true
-                    logError("\(entry.origin): [service] agent-timeout=\(entry.value.escapedForMessage): "
-                             + "expected 1..3600 seconds; keeping \(core.agentTimeoutSeconds)")
+                    reject("\(entry.origin): [service] agent-timeout=\(entry.value.escapedForMessage): "
+                           + "expected 1..3600 seconds")
                 } else {
                     logError("\(entry.origin): unknown key \"\(entry.key.escapedForMessage)\" in [service]; ignored")
                 }
@@ -66,8 +69,8 @@ public struct CoreConfig: Equatable, Sendable {
                 } else {
                     let kept = core.noAgent[entry.section] ?? previous.noAgent[entry.section]
                     core.noAgent[entry.section] = kept
-                    logError("\(entry.origin): [\(entry.section)] no-agent=\(entry.value.escapedForMessage): expected "
-                             + "not-determined, denied or authorized; keeping \(kept?.rawValue ?? "not-determined")")
+                    reject("\(entry.origin): [\(entry.section)] no-agent=\(entry.value.escapedForMessage): expected "
+                           + "not-determined, denied or authorized")
                 }
             } else {
                 rest.append(entry)
@@ -79,10 +82,12 @@ public struct CoreConfig: Equatable, Sendable {
 
 extension CoreConfig {
     /// The snapshot of each declared permission that no plugin provides, from its
-    /// section (enabled=, allow=, deny=). A section with a bad value keeps that
-    /// permission's previous snapshot, like a plugin keeps its last good config.
+    /// section (enabled=, allow=, deny=). A section with a bad value goes to `reject`
+    /// and keeps that permission's previous snapshot in the result (the daemon then
+    /// refuses the whole configuration).
     func declaredSnapshots(entries: [ConfigEntry], providedByPlugins: Set<String>,
-                           previous: [String: Snapshot] = [:]) -> [String: Snapshot] {
+                           previous: [String: Snapshot] = [:],
+                           reject: (String) -> Void = { logError($0) }) -> [String: Snapshot] {
         var result: [String: Snapshot] = [:]
         for name in declared {
             if providedByPlugins.contains(name) {
@@ -97,7 +102,7 @@ extension CoreConfig {
                 result[name] = Snapshot(permission: name, service: config.enabled ? .available : .disabled,
                                         policies: policies)
             } catch {
-                logError("\(error.description); keeping the last good configuration of \(name)")
+                reject(error.description)
                 result[name] = previous[name] ?? Snapshot(permission: name, service: .available)
             }
         }

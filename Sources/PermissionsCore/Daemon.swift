@@ -50,8 +50,7 @@ public final class Daemon {
     private var host: PluginHost!
     private var watcher: ConfigWatcher?
     private var pluginWatcher: PluginDirectoryWatcher?
-    private var lastConfig: [ConfigEntry] = []
-    private var coreConfig = CoreConfig()
+    private var config: ConfigApplier!
     private var signalSources: [any DispatchSourceSignal] = []
     private static let queueKey = DispatchSpecificKey<Bool>()
 
@@ -119,25 +118,30 @@ public final class Daemon {
         service.expireDecisions()  // those that ran out while the daemon was stopped
         service.quiet = true  // no signals for the first snapshots, before we own the name
         let configFiles = ConfigFiles(directory: options.configDirectory)
-        do {
-            lastConfig = try configFiles.load()
-        } catch {
-            logError("\(error); starting with no configuration")
-        }
+        config = ConfigApplier(files: configFiles, lastGood: LastGoodConfiguration(stateDirectory: stateDirectory),
+                               host: host, service: service, queue: queue)
+        // Watched from before the first reading: an edit meanwhile is read again once
+        // the configuration is in force.
+        watcher = ConfigWatcher(files: configFiles, queue: queue) { [unowned self] in self.config.changed() }
+        config.beingWritten = { [unowned self] in self.watcher?.beingWritten ?? [] }
+        config.catchUp = { [unowned self] in self.watcher?.catchUp() ?? 0 }
         let directories = options.resolvedPluginDirectories
-        host.loadAll(from: directories, config: applyCoreConfig(lastConfig)) { [unowned self] in
+        // Loaded with no configuration, then given one as a whole (ConfigApplier):
+        // nothing is announced before the name is owned.
+        host.loadAll(from: directories, config: []) { [unowned self] in
             // Every plugin has started (or failed, or passed its deadline). Publications
             // made during init were queued before this runs, so they are in.
-            self.serve(directories: directories, configFiles: configFiles, stateDirectory: stateDirectory)
+            self.config.start {
+                self.serve(directories: directories, stateDirectory: stateDirectory)
+            }
         }
     }
 
     /// Second half of start-up: watch config and plugin directories, own the name.
-    private func serve(directories: [String], configFiles: ConfigFiles, stateDirectory: String) {
+    private func serve(directories: [String], stateDirectory: String) {
         if host.plugins.isEmpty {
             logWarning("no plugin loaded from \(directories.joined(separator: ", "))")
         }
-        watcher = ConfigWatcher(files: configFiles, queue: queue) { [unowned self] in self.reloadConfig(configFiles) }
         pluginWatcher = PluginDirectoryWatcher(directories: directories, queue: queue) { [unowned self] dir, file, present in
             self.host.fileChanged(directory: dir, file: file, present: present)
         }
@@ -162,31 +166,6 @@ public final class Daemon {
         logInfo("serving \(PermissionsService.busName) as \(connection.uniqueName) with "
                 + "\(service.permissions.count) permissions from \(host.plugins.count) plugins; "
                 + "store \(stateDirectory)/decisions.sqlite")
-    }
-
-    private func reloadConfig(_ files: ConfigFiles) {
-        let entries: [ConfigEntry]
-        do {
-            entries = try files.load()
-        } catch {
-            logError("\(error); keeping the last good configuration")
-            return
-        }
-        guard entries != lastConfig else { return }
-        lastConfig = entries
-        logInfo("configuration changed; applying it")
-        host.configureAll(applyCoreConfig(entries))
-    }
-
-    /// Takes the daemon's own keys (CoreConfig) and returns the plugins' entries.
-    private func applyCoreConfig(_ entries: [ConfigEntry]) -> [ConfigEntry] {
-        let (core, rest) = CoreConfig.split(entries, previous: coreConfig)
-        coreConfig = core
-        service.noAgentDefaults = core.noAgent
-        service.broker.agentTimeoutMilliseconds = Int32(core.agentTimeoutSeconds * 1000)
-        service.setDeclared(core.declaredSnapshots(entries: rest, providedByPlugins: Set(host.providers.keys),
-                                                   previous: service.declared))
-        return rest
     }
 
     private func stop() {

@@ -92,4 +92,68 @@ enum Files {
         guard n > 0 else { return nil }
         return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
+
+    /// The path with every symbolic link resolved, or nil if it does not exist.
+    static func realPath(_ path: String) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
+    /// lstat: what the name itself is (a link is not followed).
+    static func linkStatus(_ path: String) -> stat? {
+        var st = stat()
+        return lstat(path, &st) == 0 ? st : nil
+    }
+
+    static func isSymbolicLink(_ path: String) -> Bool {
+        linkStatus(path).map { ($0.st_mode & S_IFMT) == S_IFLNK } ?? false
+    }
+
+    /// The directory part of a path ("/" for a file at the root, "." for a bare name).
+    static func directoryName(_ path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+
+    /// The last part of a path.
+    static func baseName(_ path: String) -> String {
+        path.lastIndex(of: "/").map { String(path[path.index(after: $0)...]) } ?? path
+    }
+
+    /// Replaces `path` with `bytes` so that a crash leaves either the old file or the
+    /// new one, never a mix: written to a temporary file in the same directory
+    /// (created with `mode`), fsync'd, renamed over `path`, and the directory fsync'd.
+    static func writeAtomically(_ path: String, _ bytes: [UInt8], mode: mode_t = 0o600) -> Result<Void, ReadError> {
+        var template = Array((path + ".XXXXXX").utf8CString)
+        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard fd >= 0 else { return .failure(.system(errno)) }
+        let temporary = String(cString: template)
+        func fail(_ code: Int32) -> Result<Void, ReadError> {
+            close(fd)
+            unlink(temporary)
+            return .failure(.system(code))
+        }
+        guard fchmod(fd, mode) == 0 else { return fail(errno) }
+        var written = 0
+        while written < bytes.count {
+            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + written, $0.count - written) }
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else { return fail(n < 0 ? errno : EIO) }
+            written += n
+        }
+        guard fsync(fd) == 0 else { return fail(errno) }
+        close(fd)
+        guard rename(temporary, path) == 0 else {
+            let code = errno
+            unlink(temporary)
+            return .failure(.system(code))
+        }
+        let dir = open(directoryName(path), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if dir >= 0 {
+            fsync(dir)
+            close(dir)
+        }
+        return .success(())
+    }
 }

@@ -42,7 +42,16 @@ public final class InotifyWatcher {
         return true
     }
 
-    private func drain() {
+    /// Stops watching `directory` (watched under that name).
+    func unwatch(_ directory: String) {
+        for (wd, path) in directories where path == directory {
+            inotify_rm_watch(fd, wd)
+            directories[wd] = nil
+        }
+    }
+
+    /// Reads and reports every event queued now (also called directly, to catch up).
+    func drain() {
         var buffer = [UInt8](repeating: 0, count: 8192)
         while true {
             let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }

@@ -52,6 +52,8 @@ public final class LoadedPlugin: @unchecked Sendable {
         var publications = OneSecondWindow()
         var logLines = OneSecondWindow()
         var suppressedLogs = 0
+        /// During configure: the first error line it logged (.some(nil) until one comes).
+        var configureReason: String??
     }
     let shared = Mutex(Shared())
     /// Called on the daemon queue with the permissions whose publications arrived.
@@ -175,7 +177,19 @@ public final class LoadedPlugin: @unchecked Sendable {
         return rc
     }
 
-    func configure(_ config: [ConfigEntry]) -> Int32 {
+    /// configure, with the first error line the plugin logged during the call (its
+    /// reason for a rejection, "FILE:LINE: …" by the ABI's convention).
+    func configure(_ config: [ConfigEntry]) -> (rc: Int32, reason: String?) {
+        shared.withLock { $0.configureReason = .some(nil) }
+        let rc = callConfigure(config)
+        let reason = shared.withLock { s -> String? in
+            defer { s.configureReason = nil }
+            return s.configureReason ?? nil
+        }
+        return (rc, reason)
+    }
+
+    private func callConfigure(_ config: [ConfigEntry]) -> Int32 {
         guard let configure = functions?.configure else { return 0 }
         let declared = shared.withLock { $0.declared }
         let relevant = config.filter { $0.section == name || declared.contains($0.section) }
@@ -282,6 +296,9 @@ public final class LoadedPlugin: @unchecked Sendable {
         }
         guard allowed else { return }
         if suppressed > 0 { Log.shared.log(.warning, "plugin \(name): \(suppressed) log lines suppressed (more than \(Self.maxLogLinesPerSecond) a second)") }
+        if priority <= 3 {
+            shared.withLock { s in if case .some(nil) = s.configureReason { s.configureReason = .some(message) } }
+        }
         let level = Log.Priority(rawValue: min(max(priority, 3), 7)) ?? .info
         Log.shared.log(level, "plugin \(name): \(message.escapedForLog)")
     }

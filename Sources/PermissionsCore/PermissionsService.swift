@@ -41,6 +41,22 @@ public final class PermissionsService {
     private var lastPermissions: [String] = []
     /// While true (start-up, before the name is owned), snapshots are taken without signals.
     var quiet = false
+    /// While a new configuration is tried (see ConfigApplier), the permissions whose
+    /// state changed: clients hear about them (and about Permissions and Plugins)
+    /// once the outcome is known, so a configuration that is rolled back sends nothing.
+    private var held: Set<String>?
+    /// Fail-safe: no configuration could be read at start and none was kept, so every
+    /// permission that would be available reads "disabled" (the configuration may
+    /// have switched it off or denied apps, and nobody can tell).
+    var disabledForLackOfConfiguration = false {
+        didSet {
+            if disabledForLackOfConfiguration != oldValue { for permission in permissions { refresh(permission) } }
+        }
+    }
+    /// ConfigGeneration: configurations applied since start.
+    private(set) var configGeneration: UInt32 = 0
+    /// ConfigStatus: "ok", "kept: FILE:LINE: why" or "degraded: why".
+    private(set) var configStatus = "ok"
 
     public init(connection: Connection, store: DecisionStore, plugins: PluginHost, callers: CallerCache,
                 authorizer: Authorizer) {
@@ -94,11 +110,15 @@ public final class PermissionsService {
     /// What the permission's state is now: its plugin's last publication while the
     /// plugin serves it, "unsupported" while it does not, else the config's.
     func currentSnapshot(_ permission: String) -> Snapshot {
+        var snapshot: Snapshot
         if let provider = plugins.providers[permission] {
             guard provider.info.state == .loaded else { return .unpublished(permission) }
-            return provider.latest[permission] ?? .unpublished(permission)
+            snapshot = provider.latest[permission] ?? .unpublished(permission)
+        } else {
+            snapshot = declared[permission] ?? .unpublished(permission)
         }
-        return declared[permission] ?? .unpublished(permission)
+        if disabledForLackOfConfiguration, snapshot.service == .available { snapshot.service = .disabled }
+        return snapshot
     }
 
     public func status(app: String, permission: String) -> Status {
@@ -114,6 +134,10 @@ public final class PermissionsService {
 
     /// Recomputes a permission's snapshot and signals what really changed for apps.
     public func refresh(_ permission: String) {
+        if held != nil {
+            held?.insert(permission)
+            return
+        }
         let new = currentSnapshot(permission)
         let old = snapshot(permission)
         guard old != new else { return }
@@ -155,8 +179,34 @@ public final class PermissionsService {
                                    [.string(app), .string(permission), .string(status.rawValue), .uint64(changeSerial)])
     }
 
+    /// Holds back state changes (see `held`) until `releaseChanges`.
+    func holdChanges() {
+        if held == nil { held = [] }
+    }
+
+    /// Applies the changes held back, with their signals.
+    func releaseChanges() {
+        guard let permissions = held else { return }
+        held = nil
+        for permission in permissions.sorted() { refresh(permission) }
+        pluginsChanged()
+    }
+
+    /// Sets ConfigGeneration and ConfigStatus, with PropertiesChanged for what changed.
+    func setConfigState(generation: UInt32, status: String) {
+        var changed: [String] = []
+        if generation != configGeneration { changed.append("ConfigGeneration") }
+        if status != configStatus { changed.append("ConfigStatus") }
+        configGeneration = generation
+        configStatus = status
+        if !quiet, !changed.isEmpty {
+            object.emitPropertiesChanged(on: connection, interface: Self.interfaceName, changed)
+        }
+    }
+
     /// Emits PropertiesChanged for Permissions and Plugins, each if it changed.
     public func pluginsChanged() {
+        if held != nil { return }  // announced after the held changes, by releaseChanges
         let now = permissions
         let pluginsNow = plugins.infos.map { "\($0.name) \($0.version) \($0.state) \($0.permissions)" }.joined(separator: "\n")
         var changed: [String] = []
@@ -195,6 +245,8 @@ public final class PermissionsService {
             Property("version") { .uint32(Self.interfaceVersion) },
             Property("ChangeSerial") { [unowned self] in .uint64(self.changeSerial) },
             Property("StoreStatus") { [unowned self] in .string(self.storeStatus) },
+            Property("ConfigGeneration") { [unowned self] in .uint32(self.configGeneration) },
+            Property("ConfigStatus") { [unowned self] in .string(self.configStatus) },
         ])
     }
 

@@ -208,19 +208,52 @@ public final class PluginHost: @unchecked Sendable {
         }, timedOut: { opened(); done() })
     }
 
-    private func configure(_ plugin: LoadedPlugin, _ config: [ConfigEntry]) {
-        call(plugin, "configure", { plugin.configure(config) }) { rc in
-            if rc != 0 {
-                logWarning("plugin \(plugin.name): rejected the new configuration (\(errnoName(-rc))); "
-                           + "it keeps the last good one")
+    /// Hands `config` to one plugin; `done` gets its reason when it rejected it, or
+    /// nil (accepted, or abandoned at the deadline: then it serves nothing anyway).
+    private func configure(_ plugin: LoadedPlugin, _ config: [ConfigEntry],
+                           done: @escaping (String?) -> Void = { _ in }) {
+        call(plugin, "configure", { plugin.configure(config) }, then: { result in
+            guard result.rc != 0 else { return done(nil) }
+            logWarning("plugin \(plugin.name): rejected the new configuration (\(errnoName(-result.rc))); "
+                       + "it keeps the last good one")
+            var reason = result.reason ?? "plugin \(plugin.name) rejected it (\(errnoName(-result.rc)))"
+            if let cut = reason.firstRange(of: "; keeping the last good configuration") { reason = String(reason[..<cut.lowerBound]) }
+            done(reason)
+        }, timedOut: { done(nil) })
+    }
+
+    /// One plugin's answer to a configuration.
+    struct ConfigureResult {
+        let plugin: LoadedPlugin
+        /// Why it rejected the configuration; nil if it took it.
+        let rejection: String?
+    }
+
+    /// Passes a configuration to every loaded plugin (or to `only` those), and to
+    /// plugins loaded from now on; `done` gets each one's answer once all answered.
+    func configureAll(_ config: [ConfigEntry], only: [LoadedPlugin]? = nil,
+                             done: @escaping ([ConfigureResult]) -> Void = { _ in }) {
+        self.config = config
+        let targets = (only ?? plugins).filter { $0.info.state == .loaded }
+        guard !targets.isEmpty else { return done([]) }
+        var answers: [String?] = Array(repeating: nil, count: targets.count)
+        var waiting = targets.count
+        for (index, plugin) in targets.enumerated() {
+            configure(plugin, config) { rejection in
+                answers[index] = rejection
+                waiting -= 1
+                if waiting == 0 { done(zip(targets, answers).map { ConfigureResult(plugin: $0, rejection: $1) }) }
             }
         }
     }
 
-    /// Passes a new configuration to every loaded plugin.
-    public func configureAll(_ config: [ConfigEntry]) {
-        self.config = config
-        for plugin in plugins where plugin.info.state == .loaded { configure(plugin, config) }
+    /// Checks a configuration with every plugin without applying it; `done` gets the
+    /// first problem, or nil. ABI 1 has no way to ask a plugin that, so today this
+    /// accepts everything and the daemon validates by applying (`configureAll`)
+    /// and rolling back; a plugin `validate` entry, once the ABI has one, is
+    /// called from here.
+    func validateAll(_ config: [ConfigEntry], done: @escaping (String?) -> Void) {
+        done(nil)
     }
 
     /// A plugin file appeared, changed or went (from the directory watcher).

@@ -120,7 +120,9 @@ import Testing
                                                 withIntermediateDirectories: true)
         try daemon.writeConfig("[notifications]\nenabled=false\n", name: "permissions.conf.d/50-off.conf")
         #expect(try signalsBeforeFence(on: "location") == [statusLine(app: "", "notifications", "disabled")])
+        // A file gone applies once it has stayed away for the settle window: wait for it.
         try FileManager.default.removeItem(atPath: daemon.configDirectory + "/permissions.conf.d/50-off.conf")
+        try monitor.waitFor { $0 == statusLine(app: "", "notifications", "not-determined") }
         #expect(try signalsBeforeFence(on: "location") == [statusLine(app: "", "notifications", "not-determined")])
     }
 }

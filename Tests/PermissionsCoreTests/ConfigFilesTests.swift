@@ -161,4 +161,46 @@ struct ConfigFilesTests {
         #expect(entries.map(\.value) == ["true", "city"])
         #expect(entries.map(\.origin) == ["\(config.mainFile):2", "\(config.mainFile):3"])
     }
+
+    /// A UTF-8 byte order mark (Notepad writes one) is not part of the first line.
+    @Test func byteOrderMarkIsDroppedAndLineNumbersStay() throws {
+        try dir.write("permissions.conf", bytes: [0xEF, 0xBB, 0xBF] + Array("[location]\nenabled=false\n".utf8))
+        #expect(summary(try config.load()) == ["[location] enabled=false @\(config.mainFile):2"])
+        try dir.write("permissions.conf.d/10-bom.conf", bytes: [0xEF, 0xBB, 0xBF] + Array("[a]\nk=1\njunk\n".utf8))
+        let error = #expect(throws: ConfigFiles.ParseError.self) { try config.load() }
+        #expect(error?.line == 3)
+    }
+
+    /// GLib drops the spaces after "=", not those at the end of the line; the host
+    /// trims both, spaces and tabs, and nothing inside the value.
+    @Test func valuesAreTrimmed() throws {
+        try dir.write("permissions.conf", "[location]\nenabled=false \nallow=\t a b ;c\t \nempty=  \n")
+        #expect(try config.load().map(\.value) == ["false", "a b ;c", ""])
+    }
+
+    /// The copy of the last good configuration reads back as the same settings.
+    @Test func renderedEntriesReadBackTheSame() throws {
+        let entries = [
+            ConfigEntry(section: "location", key: "deny", value: "org.bad.App;/usr/bin/x y", origin: "a:1"),
+            ConfigEntry(section: "service", key: "agent-timeout", value: "30", origin: "a:2"),
+            ConfigEntry(section: "location", key: "note", value: "back\\slash, tab\tand “quotes” # not a comment",
+                        origin: "b:7"),
+            ConfigEntry(section: "permissions", key: "declare", value: "contacts;photos", origin: "b:9"),
+        ]
+        try dir.write("copy.conf", bytes: ConfigFiles.render(entries, comment: "two\nlines"))
+        let back = try ConfigFiles.parse(dir.url("copy.conf"))
+        #expect(ConfigFiles.sameSettings(back, entries))
+        #expect(back.count == entries.count)
+        #expect(try String(contentsOfFile: dir.url("copy.conf"), encoding: .utf8).hasPrefix("# two\n# lines\n"))
+    }
+
+    @Test func sameSettingsIgnoresOriginsAndOrder() {
+        let a = [ConfigEntry(section: "s", key: "k", value: "1", origin: "x:1"),
+                 ConfigEntry(section: "t", key: "k", value: "2", origin: "x:2")]
+        let b = [ConfigEntry(section: "t", key: "k", value: "2", origin: "y:5"),
+                 ConfigEntry(section: "s", key: "k", value: "1", origin: "y:9")]
+        #expect(ConfigFiles.sameSettings(a, b))
+        #expect(!ConfigFiles.sameSettings(a, [a[0]]))
+        #expect(!ConfigFiles.sameSettings(a, [a[0], ConfigEntry(section: "t", key: "k", value: "3", origin: "x:2")]))
+    }
 }

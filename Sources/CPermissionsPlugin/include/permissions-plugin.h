@@ -39,10 +39,14 @@
  *   Configuration is the daemon's: permissions.conf and permissions.conf.d/NAME.conf
  *   in its config directory, keyfile syntax. configure() receives every key of the
  *   sections named like the plugin or like one of its permissions, already parsed
- *   (values unescaped), each with its origin "FILE:LINE" to quote in messages.
- *   A plugin validates the values; on a bad one it logs the origin and the reason,
- *   keeps its last good configuration and returns -EINVAL. The daemon keeps some
- *   keys for itself ([service], [permissions], and no-agent= in any section).
+ *   (values unescaped, and trimmed of leading and trailing spaces and tabs), each
+ *   with its origin "FILE:LINE" to quote in messages.
+ *   A plugin validates the values; on a bad one it logs the origin and the reason
+ *   (PERMISSIONS_LOG_ERR: the daemon quotes that line in its ConfigStatus), keeps its
+ *   last good configuration and returns -EINVAL. A configuration applies whole or
+ *   not at all: when another plugin refuses it, configure() is called again with
+ *   the last good configuration. The daemon keeps some keys for itself
+ *   ([service], [permissions], and no-agent= in any section).
  *
  * VERSIONING
  *   This is ABI 1. Every struct handed across (the descriptor, a snapshot, the

@@ -62,6 +62,31 @@ struct IdentityStallTests {
         #expect(daemon.isRunning)
         #expect(daemon.log.contains("identity did not resolve within 1 s"))
     }
+
+    /// A stop while a caller's identity read is stuck: the caller is answered
+    /// Cancelled and the daemon leaves the bus. The process finishes exiting only
+    /// once the file system answers or goes: a thread waiting for a FUSE request the
+    /// server has already read cannot be killed (the kernel waits for the answer).
+    @Test func sigtermWhileAnIdentityReadIsStuckAnswersCancelled() throws {
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, config: "[location]\nenabled=true\n")
+        let pid = try #require(daemon.processIdentifier)
+        let fs = try StallFS()
+        defer { fs.stop() }
+        let watcher = try NameWatcher(bus: bus)
+        let stuck = try ScriptedCaller(bus: bus)
+        try stuck.chroot(fs.mountpoint)
+        stuck.startCall()
+        try fs.waitForStalls(1, by: pid)
+
+        kill(pid, SIGTERM)  // well within the 1 s deadline of the identity read
+        let answer = try stuck.reply()
+        #expect(answer.hasPrefix("error org.example.Permissions.Error.Cancelled "), "\(answer)")
+        try watcher.waitForLoss(timeout: 10)
+        fs.stop()
+        let ending = daemon.waitForExit(timeout: 10)
+        #expect(ending == .init(reason: .exit, status: 0), "\(ending?.description ?? "still running")")
+    }
 }
 
 /// Tests/testenv/stallfs.c, built and mounted on a fresh directory.

@@ -122,11 +122,20 @@ final class NameWatcher {
 
     /// Waits for the bus to announce an owner (handling messages as they come).
     func waitForOwner(timeout: TimeInterval) throws {
+        try waitUntil(timeout: timeout, "org.example.Permissions got no owner") { $0.contains { !$0.isEmpty } }
+    }
+
+    /// Waits for the bus to announce that the name has lost its owner.
+    func waitForLoss(timeout: TimeInterval) throws {
+        try waitUntil(timeout: timeout, "org.example.Permissions kept its owner") { $0.last == "" }
+    }
+
+    private func waitUntil(timeout: TimeInterval, _ what: String, _ done: ([String]) -> Bool) throws {
         let deadline = Date().addingTimeInterval(timeout)
-        while !owners.contains(where: { !$0.isEmpty }) {
+        while !done(owners) {
             let left = deadline.timeIntervalSinceNow
             guard left > 0, connection.readWriteDispatch(timeoutMilliseconds: Int32(left * 1000) + 1) else {
-                throw HarnessError(description: "org.example.Permissions got no owner within \(timeout) s")
+                throw HarnessError(description: "\(what) within \(timeout) s (saw \(owners))")
             }
         }
     }

@@ -235,7 +235,7 @@ public final class PermissionsService {
     /// the agents are told to close their open prompts, and none starts any more.
     /// Answered first, so that a prompt's end cannot run a waiter's continuation
     /// (RequestMany's next permission).
-    public func shutdown() {
+    func shutdown() {
         stopping = true
         for call in waitingCalls.held { call.fail(Self.stoppingError) }
         broker.shutdown()

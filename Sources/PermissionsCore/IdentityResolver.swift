@@ -11,7 +11,7 @@ import Dispatch
 /// cancelled. So each read runs on a thread of its own, at most `maxThreads` at
 /// once, and a thread counts against the cap until its read returns, however late
 /// (stuck ones for good). A resolution waits for a free thread, and is answered
-/// `.timedOut` once `deadline` has passed since it was asked for, whether it was
+/// `.timedOut` once `deadlineMilliseconds` have passed since it was asked for, whether it was
 /// still waiting or reading; a read that returns later is dropped. Callers whose
 /// identity is already known never come here, so they are served whatever is stuck.
 ///

@@ -5,10 +5,15 @@ public import DBusKit
 /// (`GetConnectionCredentials`). An entry is dropped when the bus reports that the
 /// unique name has gone (`NameOwnerChanged`); unique names are never reused.
 ///
-/// Confined to the service queue, like the connection.
+/// The files of a caller's process are read off the queue, by `resolver`, with a
+/// deadline: a caller whose files do not answer (a FUSE file system of its own)
+/// gets `UnknownCaller`, and nobody else waits for it.
+///
+/// Confined to the service queue, like the connection; so is every piece of its
+/// state (the resolver's included).
 public final class CallerCache {
     private let connection: Connection
-    private let reader: IdentityReader
+    let resolver: IdentityResolver
     private var known: [String: AppIdentity] = [:]
     private var waiting: [String: [(Result<AppIdentity, BusError>) -> Void]] = [:]
     /// Called with a unique name when it leaves the bus (one match rule for all).
@@ -16,7 +21,7 @@ public final class CallerCache {
 
     public init(connection: Connection, reader: IdentityReader) {
         self.connection = connection
-        self.reader = reader
+        resolver = IdentityResolver(queue: connection.queue) { reader.identify(pid: $0, uid: $1) }
         connection.subscribe(SignalMatch(sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
                                          interface: "org.freedesktop.DBus", member: "NameOwnerChanged")) {
             [unowned self] message in
@@ -49,14 +54,24 @@ public final class CallerCache {
             return finish(sender, .failure(PermissionsError.unknownCaller("invalid sender \(sender.escapedForMessage)")))
         }
         connection.call(message, timeoutMilliseconds: 5000) { [unowned self] result in
-            switch self.resolve(sender, result) {
-            case .failure(let error): self.finish(sender, .failure(error))
-            case .success(let identity): self.confirm(sender, identity) { self.finish(sender, $0) }
+            let (pid, uid): (UInt32, UInt32)
+            switch self.credentials(sender, result) {
+            case .failure(let error): return self.finish(sender, .failure(error))
+            case .success(let ids): (pid, uid) = ids
+            }
+            // /proc is read off the queue; then, back on it, the bus is asked whether
+            // the connection still exists (confirm), in that order.
+            self.resolver.resolve(pid: pid, uid: uid) { outcome in
+                switch self.identity(sender, pid: pid, outcome) {
+                case .failure(let error): self.finish(sender, .failure(error))
+                case .success(let identity): self.confirm(sender, identity) { self.finish(sender, $0) }
+                }
             }
         }
     }
 
-    private func resolve(_ sender: String, _ result: Result<Message, BusError>) -> Result<AppIdentity, BusError> {
+    /// The process and user id in the bus's answer to GetConnectionCredentials.
+    private func credentials(_ sender: String, _ result: Result<Message, BusError>) -> Result<(UInt32, UInt32), BusError> {
         switch result {
         case .failure(let error):
             return .failure(PermissionsError.unknownCaller("cannot read the credentials of \(sender): \(error.message)"))
@@ -67,14 +82,25 @@ public final class CallerCache {
             guard let uid, let pid else {
                 return .failure(PermissionsError.unknownCaller("the bus gave no user or process id for \(sender)"))
             }
-            switch reader.identify(pid: pid, uid: uid) {
-            case .success(let identity):
-                return .success(identity)
-            case .failure(.unreadable(let why)):
-                return .failure(PermissionsError.unknownCaller("cannot identify \(sender) (pid \(pid)): \(why)"))
-            case .failure(.invalid(let id)):
-                return .failure(PermissionsError.unknownCaller("caller \(sender) has an invalid app id \"\(id.escapedForMessage)\""))
-            }
+            return .success((pid, uid))
+        }
+    }
+
+    private func identity(_ sender: String, pid: UInt32, _ outcome: IdentityResolver.Outcome) -> Result<AppIdentity, BusError> {
+        switch outcome {
+        case .read(.success(let identity)):
+            return .success(identity)
+        case .read(.failure(.unreadable(let why))):
+            return .failure(PermissionsError.unknownCaller("cannot identify \(sender) (pid \(pid)): \(why)"))
+        case .read(.failure(.invalid(let id))):
+            return .failure(PermissionsError.unknownCaller("caller \(sender) has an invalid app id \"\(id.escapedForMessage)\""))
+        case .timedOut:
+            logWarning("caller \(sender) (pid \(pid)): identity did not resolve within \(resolver.deadlineDescription); "
+                       + "\(resolver.threadsInUse) of \(resolver.maxThreads) identity reads in progress or stuck")
+            return .failure(PermissionsError.unknownCaller(
+                "cannot identify \(sender) (pid \(pid)): identity did not resolve within \(resolver.deadlineDescription)"))
+        case .noThread(let why):
+            return .failure(PermissionsError.unknownCaller("cannot identify \(sender) (pid \(pid)): \(why)"))
         }
     }
 

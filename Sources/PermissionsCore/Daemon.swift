@@ -42,6 +42,11 @@ public struct DaemonOptions: Sendable {
 
 /// permissionsd: wires the bus, the store, the plugins and the config together on
 /// one serial queue, then serves until SIGTERM/SIGINT or the bus goes away.
+///
+/// A stop may come at any moment, from the first instruction of `run` on: during
+/// start-up it ends start-up (the name is never owned), later it ends serving. Either
+/// way every waiting call is answered, every open prompt cancelled, the plugins are
+/// stopped, and the exit status is 0.
 public final class Daemon {
     let options: DaemonOptions
     let queue = DispatchQueue(label: "org.example.Permissions")
@@ -52,6 +57,8 @@ public final class Daemon {
     private var pluginWatcher: PluginDirectoryWatcher?
     private var config: ConfigApplier!
     private var signalSources: [any DispatchSourceSignal] = []
+    /// The name is owned (start-up is over).
+    private var serving = false
     private static let queueKey = DispatchSpecificKey<Bool>()
 
     public init(options: DaemonOptions) {
@@ -61,23 +68,47 @@ public final class Daemon {
 
     /// Starts on the queue and never returns.
     public func run() -> Never {
+        // Stop requests first, before anything else runs. SIGTERM and SIGINT are
+        // blocked in this thread before any other thread exists (every thread
+        // inherits the mask, and dispatch's threads block them anyway), so one that
+        // comes early stays pending until the signal sources' signalfd takes it.
+        // Not SIG_IGN: setting it discards a signal already pending, and until the
+        // sources are registered an ignored signal is thrown away unless every
+        // thread blocks it (the SIGTERM lost just after start-up, issue 10).
+        var stopSignals = sigset_t()
+        sigemptyset(&stopSignals)
+        sigaddset(&stopSignals, SIGTERM)
+        sigaddset(&stopSignals, SIGINT)
+        pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
+        let me = QueueConfined(self)
+        for number in [SIGTERM, SIGINT] {
+            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
+            source.setEventHandler { me.value.stop() }
+            source.resume()
+            signalSources.append(source)
+        }
         Log.shared.verbose = options.verbose
         signal(SIGPIPE, SIG_IGN)
-        // A parent may have left SIGTERM/SIGINT blocked in the mask we inherit (a
-        // process spawned from a dispatch thread does); we handle them ourselves.
-        var set = sigset_t()
-        sigemptyset(&set)
-        sigaddset(&set, SIGTERM)
-        sigaddset(&set, SIGINT)
-        pthread_sigmask(SIG_UNBLOCK, &set, nil)
-        let me = QueueConfined(self)
         queue.async { me.value.start() }
-        dispatchMain()
+        // Not dispatchMain(): it parks this thread in sigsuspend with an empty mask,
+        // which unblocks SIGTERM here until the signal sources are registered; a
+        // signal then would take its default action. This thread keeps them blocked.
+        while true { pause() }
     }
 
     private func fail(_ message: String) -> Never {
         logError(message)
-        exit(1)
+        Self.endProcess(1)
+    }
+
+    /// Ends the process at once, without exit handlers or library destructors. A
+    /// plugin thread may still be inside dlopen (a constructor that never returns
+    /// holds the dynamic loader's lock, which exit() takes to run destructors, so
+    /// exit() would wait forever), or inside code a destructor would tear down.
+    /// Nothing of ours needs them: log lines are written unbuffered, and a decision
+    /// is on disk before its reply is sent.
+    private static func endProcess(_ status: Int32) -> Never {
+        _exit(status)
     }
 
     private func start() {
@@ -101,10 +132,10 @@ public final class Daemon {
             // A connection we could not serve is a failure, for the service manager to restart.
             if let failure = self.connection.failure {
                 logError("\(failure.message); exiting")
-                exit(1)
+                Self.endProcess(1)
             }
             logInfo("the bus closed the connection; exiting")
-            exit(0)
+            Self.endProcess(0)
         }
 
         host = PluginHost(queue: queue)
@@ -156,24 +187,24 @@ public final class Daemon {
         } catch {
             fail("cannot own \(PermissionsService.busName): \(error)")
         }
-        for number in [SIGTERM, SIGINT] {
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
-            source.setEventHandler { [unowned self] in self.stop() }
-            source.resume()
-            signalSources.append(source)
-        }
+        serving = true
         logInfo("serving \(PermissionsService.busName) as \(connection.uniqueName) with "
                 + "\(service.permissions.count) permissions from \(host.plugins.count) plugins; "
                 + "store \(stateDirectory)/decisions.sqlite")
     }
 
+    /// Answers what waits, stops the plugins and exits 0. Runs on the queue as one
+    /// block that ends the process, so nothing else runs on the queue meanwhile:
+    /// calls that arrive now are not read (the bus answers them NoReply once we
+    /// are gone), no reply or timer of a call in flight runs, and start-up, if it
+    /// is not over, never continues (the name is never owned). During start-up
+    /// only the parts made so far exist (none, if the signal came before start()).
     private func stop() {
-        logInfo("stopping")
-        service.broker.shutdown()
-        connection.flush()
-        host.stopAll()
-        connection.close()
-        exit(0)
+        logInfo(serving ? "stopping" : "stopping during start-up")
+        if service != nil { service.shutdown() }
+        if connection != nil { connection.flush() }
+        if host != nil { host.stopAll() }
+        if connection != nil { connection.close() }
+        Self.endProcess(0)
     }
 }

@@ -32,4 +32,10 @@ public enum PermissionsError {
     public static func storageFailed(_ message: String) -> BusError {
         BusError(prefix + "StorageFailed", message)
     }
+
+    /// The answer to a call still waiting (for its caller's identity, polkit or a
+    /// prompt) when the daemon stops.
+    public static func cancelled(_ message: String) -> BusError {
+        BusError(prefix + "Cancelled", message)
+    }
 }

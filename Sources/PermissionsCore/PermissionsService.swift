@@ -57,6 +57,10 @@ public final class PermissionsService {
     private(set) var configGeneration: UInt32 = 0
     /// ConfigStatus: "ok", "kept: FILE:LINE: why" or "degraded: why".
     private(set) var configStatus = "ok"
+    /// Calls that may still wait for an answer; shutdown answers them.
+    var waitingCalls = WaitingCalls()
+    /// Set by shutdown: nothing new is started.
+    private(set) var stopping = false
 
     public init(connection: Connection, store: DecisionStore, plugins: PluginHost, callers: CallerCache,
                 authorizer: Authorizer) {
@@ -268,13 +272,30 @@ public final class PermissionsService {
     }
 
     /// Runs `body` with the caller's identity, or answers the call with the error.
+    /// Every call that can wait (for the bus, polkit or a prompt) comes through
+    /// here, and is remembered until it is answered.
     func withCaller(_ call: MethodCall, _ body: @escaping (AppIdentity) -> Void) {
+        guard !stopping else { return call.fail(Self.stoppingError) }
+        waitingCalls.add(call)
         callers.identify(call.sender) { result in
             switch result {
             case .success(let identity): body(identity)
             case .failure(let error): call.fail(error)
             }
         }
+    }
+
+    static let stoppingError = PermissionsError.cancelled("the permissions service is stopping")
+
+    /// The daemon stops: every call still waiting, for its caller's identity, for
+    /// polkit or for a prompt (Request, RequestMany), is answered Cancelled; then
+    /// the agents are told to close their open prompts, and none starts any more.
+    /// Answered first, so that a prompt's end cannot run a waiter's continuation
+    /// (RequestMany's next permission).
+    func shutdown() {
+        stopping = true
+        for call in waitingCalls.held { call.fail(Self.stoppingError) }
+        broker.shutdown()
     }
 
     /// Runs `body` if the caller may use admin methods (see Authorizer).

@@ -60,6 +60,8 @@ final class PromptBroker {
     private(set) var agents: [Agent] = []
     private var open: [String: Prompt] = [:]
     private var nextID = 0
+    /// Set by shutdown: no prompt starts any more.
+    private var stopped = false
     var agentTimeoutMilliseconds: Int32 = 120_000
     /// Applies a real answer (store, session grant, signals); returns the status
     /// to reply with.
@@ -99,6 +101,8 @@ final class PromptBroker {
     /// once with the status to reply with.
     func ask(app: String, permission: String, reason: String, details: [(String, DBusValue)],
              sender: String, done: @escaping (Status) -> Void) {
+        // Stopping: the caller has been answered (Cancelled); nothing is asked.
+        guard !stopped else { return }
         let key = app + "\0" + permission
         if let prompt = open[key] {
             prompt.waiters.append((sender, done))
@@ -118,7 +122,7 @@ final class PromptBroker {
     }
 
     private func startNext(_ agent: Agent) {
-        guard agent.active == nil, !agent.queued.isEmpty else { return }
+        guard !stopped, agent.active == nil, !agent.queued.isEmpty else { return }
         let prompt = agent.queued.removeFirst()
         agent.active = prompt
         let message: Message
@@ -211,15 +215,25 @@ final class PromptBroker {
         }
     }
 
-    /// The daemon stops: every waiting requester gets the unchanged status, and
-    /// agents are told to close their prompts.
+    /// The daemon stops: agents are told to close their open prompts, queued ones
+    /// are dropped, and no prompt starts from now on. Waiters are not called: the
+    /// service has answered their calls (Cancelled), and a waiter's continuation
+    /// (RequestMany's next permission) must not run.
     func shutdown() {
+        stopped = true
         for agent in agents {
-            if let prompt = agent.active { cancel(prompt, at: agent) }
+            if let prompt = agent.active {
+                cancel(prompt, at: agent)
+                logInfo("prompt \(prompt.id): cancelled, the service is stopping; nothing stored")
+            }
             agent.active = nil
             agent.queued = []
         }
-        for prompt in Array(open.values) { finish(prompt, status: undecided(prompt)) }
+        for prompt in open.values {
+            prompt.finished = true
+            prompt.waiters = []
+        }
+        open = [:]
     }
 
     private func cancel(_ prompt: Prompt, at agent: Agent) {

@@ -80,9 +80,12 @@ extension PermissionsService {
         }
     }
 
-    /// Answers at once unless the status is not-determined; then prompts.
+    /// Answers at once unless the status is not-determined; then prompts. Once the
+    /// service is stopping nothing is asked and `done` never runs: the call has
+    /// been answered Cancelled.
     func ask(_ identity: AppIdentity, _ permission: String, _ options: RequestOptions, sender: String,
              done: @escaping (Status) -> Void) {
+        guard !stopping else { return }
         let current = status(app: identity.appID, permission: permission)
         guard current == .notDetermined else { return done(current) }
         guard broker.hasAgent else { return done(noAgentAnswer(permission)) }

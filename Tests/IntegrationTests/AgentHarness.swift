@@ -23,6 +23,9 @@ final class TestAgent: @unchecked Sendable {
     private var prompts: [Prompt] = []
     private var answered = 0
     private var cancelledIDs: [String] = []
+    /// Set when org.example.Permissions loses its owner. On this connection the bus
+    /// delivers it after everything the owner sent before it left.
+    private var serviceLeft = false
     /// When set, every prompt is answered at once with this answer.
     var autoAnswer: String? {
         get { condition.lock(); defer { condition.unlock() }; return _autoAnswer }
@@ -45,7 +48,17 @@ final class TestAgent: @unchecked Sendable {
                     call.reply()
                 },
             ])], introspection: ""))
+            connection.subscribe(SignalMatch(sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                             interface: "org.freedesktop.DBus", member: "NameOwnerChanged",
+                                             arg0: "org.example.Permissions")) { [unowned self] message in
+                guard message.arguments().count == 3, message.arguments()[2].stringValue == "" else { return }
+                self.condition.lock()
+                self.serviceLeft = true
+                self.condition.broadcast()
+                self.condition.unlock()
+            }
         }
+        // RegisterAgent (or any call) after AddMatch: the bus applies the rule first.
         if register { try call("RegisterAgent", [.objectPath(path)]) }
     }
 
@@ -110,6 +123,26 @@ final class TestAgent: @unchecked Sendable {
         }
     }
 
+    /// The prompt ids the service cancelled so far, in order.
+    var cancelled: [String] {
+        condition.lock()
+        defer { condition.unlock() }
+        return cancelledIDs
+    }
+
+    /// Waits until org.example.Permissions has lost its owner: everything the
+    /// service sent this agent before it left has been received by then.
+    func waitUntilServiceLeft(timeout: TimeInterval = 15) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        condition.lock()
+        defer { condition.unlock() }
+        while !serviceLeft {
+            if !condition.wait(until: deadline) {
+                throw HarnessError(description: "org.example.Permissions did not leave the bus within \(timeout) s")
+            }
+        }
+    }
+
     /// Answers a prompt (on the agent's queue, as a real agent would).
     func answer(_ prompt: Prompt, _ answer: String, expiresAt: Int64? = nil) {
         let results: DBusValue = .vardict(expiresAt.map { [("expires-at", .int64($0))] } ?? [])
@@ -124,8 +157,8 @@ final class TestAgent: @unchecked Sendable {
 
 /// A command running in the background (a client waiting for a prompt's answer).
 final class BackgroundCommand: @unchecked Sendable {
-    // @unchecked Sendable: `output` is written once by the reader thread before
-    // `finished` is signalled, and read only after waiting for it.
+    // @unchecked Sendable: `output` and `errors` are written once by the reader
+    // threads before `finished` is signalled, and read only after waiting for it.
     let process = Process()
     private let finished = DispatchSemaphore(value: 0)
     private var output = Data()
@@ -140,15 +173,21 @@ final class BackgroundCommand: @unchecked Sendable {
         process.standardError = err
         process.standardInput = FileHandle.nullDevice
         try process.run()
+        let errorsRead = DispatchSemaphore(value: 0)
         Thread.detachNewThread { [self] in
             errors = err.fileHandleForReading.readDataToEndOfFile()
+            errorsRead.signal()
         }
         Thread.detachNewThread { [self] in
             output = out.fileHandleForReading.readDataToEndOfFile()
             process.waitUntilExit()
+            errorsRead.wait()
             finished.signal()
         }
     }
+
+    /// What it printed on stderr; read it after `wait` has returned.
+    var errorOutput: String { String(decoding: errors, as: UTF8.self) }
 
     /// Waits for the exit; returns (status, stdout).
     func wait(timeout: TimeInterval = 20) throws -> (Int32, String) {

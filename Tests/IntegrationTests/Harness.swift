@@ -179,6 +179,8 @@ final class DaemonUnderTest {
     var environment: [String: String]
     var logFile: String { root + "/permissionsd.log" }
     private var process: Process?
+    /// Signalled once when the running process exits (its termination handler).
+    private var exited = DispatchSemaphore(value: 0)
 
     /// Starts permissionsd with `config` as permissions.conf and the location and
     /// notifications plugins of this build, unless `pluginDirectories` says otherwise.
@@ -193,7 +195,8 @@ final class DaemonUnderTest {
         if start { try self.start() }
     }
 
-    func start() throws {
+    /// Starts permissionsd and, with `waitForName`, waits until it owns its name.
+    func start(waitForName: Bool = true) throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binDir + "/permissionsd")
         process.arguments = ["--address", bus.address, "--config-dir", configDirectory, "--state-dir", stateDirectory,
@@ -204,8 +207,12 @@ final class DaemonUnderTest {
         log.seekToEndOfFile()
         process.standardError = log
         process.standardOutput = log
+        let exited = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in exited.signal() }
+        self.exited = exited
         try process.run()
         self.process = process
+        guard waitForName else { return }
         let waited = try run("/usr/bin/gdbus", ["wait", "--address", bus.address, "--timeout", "20",
                                                 "org.example.Permissions"])
         guard waited.status == 0, process.isRunning else {
@@ -213,8 +220,9 @@ final class DaemonUnderTest {
         }
     }
 
-    /// SIGTERM, and wait for the exit. (permissionsd unblocks SIGTERM itself: children
-    /// of the test runner inherit a signal mask that blocks it.)
+    /// SIGTERM, and wait for the exit. (Children of the test runner inherit a signal
+    /// mask that blocks SIGTERM; permissionsd blocks it anyway and takes it from a
+    /// signalfd.)
     func stop() {
         guard let process, process.isRunning else { return }
         process.terminate()
@@ -222,22 +230,42 @@ final class DaemonUnderTest {
         self.process = nil
     }
 
+    /// How the process ended: `.exit` with its status, or `.uncaughtSignal` with the signal.
+    struct Ending: Equatable, CustomStringConvertible {
+        let reason: Process.TerminationReason
+        let status: Int32
+        var description: String { reason == .exit ? "exit \(status)" : "signal \(status)" }
+    }
+
+    /// SIGTERM, then waits at most `timeout` for the exit. Returns how it ended, or
+    /// nil if it was still running at the deadline (it is then killed).
+    func terminate(timeout: TimeInterval) -> Ending? {
+        guard let process else { return nil }
+        Glibc.kill(process.processIdentifier, SIGTERM)
+        return waitForExit(timeout: timeout)
+    }
+
+    /// Waits at most `timeout` for the process to end (whoever made it end).
+    /// Returns how it ended, or nil if it was still running (it is then killed).
+    func waitForExit(timeout: TimeInterval) -> Ending? {
+        guard let process else { return nil }
+        defer { self.process = nil }
+        guard exited.wait(timeout: .now() + timeout) == .success else {
+            Glibc.kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            return nil
+        }
+        process.waitUntilExit()
+        return Ending(reason: process.terminationReason, status: process.terminationStatus)
+    }
+
+    var processIdentifier: Int32? { process?.processIdentifier }
+
     /// SIGTERM, and wait at most `seconds` for the exit; false (and SIGKILL) if it
     /// takes longer.
     func stop(within seconds: Double) -> Bool {
-        guard let process, process.isRunning else { return true }
-        let exited = DispatchSemaphore(value: 0)
-        Thread.detachNewThread {
-            process.waitUntilExit()
-            exited.signal()
-        }
-        process.terminate()
-        guard exited.wait(timeout: .now() + seconds) == .success else {
-            kill()
-            return false
-        }
-        self.process = nil
-        return true
+        guard process != nil else { return true }
+        return terminate(timeout: seconds) != nil
     }
 
     /// SIGKILL: no chance to clean up, as in a crash.
@@ -252,21 +280,6 @@ final class DaemonUnderTest {
 
     /// The daemon's process id, while it runs.
     var pid: pid_t? { process.map(\.processIdentifier) }
-
-    /// Waits up to `timeout` for the daemon to exit by itself: its exit status, or nil
-    /// if it still runs then.
-    func waitForExit(timeout: TimeInterval) -> Int32? {
-        guard let process else { return nil }
-        let exited = DispatchSemaphore(value: 0)
-        nonisolated(unsafe) let waited = process  // only waited for, on that thread
-        Thread.detachNewThread {
-            waited.waitUntilExit()
-            exited.signal()
-        }
-        guard exited.wait(timeout: .now() + timeout) == .success else { return nil }
-        self.process = nil
-        return process.terminationStatus
-    }
 
     var log: String { (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "" }
 

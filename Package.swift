@@ -57,7 +57,7 @@ let package = Package(
         .target(name: "CLISupport", dependencies: ["CShims"], swiftSettings: strictSettings),
         .target(name: "DBusKit", dependencies: ["CDBus"], swiftSettings: strictSettings),
         .target(name: "PermissionsCore",
-                dependencies: ["DBusKit", "CSQLite", "CGLib", "CPermissionsPlugin", "CPermissionsData", "PluginKit"],
+                dependencies: ["DBusKit", "CSQLite", "CGLib", "CPermissionsPlugin", "CPermissionsData", "CShims", "PluginKit"],
                 swiftSettings: strictSettings),
         .executableTarget(name: "permissionsd", dependencies: ["PermissionsCore", "CLISupport"],
                           swiftSettings: strictSettings),

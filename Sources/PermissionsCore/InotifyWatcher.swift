@@ -42,6 +42,14 @@ public final class InotifyWatcher {
         return true
     }
 
+    /// Stops watching `directory` (nothing if it is not watched).
+    func unwatch(_ directory: String) {
+        for (wd, path) in directories where path == directory {
+            inotify_rm_watch(fd, wd)
+            directories[wd] = nil
+        }
+    }
+
     private func drain() {
         var buffer = [UInt8](repeating: 0, count: 8192)
         while true {

@@ -201,13 +201,13 @@ public final class PluginHost: @unchecked Sendable {
 
     /// Asks every loaded plugin that has a validate function whether it accepts
     /// `config`, without applying it (plugins without one accept it: their configure
-    /// checks it). `completion` runs on the daemon queue with the problems, in
-    /// plugin order, each "FILE:LINE: reason" as the plugin reported it; empty when
+    /// checks it). `completion` runs on the daemon queue with the problems, by
+    /// plugin name, each "FILE:LINE: reason" as the plugin reported it; empty when
     /// every plugin accepts. With nothing to ask, it runs before validateAll
     /// returns. A plugin that does not answer within the deadline is made
     /// unavailable (it will never be configured) and reports nothing.
     public func validateAll(_ config: [ConfigEntry], completion: @escaping ([String]) -> Void) {
-        let asked = plugins.filter { $0.info.state == .loaded }
+        let asked = plugins.filter { $0.info.state == .loaded }.sorted { $0.name < $1.name }
         var answers = [[String]](repeating: [], count: asked.count)
         var remaining = asked.count + 1
         func answered() {

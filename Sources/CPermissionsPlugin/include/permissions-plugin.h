@@ -114,10 +114,10 @@
  *
  * THREADS
  *   Each plugin has its own thread in the host: dlopen's constructors, the entry
- *   point, init, configure and fini all run there, one at a time, never on the
- *   daemon's dispatch thread. A call that has not returned within 2 seconds makes
- *   the plugin "unavailable": the host stops listening to it (its thread is left
- *   blocked) and its permissions read "unsupported". So init must not wait for a
+ *   point, init, configure, validate and fini all run there, one at a time, never
+ *   on the daemon's dispatch thread. A call that has not returned within 2 seconds
+ *   makes the plugin "unavailable": the host stops listening to it (its thread is
+ *   left blocked) and its permissions read "unsupported". So init must not wait for a
  *   slow backend: a plugin that does I/O runs its own thread or event loop and
  *   publishes when it knows.
  *   The host functions (log, publish) may be called from any thread, at any time

@@ -32,7 +32,10 @@ extension PluginHost {
                 opened()
             }
         }
-        let candidates = directories.map { $0 + "/" + Self.fileName(name) }.filter(Files.exists)
+        let paths = directories.map { $0 + "/" + Self.fileName(name) }
+        let candidates = paths.filter(Files.exists)
+        // A file gone is forgotten: the same file refused again later is logged again.
+        for path in paths where !candidates.contains(path) { refusals[path] = nil }
         attempt(name, candidates[...], firstRefusal: nil, opened: markOpened) { [unowned self] in
             markOpened()
             resolving.remove(name)
@@ -76,8 +79,9 @@ extension PluginHost {
         call(candidate, "reading", { candidate.read() }, then: { [unowned self] result in
             let hash: UInt64
             switch result {
-            case .failure(.missing): return attempt(name, next, firstRefusal: firstRefusal, opened: opened,
-                                                    finished: finished)
+            case .failure(.missing):
+                refusals[path] = nil
+                return attempt(name, next, firstRefusal: firstRefusal, opened: opened, finished: finished)
             case .failure(.refused(let reason)): return refuse(reason, hash: nil)
             case .success(let read): hash = read
             }

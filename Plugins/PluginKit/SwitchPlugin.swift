@@ -70,7 +70,8 @@ public final class SwitchPlugin: @unchecked Sendable {
         return Unmanaged<SwitchPlugin>.fromOpaque(state).takeUnretainedValue().configure(configEntries(config))
     }
 
-    public static func validate(_ state: UnsafeMutableRawPointer?, _ config: UnsafePointer<permissions_config>?) -> Int32 {
+    public static func validate(_ state: UnsafeMutableRawPointer?,
+                                _ config: UnsafePointer<permissions_config>?) -> Int32 {
         guard let state else { return -EINVAL }
         let problems = Unmanaged<SwitchPlugin>.fromOpaque(state).takeUnretainedValue().validate(configEntries(config))
         for problem in problems { reportProblem(config, problem) }

@@ -78,7 +78,8 @@ public final class PluginDirectoryWatcher {
             if now == nil {
                 logInfo("plugin directory \(directory) is gone; its plugins are stopped; waiting for it to come back")
             } else {
-                logInfo("plugin directory \(directory) \(before == nil ? "appeared" : "was replaced"); loading its plugins")
+                let what = before == nil ? "appeared" : "was replaced"
+                logInfo("plugin directory \(directory) \(what); loading its plugins")
             }
         }
         arm()

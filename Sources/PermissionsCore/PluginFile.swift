@@ -40,7 +40,9 @@ struct PluginFile {
         if let problem = directoryProblem(dirFD, "its directory \(directory)") { return .failure(.refused(problem)) }
         // Without blocking: a FIFO planted where a library should be must not hang us.
         let fd = openat(dirFD, name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
-        guard fd >= 0 else { return errno == ENOENT ? .failure(.missing) : .failure(.refused("cannot open: \(strerror())")) }
+        guard fd >= 0 else {
+            return errno == ENOENT ? .failure(.missing) : .failure(.refused("cannot open: \(strerror())"))
+        }
         defer { close(fd) }
         var st = stat()
         guard fstat(fd, &st) == 0 else { return .failure(.refused("cannot look at it: \(strerror())")) }
@@ -130,8 +132,12 @@ enum ELFCheck {
         guard bytes.count >= 64, bytes[0..<4].elementsEqual([0x7f, 0x45, 0x4c, 0x46]) else { return "not an ELF file" }
         guard bytes[4] == 2, bytes[5] == 1 else { return "not a 64-bit little-endian ELF file" }
         return bytes.withUnsafeBytes { raw -> String? in
-            func u16(_ at: Int) -> Int { Int(UInt16(littleEndian: raw.loadUnaligned(fromByteOffset: at, as: UInt16.self))) }
-            func u64(_ at: Int) -> UInt64 { UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: at, as: UInt64.self)) }
+            func u16(_ at: Int) -> Int {
+                Int(UInt16(littleEndian: raw.loadUnaligned(fromByteOffset: at, as: UInt16.self)))
+            }
+            func u64(_ at: Int) -> UInt64 {
+                UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: at, as: UInt64.self))
+            }
             let size = UInt64(raw.count)
             let phoff = u64(32), entrySize = u16(54), count = u16(56)
             guard entrySize >= 56, phoff <= size, UInt64(entrySize * count) <= size - phoff else {

@@ -59,6 +59,8 @@ extension PluginHost {
             refusedNames[name] = firstRefusal
             if let current {
                 onChange?(current)
+                // Its permissions are free: a copy refused for claiming one may load now.
+                for other in refusedNames.keys.sorted() where other != name { resolve(other) }
             } else if before?.file != firstRefusal?.file || before?.reason != firstRefusal?.reason {
                 onListChange?()
             }
@@ -71,6 +73,8 @@ extension PluginHost {
             if refusals[path] != refusal {
                 logWarning("plugin \(path): skipped: \(reason)")
                 refusals[path] = refusal
+            } else {
+                logDebug("plugin \(path): still skipped, as before")
             }
             let info = PluginInfo(name: name, version: "", state: .unavailable, permissions: [], file: path,
                                   reason: reason)
@@ -87,6 +91,7 @@ extension PluginHost {
             }
             if let current, current.path == path, current.contentHash == hash {
                 // The copy serving, unchanged (touched, or written over with the same bytes).
+                logDebug("plugin \(path): content unchanged; not loaded again")
                 if refusedNames.removeValue(forKey: name) != nil { onListChange?() }
                 return finished()
             }
@@ -97,9 +102,11 @@ extension PluginHost {
                 // Every plugin opened before this one counts, started or not; the copy it
                 // is to replace does not.
                 let taken = plugins.filter { $0.name != name } + starting.values.filter { $0.name != name }
-                if let clash = candidate.info.permissions.first(where: { p in taken.contains { $0.info.permissions.contains(p) } }),
+                let claimed = Set(taken.flatMap(\.info.permissions))
+                if let clash = candidate.info.permissions.first(where: claimed.contains),
                    let owner = taken.first(where: { $0.info.permissions.contains(clash) }) {
-                    return refuse("permission \"\(clash)\" is already provided by plugin \"\(owner.name)\"", hash: hash)
+                    // Not remembered with its content: it may load once the other plugin goes.
+                    return refuse("permission \"\(clash)\" is already provided by plugin \"\(owner.name)\"", hash: nil)
                 }
                 refusals[path] = nil
                 starting[name] = candidate

@@ -286,10 +286,10 @@ final class DaemonUnderTest {
         log.split(separator: "\n").filter { $0.contains(text) }.map(String.init)
     }
 
-    /// Waits until the log has a line containing `text` (woken by inotify on the log
-    /// file, not by polling); returns the first such line.
+    /// Waits until the log has `count` lines containing `text` (woken by inotify on
+    /// the log file, not by polling); returns the first such line.
     @discardableResult
-    func waitForLog(_ text: String, timeout: TimeInterval = 15) throws -> String {
+    func waitForLog(_ text: String, count: Int = 1, timeout: TimeInterval = 15) throws -> String {
         let fd = inotify_init1(Int32(IN_CLOEXEC))
         guard fd >= 0, inotify_add_watch(fd, logFile, UInt32(IN_MODIFY)) >= 0 else {
             throw HarnessError(description: "cannot watch \(logFile)")
@@ -297,9 +297,12 @@ final class DaemonUnderTest {
         defer { close(fd) }
         let deadline = Date().addingTimeInterval(timeout)
         while true {
-            if let line = logLines(containing: text).first { return line }
+            let lines = logLines(containing: text)
+            if lines.count >= count { return lines[0] }
             let left = deadline.timeIntervalSinceNow
-            guard left > 0 else { throw HarnessError(description: "no log line with \"\(text)\" within \(timeout) s:\n\(log)") }
+            guard left > 0 else {
+                throw HarnessError(description: "not \(count) log lines with \"\(text)\" within \(timeout) s:\n\(log)")
+            }
             var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             if poll(&pfd, 1, Int32(left * 1000) + 1) > 0 {
                 var buffer = [UInt8](repeating: 0, count: 4096)

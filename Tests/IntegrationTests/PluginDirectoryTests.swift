@@ -184,10 +184,17 @@ import Testing
         let monitor = try Monitor(daemon)
         #expect(try Self.status(daemon) == "s \"restricted\"\n")
 
+        // Once looked at again when the daemon started watching (the debug log says
+        // so). touch opens the file, sets its times and closes it: IN_ATTRIB and
+        // IN_CLOSE_WRITE, each handled before the fence.
+        let unchanged = "plugin \(hot)/\(Self.plugin): content unchanged; not loaded again"
+        try daemon.waitForLog(unchanged, count: 1)
         #expect(try run("/usr/bin/touch", [hot + "/" + Self.plugin]).status == 0)
+        try daemon.waitForLog(unchanged, count: 3)
         #expect(try Self.signalsUntilFence(daemon, monitor, since: 0) == [])
         // Written over in place with the same bytes (IN_CLOSE_WRITE).
         #expect(try run("/bin/cp", [library, hot + "/" + Self.plugin]).status == 0)
+        try daemon.waitForLog(unchanged, count: 4)
         var before = monitor.statusChanges.count
         #expect(try Self.signalsUntilFence(daemon, monitor, since: before) == [])
         #expect(try Self.status(daemon) == "s \"restricted\"\n")

@@ -35,11 +35,16 @@ func locationConfigure(_ state: UnsafeMutableRawPointer?, _ config: UnsafePointe
     SwitchPlugin.configure(state, config)
 }
 
+func locationValidate(_ state: UnsafeMutableRawPointer?, _ config: UnsafePointer<permissions_config>?) -> Int32 {
+    SwitchPlugin.validate(state, config)
+}
+
 func locationFini(_ state: UnsafeMutableRawPointer?) { SwitchPlugin.stop(state) }
 
 nonisolated(unsafe) let descriptor = makeDescriptor(
     name: "location", version: "1.0", description: "Location services, from the [location] config section",
-    permissions: ["location"], initialize: locationInit, configure: locationConfigure, finish: locationFini)
+    permissions: ["location"], initialize: locationInit, configure: locationConfigure, finish: locationFini,
+    validate: locationValidate)
 
 /// The entry point. `public`: an internal function is dropped by whole-module
 /// optimisation in release builds, `@c` or not, and the library would have no entry.

@@ -17,12 +17,16 @@ func notificationsConfigure(_ state: UnsafeMutableRawPointer?, _ config: UnsafeP
     SwitchPlugin.configure(state, config)
 }
 
+func notificationsValidate(_ state: UnsafeMutableRawPointer?, _ config: UnsafePointer<permissions_config>?) -> Int32 {
+    SwitchPlugin.validate(state, config)
+}
+
 func notificationsFini(_ state: UnsafeMutableRawPointer?) { SwitchPlugin.stop(state) }
 
 nonisolated(unsafe) let descriptor = makeDescriptor(
     name: "notifications", version: "1.0", description: "Desktop notifications, from the [notifications] config section",
     permissions: ["notifications"], initialize: notificationsInit, configure: notificationsConfigure,
-    finish: notificationsFini)
+    finish: notificationsFini, validate: notificationsValidate)
 
 /// The entry point. `public`: an internal function is dropped by whole-module
 /// optimisation in release builds, `@c` or not, and the library would have no entry.

@@ -12,7 +12,8 @@ public func makeDescriptor(
     name: String, version: String, description: String, permissions: [String],
     initialize: @convention(c) (UnsafePointer<permissions_host>?, UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> Int32,
     configure: (@convention(c) (UnsafeMutableRawPointer?, UnsafePointer<permissions_config>?) -> Int32)?,
-    finish: (@convention(c) (UnsafeMutableRawPointer?) -> Void)?
+    finish: (@convention(c) (UnsafeMutableRawPointer?) -> Void)?,
+    validate: (@convention(c) (UnsafeMutableRawPointer?, UnsafePointer<permissions_config>?) -> Int32)? = nil
 ) -> UnsafePointer<permissions_plugin> {
     let list = UnsafeMutablePointer<UnsafePointer<CChar>?>.allocate(capacity: permissions.count + 1)
     for (i, p) in permissions.enumerated() { list[i] = UnsafePointer(strdup(p)) }
@@ -23,7 +24,7 @@ public func makeDescriptor(
         struct_size: UInt32(MemoryLayout<permissions_plugin>.size),
         name: UnsafePointer(strdup(name)), version: UnsafePointer(strdup(version)),
         description: UnsafePointer(strdup(description)), permissions: UnsafePointer(list),
-        `init`: initialize, configure: configure, fini: finish))
+        init: initialize, configure: configure, fini: finish, validate: validate))
     return UnsafePointer(d)
 }
 
@@ -146,10 +147,41 @@ public struct PluginConfigEntry: Sendable, Equatable {
     }
 }
 
+/// Reports one problem of a configuration to the host, in a `validate` call: a line
+/// "FILE:LINE: reason". Does nothing when the host's struct has no reporter (an
+/// older host, or a `configure` call).
+public func reportProblem(_ config: UnsafePointer<permissions_config>?, _ message: String) {
+    guard let config else { return }
+    let c = HostStruct<permissions_config>(config)
+    typealias Reporter = @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?) -> Void
+    guard let problem = c.field(\.problem, as: Reporter?.self) ?? nil else { return }
+    problem(c.field(\.problem_data, as: UnsafeMutableRawPointer?.self) ?? nil, message)
+}
+
+/// A struct the host wrote, read field by field through the size it declared: the
+/// host's header may be older (shorter struct) or newer than the plugin's, so the
+/// struct is never copied whole (the header's VERSIONING rules).
+struct HostStruct<T> {
+    let base: UnsafeRawPointer
+
+    init(_ pointer: UnsafePointer<T>) { base = UnsafeRawPointer(pointer) }
+
+    var size: Int { Int(base.loadUnaligned(fromByteOffset: 4, as: UInt32.self)) }
+
+    /// The field, or nil when the host's struct ends before it.
+    func field<V: BitwiseCopyable>(_ key: PartialKeyPath<T>, as: V.Type) -> V? {
+        guard let offset = MemoryLayout<T>.offset(of: key), offset + MemoryLayout<V>.size <= size else { return nil }
+        return base.loadUnaligned(fromByteOffset: offset, as: V.self)
+    }
+}
+
 /// Copies the configuration the host lends to `configure`.
 public func configEntries(_ config: UnsafePointer<permissions_config>?) -> [PluginConfigEntry] {
-    guard let config, let entries = config.pointee.entries else { return [] }
-    return (0..<Int(config.pointee.n_entries)).compactMap { i in
+    guard let config else { return [] }
+    let c = HostStruct<permissions_config>(config)
+    guard let count = c.field(\.n_entries, as: UInt32.self),
+          let entries = c.field(\.entries, as: UnsafePointer<permissions_config_entry>?.self) ?? nil else { return [] }
+    return (0..<Int(count)).compactMap { i in
         let e = entries[i]
         guard let s = e.section, let k = e.key, let v = e.value else { return nil }
         return PluginConfigEntry(section: String(cString: s), key: String(cString: k), value: String(cString: v),

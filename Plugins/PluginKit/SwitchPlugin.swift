@@ -2,10 +2,11 @@ public import CPermissionsPlugin
 internal import Glibc
 
 /// A whole plugin for one config-driven permission (location, notifications): it
-/// publishes at init, and again on every accepted configuration.
+/// publishes at init, and again on every accepted configuration; `validate` makes
+/// configure's checks without applying them.
 ///
-/// `@unchecked Sendable`: the host calls init, configure and fini on its one
-/// dispatch thread, and only those touch `config`.
+/// `@unchecked Sendable`: the host calls init, configure, validate and fini on its
+/// one dispatch thread, and only those touch `config`.
 public final class SwitchPlugin: @unchecked Sendable {
     public let permission: String
     let host: HostHandle
@@ -43,7 +44,18 @@ public final class SwitchPlugin: @unchecked Sendable {
         }
     }
 
-    // The C side: init/configure/fini bodies shared by every switch plugin.
+    /// The problems `configure` would reject `entries` for (the first one: parsing
+    /// stops there), without applying anything or logging.
+    public func validate(_ entries: [PluginConfigEntry]) -> [String] {
+        do {
+            _ = try SwitchConfig.parse(entries, section: permission, warn: { _ in }, extraKey: extraKey)
+            return []
+        } catch {
+            return [error.description]
+        }
+    }
+
+    // The C side: init/configure/validate/fini bodies shared by every switch plugin.
 
     public static func start(_ host: UnsafePointer<permissions_host>?, _ state: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
                              make: (HostHandle) -> SwitchPlugin) -> Int32 {
@@ -56,6 +68,14 @@ public final class SwitchPlugin: @unchecked Sendable {
     public static func configure(_ state: UnsafeMutableRawPointer?, _ config: UnsafePointer<permissions_config>?) -> Int32 {
         guard let state else { return -EINVAL }
         return Unmanaged<SwitchPlugin>.fromOpaque(state).takeUnretainedValue().configure(configEntries(config))
+    }
+
+    public static func validate(_ state: UnsafeMutableRawPointer?,
+                                _ config: UnsafePointer<permissions_config>?) -> Int32 {
+        guard let state else { return -EINVAL }
+        let problems = Unmanaged<SwitchPlugin>.fromOpaque(state).takeUnretainedValue().validate(configEntries(config))
+        for problem in problems { reportProblem(config, problem) }
+        return problems.isEmpty ? 0 : -EINVAL
     }
 
     public static func stop(_ state: UnsafeMutableRawPointer?) {

@@ -60,6 +60,10 @@ V1_SIZE(plugin, PERMISSIONS_PLUGIN_V1_SIZE);
 /* Appended fields start at or after the v1 size, never in its padding. */
 _Static_assert(offsetof(struct permissions_snapshot, policy_size) >= PERMISSIONS_SNAPSHOT_V1_SIZE,
                "policy_size inside the v1 snapshot");
+_Static_assert(offsetof(struct permissions_plugin, validate) >= PERMISSIONS_PLUGIN_V1_SIZE,
+               "validate inside the v1 descriptor");
+_Static_assert(offsetof(struct permissions_config, problem_data) >= PERMISSIONS_CONFIG_V1_SIZE,
+               "problem_data inside the v1 configuration");
 /* Config entries never grow in ABI 1 (see VERSIONING). */
 _Static_assert(sizeof(struct permissions_config_entry) == PERMISSIONS_CONFIG_ENTRY_V1_SIZE,
                "permissions_config_entry grew");
@@ -71,4 +75,6 @@ _Static_assert(PERMISSIONS_PLUGIN_V1_SIZE == 64 && PERMISSIONS_HOST_V1_SIZE == 3
                && PERMISSIONS_APP_POLICY_V1_SIZE == 16 && PERMISSIONS_KV_V1_SIZE == 16
                && PERMISSIONS_DEVICE_V1_SIZE == 16, "LP64 v1 sizes");
 _Static_assert(sizeof(struct permissions_snapshot) == 80, "ABI 1.1 snapshot size");
+_Static_assert(sizeof(struct permissions_plugin) == 72, "ABI 1.1 descriptor size");
+_Static_assert(sizeof(struct permissions_config) == 40, "ABI 1.1 configuration size");
 #endif

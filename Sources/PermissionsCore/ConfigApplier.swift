@@ -5,8 +5,9 @@ internal import Dispatch
 ///
 /// - A new configuration is validated as a whole before any of it applies: every
 ///   file must parse, the daemon's own keys and declared permissions must be valid,
-///   and every plugin must accept its part. ABI 1 gives plugins no way to check
-///   values without applying them, so the plugins are configured and, when one
+///   and every plugin must accept its part: first through its `validate` entry
+///   (ABI 1.1), which checks without applying; a plugin without one can only say
+///   no by refusing `configure`, so the plugins are then configured and, when one
 ///   rejects its part, those that accepted theirs are configured again with the
 ///   last good configuration (a rollback); meanwhile the service holds back state
 ///   changes, so clients see nothing of a refused configuration.
@@ -228,8 +229,8 @@ final class ConfigApplier {
         let declared = newCore.declaredSnapshots(entries: forPlugins, providedByPlugins: Set(host.providers.keys),
                                                  previous: service.declared, reject: { problems.append($0) })
         if let problem = problems.first { return done(.rejected(problem)) }
-        host.validateAll(forPlugins) { [self] problem in
-            if let problem { return done(.rejected(problem)) }
+        host.validateAll(forPlugins) { [self] problems in
+            if let problem = problems.first { return done(.rejected(problem)) }
             service.holdChanges()
             host.configureAll(forPlugins) { [self] results in
                 if let rejection = results.lazy.compactMap(\.rejection).first {

@@ -146,6 +146,7 @@ public final class Daemon {
             for snapshot in batch { self.service.refresh(snapshot.permission) }
         }
         host.onChange = { [unowned self] plugin in self.service.pluginChanged(plugin) }
+        host.onListChange = { [unowned self] in self.service.pluginsChanged() }
         service.expireDecisions()  // those that ran out while the daemon was stopped
         service.quiet = true  // no signals for the first snapshots, before we own the name
         let configFiles = ConfigFiles(directory: options.configDirectory)
@@ -173,9 +174,10 @@ public final class Daemon {
         if host.plugins.isEmpty {
             logWarning("no plugin loaded from \(directories.joined(separator: ", "))")
         }
-        pluginWatcher = PluginDirectoryWatcher(directories: directories, queue: queue) { [unowned self] dir, file, present in
-            self.host.fileChanged(directory: dir, file: file, present: present)
-        }
+        pluginWatcher = PluginDirectoryWatcher(directories: directories, queue: queue,
+                                               fileChanged: { [unowned self] name in self.host.fileChanged(name: name) },
+                                               rescan: { [unowned self] in self.host.rescan() })
+        host.rescan()  // what came or changed while the plugins were loading, before the watch
         service.quiet = false
         service.pluginsChanged()
 

@@ -1,5 +1,6 @@
 internal import PluginKit
 internal import CPermissionsPlugin
+internal import CShims
 internal import Glibc
 import Dispatch
 import Synchronization
@@ -7,14 +8,16 @@ import Synchronization
 /// One plugin library: its descriptor, its private state, the `permissions_host`
 /// struct handed to it, and what it last published.
 ///
-/// Plugin code (dlopen's constructors, the entry point, init, configure, fini) runs
-/// only on `callQueue`, never on the daemon's queue, so a plugin that blocks stalls
-/// itself, not the daemon: the host's watchdog then gives up on it.
+/// Reading the file and plugin code (dlopen's constructors, the entry point, init,
+/// configure, validate, fini) run only on `callQueue`, never on the daemon's queue,
+/// so a plugin that blocks stalls itself, not the daemon: the host's watchdog then
+/// gives up on it.
 ///
 /// `@unchecked Sendable`: plugins call `log`/`publish` from any thread with
 /// `host_data` pointing here. Those calls touch only `let` properties and `shared`,
-/// which a Mutex guards. `state`, `host`, `handle` and `functions` are touched only on
-/// `callQueue`; `info` and `latest` only on the daemon queue.
+/// which a Mutex guards. `file`, `state`, `host`, `handle`, `functions` and `started`
+/// are touched only on `callQueue`; `info`, `latest` and `contentHash` only on the
+/// daemon queue.
 public final class LoadedPlugin: @unchecked Sendable {
     public let path: String
     public let name: String
@@ -28,11 +31,17 @@ public final class LoadedPlugin: @unchecked Sendable {
     /// Snapshots published so far, by permission (daemon queue).
     var latest: [String: Snapshot] = [:]
 
+    /// The hash of the content it was loaded from (daemon queue).
+    var contentHash: UInt64?
+
     // callQueue only
+    /// What `read` read, until `open` maps it.
+    private var file: PluginFile?
     var handle: UnsafeMutableRawPointer?
     /// The descriptor's functions, read once from it (the struct is the plugin's,
     /// of the size it declared: never copied whole).
-    private var functions: (initialize: PluginInit, configure: PluginConfigure?, fini: PluginFini?)?
+    private var functions: (initialize: PluginInit, configure: PluginConfigure?, fini: PluginFini?,
+                            validate: PluginConfigure?)?
     private var state: UnsafeMutableRawPointer?
     private var host: UnsafeMutablePointer<permissions_host>?
     /// init returned 0: fini is owed (callQueue only).
@@ -74,30 +83,27 @@ public final class LoadedPlugin: @unchecked Sendable {
 
     // MARK: Plugin calls (on callQueue)
 
-    /// dlopen, the entry point and the descriptor's own checks. Returns the reason
-    /// for rejecting the file, or nil.
-    func open() -> String? {
-        // dlopen() of a FIFO blocks inside glibc's loader lock, which would freeze every
-        // thread of the daemon: check first, without blocking, that the file is a
-        // regular one. (Only whoever may write the plugin directory could swap it
-        // between the check and dlopen, and that is root in production.)
-        var st = stat()
-        guard stat(path, &st) == 0 else { return "cannot open: \(String(cString: strerror(errno)))" }
-        guard (st.st_mode & S_IFMT) == S_IFREG else { return "not a regular file" }
-        // glibc hands back an object it has loaded before from the same path, and
-        // plugins are never unloaded: a file replaced at a path used before is
-        // loaded from a private copy, so that its new code runs.
-        let firstTime = loadedPaths.withLock { $0.insert(path).inserted }
-        let loadPath = firstTime ? path : Self.privateCopy(of: path, name: name)
-        guard let loadPath else { return "cannot copy the replaced file to load it: \(String(cString: strerror(errno)))" }
-        defer {  // the mapping outlives the name
-            if loadPath != path {
-                unlink(loadPath)
-                rmdir(String(loadPath[..<loadPath.lastIndex(of: "/")!]))
-            }
+    /// Reads and checks the file (PluginFile): its content hash, or why not. The
+    /// bytes are kept for `open`.
+    func read() -> Result<UInt64, PluginFile.Failure> {
+        let slash = path.lastIndex(of: "/")!
+        switch PluginFile.read(directory: String(path[..<slash]), name: String(path[path.index(after: slash)...])) {
+        case .failure(let failure): return .failure(failure)
+        case .success(let file):
+            self.file = file
+            return .success(file.hash)
         }
-        guard let handle = dlopen(loadPath, RTLD_NOW | RTLD_LOCAL) else {
-            return "not a loadable library (\(dlerror().map { String(cString: $0) } ?? "dlopen failed"))"
+    }
+
+    /// dlopen of what `read` read, the entry point and the descriptor's own checks.
+    /// Returns the reason for rejecting the file, or nil.
+    func open() -> String? {
+        guard let file else { return "not read" }
+        self.file = nil  // mapped or refused: the bytes are not needed any more
+        let handle: UnsafeMutableRawPointer
+        switch Self.load(file.bytes, name: name) {
+        case .refused(let reason): return reason
+        case .loaded(let loaded): handle = loaded
         }
         self.handle = handle
         guard let symbol = dlsym(handle, PERMISSIONS_PLUGIN_ENTRY) else {
@@ -115,7 +121,8 @@ public final class LoadedPlugin: @unchecked Sendable {
         guard Int(size) >= V1Size.plugin else {
             return "descriptor of \(size) bytes is smaller than ABI 1's \(V1Size.plugin)"
         }
-        // Only the v1 fields: a newer plugin's appended ones mean nothing to this host.
+        // The v1 fields, and the later ones the declared size covers: a newer plugin's
+        // appended fields mean nothing to this host.
         let d = PluginStruct<permissions_plugin>(base: head, size: Int(size))
         let declaredName = d[v1: \.name].map { String(cString: $0) } ?? ""
         guard declaredName == name else {
@@ -133,7 +140,8 @@ public final class LoadedPlugin: @unchecked Sendable {
             return "invalid permission name \"\(bad.escapedForMessage)\""
         }
         guard let initialize = d[v1: \.`init`] else { return "the descriptor has no init function" }
-        functions = (initialize, d[v1: \.configure], d[v1: \.fini])
+        // ABI 1.1: only when the descriptor's size covers it.
+        functions = (initialize, d[v1: \.configure], d[v1: \.fini], d[\.validate] ?? nil)
         let pluginVersion = d[v1: \.version].map { String(cString: $0) } ?? ""
         let declared = permissions
         shared.withLock { $0.declared = Set(declared) }
@@ -144,18 +152,41 @@ public final class LoadedPlugin: @unchecked Sendable {
         return nil
     }
 
-    /// A copy of `path` under a name never used before, in a private directory.
-    static func privateCopy(of path: String, name: String) -> String? {
-        var template = Array("/tmp/permissionsd-plugin.XXXXXX".utf8CString)
-        guard let dir = mkdtemp(&template).map({ String(cString: $0) }) else { return nil }
-        let copy = dir + "/libpermissions-\(name).so"
-        guard case .success(let bytes) = Files.contents(path, limit: 256 << 20) else { rmdir(dir); return nil }
-        let fd = Glibc.open(copy, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { rmdir(dir); return nil }
-        defer { close(fd) }
-        let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        guard written == bytes.count else { unlink(copy); rmdir(dir); return nil }
-        return copy
+    /// Maps `bytes` as a library: from a sealed memfd, so that what was checked and
+    /// hashed is what runs, and every load is a fresh object (its own copy of the
+    /// code and static data, even for a file loaded before or a hard link to one).
+    ///
+    /// glibc finds an object it has loaded before by the name given to dlopen, and a
+    /// library is never unloaded, so each name must be new: the memfd stays open for
+    /// the daemon's life, which keeps its number, and "/proc/self/fd/N", from being
+    /// used again. One descriptor per library loaded, like the mapping itself.
+    static func load(_ bytes: [UInt8], name: String) -> Mapping {
+        let fd = cshims_memfd_create("libpermissions-\(name).so")
+        guard fd >= 0 else { return .refused("cannot make a private copy: \(String(cString: strerror(errno)))") }
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + done, $0.count - done) }
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else {
+                close(fd)
+                return .refused("cannot make a private copy: \(String(cString: strerror(errno)))")
+            }
+            done += n
+        }
+        guard cshims_memfd_seal(fd) == 0 else {
+            close(fd)
+            return .refused("cannot seal the private copy: \(String(cString: strerror(errno)))")
+        }
+        guard let handle = dlopen("/proc/self/fd/\(fd)", RTLD_NOW | RTLD_LOCAL) else {
+            close(fd)  // nothing was loaded under its name
+            return .refused("not a loadable library (\(dlerror().map { String(cString: $0) } ?? "dlopen failed"))")
+        }
+        return .loaded(handle)
+    }
+
+    enum Mapping {
+        case loaded(UnsafeMutableRawPointer)
+        case refused(String)
     }
 
     /// Calls init with a fresh host struct. The struct holds a reference to this
@@ -191,6 +222,24 @@ public final class LoadedPlugin: @unchecked Sendable {
 
     private func callConfigure(_ config: [ConfigEntry]) -> Int32 {
         guard let configure = functions?.configure else { return 0 }
+        return withConfig(config, problems: nil) { configure(state, $0) }
+    }
+
+    /// The problems the plugin's validate reports for `config`, which it does not
+    /// apply; none for a plugin without validate (its configure checks) or not started.
+    func validate(_ config: [ConfigEntry]) -> [String] {
+        guard let validate = functions?.validate, started else { return [] }
+        let problems = ProblemList()
+        let rc = withConfig(config, problems: problems) { validate(state, $0) }
+        let reported = problems.lines.withLock { $0 }
+        if !reported.isEmpty { return reported }
+        return rc == 0 ? [] : ["plugin \(name) rejected the configuration (\(errnoName(-rc)))"]
+    }
+
+    /// Lends `config`'s entries for this plugin (the sections named like it or one of
+    /// its permissions) as a `permissions_config` for the length of `body`.
+    private func withConfig(_ config: [ConfigEntry], problems: ProblemList?,
+                            _ body: (UnsafePointer<permissions_config>) -> Int32) -> Int32 {
         let declared = shared.withLock { $0.declared }
         let relevant = config.filter { $0.section == name || declared.contains($0.section) }
         // Keep the C strings alive for the length of the call.
@@ -203,10 +252,14 @@ public final class LoadedPlugin: @unchecked Sendable {
                                      value: UnsafePointer(s[2]), origin: UnsafePointer(s[3]))
         }
         return entries.withUnsafeBufferPointer { buffer in
-            var c = permissions_config(abi_version: PERMISSIONS_PLUGIN_ABI_VERSION,
-                                       struct_size: UInt32(MemoryLayout<permissions_config>.size),
-                                       n_entries: UInt32(buffer.count), entries: buffer.baseAddress)
-            return configure(state, &c)
+            withExtendedLifetime(problems) {
+                var c = permissions_config(abi_version: PERMISSIONS_PLUGIN_ABI_VERSION,
+                                           struct_size: UInt32(MemoryLayout<permissions_config>.size),
+                                           n_entries: UInt32(buffer.count), entries: buffer.baseAddress,
+                                           problem_data: problems.map { Unmanaged.passUnretained($0).toOpaque() },
+                                           problem: problems == nil ? nil : hostProblem)
+                return body(&c)
+            }
         }
     }
 
@@ -328,9 +381,6 @@ typealias PluginInit = @convention(c) (UnsafePointer<permissions_host>?,
 typealias PluginConfigure = @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<permissions_config>?) -> Int32
 typealias PluginFini = @convention(c) (UnsafeMutableRawPointer?) -> Void
 
-/// Every plugin path dlopen has been given (see LoadedPlugin.open).
-private let loadedPaths = Mutex(Set<String>())
-
 func monotonicNanoseconds() -> UInt64 {
     var ts = timespec()
     clock_gettime(CLOCK_MONOTONIC, &ts)
@@ -347,6 +397,20 @@ private func plugin(_ data: UnsafeMutableRawPointer?) -> LoadedPlugin? {
 func hostLog(_ data: UnsafeMutableRawPointer?, _ priority: Int32, _ message: UnsafePointer<CChar>?) {
     guard let p = plugin(data), let message else { return }
     p.log(priority, String(cString: message))
+}
+
+/// What a plugin's validate reports, copied during the call. A Mutex: a plugin may
+/// report from a thread of its own while validate runs.
+final class ProblemList: Sendable {
+    static let limit = 100
+    let lines = Mutex<[String]>([])
+}
+
+func hostProblem(_ data: UnsafeMutableRawPointer?, _ message: UnsafePointer<CChar>?) {
+    guard let data, let message else { return }
+    let list = Unmanaged<ProblemList>.fromOpaque(data).takeUnretainedValue()
+    let line = String(cString: message)
+    list.lines.withLock { if $0.count < ProblemList.limit { $0.append(line) } }
 }
 
 func hostPublish(_ data: UnsafeMutableRawPointer?, _ snapshot: UnsafePointer<permissions_snapshot>?) -> Int32 {

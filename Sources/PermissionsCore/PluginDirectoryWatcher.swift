@@ -1,84 +1,135 @@
 internal import Glibc
 public import Dispatch
 
-/// Watches plugin directories: a `libpermissions-*.so` written (closed after
-/// writing) or renamed into place is loaded; one removed or renamed away is stopped.
+/// Watches the plugin directories, including those that do not exist yet.
 ///
-/// When inotify lost events (IN_Q_OVERFLOW), each directory is listed again and
-/// compared with what it held when last looked at; every difference is reported as
-/// the lost event would have reported it: a file gone as removed, a new file or one
-/// replaced (another inode, size or modification time) as present.
+/// - In a directory: a `libpermissions-*.so` written (closed after writing),
+///   renamed in or away, removed, linked in (a symbolic or hard link: only
+///   IN_CREATE reports those), or whose attributes changed (chmod, chown, touch)
+///   is reported by name; the host looks at it again.
+/// - A directory that does not exist (yet) is waited for: its nearest existing
+///   ancestor is watched for subdirectories coming, and each step down is watched
+///   in turn until the directory itself appears. A directory that appears, goes, or
+///   is replaced by another (removed and made again, or a symbolic link switched)
+///   is logged and every name is looked at again (`rescan`).
+/// - When inotify lost events (IN_Q_OVERFLOW), every name is looked at again.
 public final class PluginDirectoryWatcher {
     let inotify: InotifyWatcher
     private let directories: [String]
-    private let changed: (_ directory: String, _ file: String, _ present: Bool) -> Void
-    /// Per directory, the plugin files it held as last reported, with their identity.
-    private var seen: [String: [String: FileIdentity]] = [:]
+    private let fileChanged: (_ name: String) -> Void
+    private let rescan: () -> Void
+    /// Each directory's identity when last looked at (nil: it did not exist).
+    private var present: [String: DirectoryIdentity] = [:]
+    /// What is watched now, and with which mask.
+    private var watched: [String: UInt32] = [:]
 
-    public init?(directories: [String], queue: DispatchQueue,
-                 changed: @escaping (_ directory: String, _ file: String, _ present: Bool) -> Void) {
+    private static let directoryMask = UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CREATE
+                                              | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
+    private static let ancestorMask = UInt32(IN_CREATE | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
+
+    public init?(directories: [String], queue: DispatchQueue, fileChanged: @escaping (_ name: String) -> Void,
+                 rescan: @escaping () -> Void) {
         guard let inotify = InotifyWatcher(queue: queue) else { return nil }
         self.inotify = inotify
         self.directories = directories
-        self.changed = changed
-        let mask = UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE)
-        for directory in directories where Files.isDirectory(directory) {
-            inotify.watch(directory, mask: mask)
+        self.fileChanged = fileChanged
+        self.rescan = rescan
+        for directory in directories { present[directory] = DirectoryIdentity(directory) }
+        arm()
+        inotify.onEvent = { [unowned self] directory, name, mask in self.handle(directory, name, mask) }
+        inotify.onOverflow = { [unowned self] in
+            logInfo("inotify lost events; looking at the plugin directories again")
+            self.sync(quietly: true)
+            self.rescan()
         }
-        for directory in directories { seen[directory] = Self.listing(directory) }
-        inotify.onEvent = { [unowned self] directory, name, eventMask in
-            guard PluginHost.isPluginFile(name) else { return }
-            let present = eventMask & UInt32(IN_CLOSE_WRITE | IN_MOVED_TO) != 0
-            self.seen[directory, default: [:]][name] = present ? FileIdentity(directory + "/" + name) : nil
-            changed(directory, name, present)
-        }
-        inotify.onOverflow = { [unowned self] in self.rescan() }
     }
 
-    /// Reports what changed in every directory since it was last looked at.
-    func rescan() {
-        logInfo("inotify lost events; listing the plugin directories again")
+    private func handle(_ directory: String, _ name: String, _ mask: UInt32) {
+        // A directory came, went or moved, here or on the way to a directory that does
+        // not exist yet: look at every directory again (a few stat calls).
+        if mask & UInt32(IN_ISDIR | IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF | IN_UNMOUNT) != 0 {
+            return sync(quietly: false)
+        }
+        guard present[directory] != nil, PluginHost.isPluginFile(name) else { return }
+        if mask & UInt32(IN_CREATE) != 0 {
+            // A new file being written reports again when closed; only a link comes
+            // complete with IN_CREATE alone.
+            var st = stat()
+            guard lstat(directory + "/" + name, &st) == 0,
+                  (st.st_mode & S_IFMT) == S_IFLNK || st.st_nlink > 1 else { return }
+        }
+        fileChanged(PluginHost.pluginName(name))
+    }
+
+    /// Compares each directory with what it was, watches what is to be watched now,
+    /// and, when a directory came, went or was replaced, logs it and has every name
+    /// looked at again.
+    private func sync(quietly: Bool) {
+        var changed = false
         for directory in directories {
-            let now = Self.listing(directory)
-            let before = seen[directory] ?? [:]
-            seen[directory] = now
-            for name in before.keys.sorted() where now[name] == nil { changed(directory, name, false) }
-            for name in now.keys.sorted() where before[name] != now[name] { changed(directory, name, true) }
+            let now = DirectoryIdentity(directory)
+            let before = present[directory]
+            guard now != before else { continue }
+            present[directory] = now
+            changed = true
+            // The old directory's watch would report for a directory no longer ours.
+            if before != nil { inotify.unwatch(directory) }
+            if quietly { continue }
+            if now == nil {
+                logInfo("plugin directory \(directory) is gone; its plugins are stopped; waiting for it to come back")
+            } else {
+                let what = before == nil ? "appeared" : "was replaced"
+                logInfo("plugin directory \(directory) \(what); loading its plugins")
+            }
         }
+        arm()
+        if changed, !quietly { rescan() }
     }
 
-    private static func listing(_ directory: String) -> [String: FileIdentity] {
-        var files: [String: FileIdentity] = [:]
-        for name in PluginHost.pluginFiles(in: directory) {
-            files[name] = FileIdentity(directory + "/" + name)
+    /// Watches each directory that exists, and the nearest existing ancestor of
+    /// each that does not; stops watching the rest.
+    private func arm() {
+        var wanted: [String: UInt32] = [:]
+        for directory in directories {
+            if present[directory] != nil {
+                wanted[directory, default: 0] |= Self.directoryMask
+            } else if let ancestor = Self.nearestExistingAncestor(of: directory) {
+                wanted[ancestor, default: 0] |= Self.ancestorMask
+            }
         }
-        return files
+        for (path, mask) in wanted {
+            // Adding a watch again replaces its mask (a cheap call); a path that now
+            // names another directory gets a new watch.
+            if !inotify.watch(path, mask: mask) {
+                logDebug("cannot watch \(path): \(String(cString: strerror(errno)))")
+            }
+        }
+        for path in watched.keys where wanted[path] == nil { inotify.unwatch(path) }
+        watched = wanted
+    }
+
+    static func nearestExistingAncestor(of path: String) -> String? {
+        var current = path
+        while let slash = current.lastIndex(of: "/") {
+            current = slash == current.startIndex ? "/" : String(current[..<slash])
+            if Files.isDirectory(current) { return current }
+            if current == "/" { return nil }
+        }
+        return Files.isDirectory(".") ? "." : nil
     }
 }
 
-/// Which file a path names, and which version of it: a file replaced by a rename
-/// has another inode, one rewritten in place another size or modification time.
-struct FileIdentity: Equatable {
+/// Which directory a path names: another one after it was removed and made again,
+/// or when a symbolic link on the way now leads elsewhere.
+struct DirectoryIdentity: Equatable {
     let device: UInt64
     let inode: UInt64
-    let size: Int64
-    let modified: timespec
-    let changed: timespec
 
-    /// Nil if the path cannot be looked at (gone since it was listed, say).
+    /// Nil if the path is not a directory (or cannot be looked at).
     init?(_ path: String) {
         var st = stat()
-        guard stat(path, &st) == 0 else { return nil }
+        guard stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else { return nil }
         device = UInt64(st.st_dev)
         inode = UInt64(st.st_ino)
-        size = Int64(st.st_size)
-        modified = st.st_mtim
-        changed = st.st_ctim
-    }
-
-    static func == (a: FileIdentity, b: FileIdentity) -> Bool {
-        a.device == b.device && a.inode == b.inode && a.size == b.size
-            && a.modified.tv_sec == b.modified.tv_sec && a.modified.tv_nsec == b.modified.tv_nsec
-            && a.changed.tv_sec == b.changed.tv_sec && a.changed.tv_nsec == b.changed.tv_nsec
     }
 }

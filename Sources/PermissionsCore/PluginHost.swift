@@ -27,6 +27,12 @@ public struct PluginInfo: Sendable {
 /// Loads plugin libraries, runs their code off the daemon's queue under a
 /// watchdog, and carries their publications to the service.
 ///
+/// One plugin serves each name: the copy in the first directory, in directory
+/// order, that loads (PluginSelection.swift). A copy that comes, goes or changes is
+/// started and configured before it takes over from the one serving, so that apps
+/// never see an unconfigured plugin, and a swap that changes nothing for them costs
+/// no signal.
+///
 /// Confined to the daemon queue. Plugin code runs on each plugin's own call
 /// queue; a call that does not return within `deadline` makes the plugin
 /// unavailable (its thread is left blocked: a thread cannot be killed safely), and
@@ -36,21 +42,47 @@ public struct PluginInfo: Sendable {
 /// that capture the host and cross to a plugin's call queue only hop back to
 /// `queue` before touching it.
 public final class PluginHost: @unchecked Sendable {
-    public private(set) var plugins: [LoadedPlugin] = [] {
+    /// The plugins serving (or unavailable), one per name.
+    public internal(set) var plugins: [LoadedPlugin] = [] {
         didSet { providersCache = nil }
     }
     /// `providers`, rebuilt when a plugin comes, goes or changes: every GetStatus asks.
-    private var providersCache: [String: LoadedPlugin]?
-    /// Files that never became plugins (not a library, wrong ABI, …).
-    public private(set) var rejected: [PluginInfo] = []
+    var providersCache: [String: LoadedPlugin]?
+    /// Names no copy of which loads: the first directory's refused copy stands for the
+    /// name in the Plugins property.
+    var refusedNames: [String: PluginInfo] = [:]
+    /// Files that never became plugins (not a library, wrong ABI, …), one per name.
+    public var rejected: [PluginInfo] { refusedNames.values.sorted { $0.name < $1.name } }
+    /// Copies being started to take over their name (not serving yet), by name.
+    var starting: [String: LoadedPlugin] = [:]
+    /// The last refusal of each file, so that a file still refused for the same
+    /// reason (touched, or looked at again) is neither logged nor opened again.
+    var refusals: [String: Refusal] = [:]
+    /// Names being resolved, and those to resolve again once that is done.
+    var resolving = Set<String>()
+    var resolveAgain = Set<String>()
+    /// The plugin directories, in order (the first holding a loadable copy wins).
+    var directories: [String] = []
     let queue: DispatchQueue
     var deadline: DispatchTimeInterval = .seconds(2)
-    private var config: [ConfigEntry] = []
+    var config: [ConfigEntry] = []
+    /// Grows with each configureAll: a plugin configured with an older one while it
+    /// was starting is configured again when it takes over.
+    var configGeneration = 0
 
     /// Publications, on the daemon queue.
     var onPublish: ((LoadedPlugin, [Snapshot]) -> Void)?
     /// A plugin changed state or came or went; on the daemon queue.
     var onChange: ((LoadedPlugin) -> Void)?
+    /// The refused files that stand for names changed (the Plugins property); on the
+    /// daemon queue.
+    var onListChange: (() -> Void)?
+
+    struct Refusal: Equatable {
+        let reason: String
+        /// The content refused, when it could be read.
+        let hash: UInt64?
+    }
 
     public init(queue: DispatchQueue) {
         self.queue = queue
@@ -71,35 +103,30 @@ public final class PluginHost: @unchecked Sendable {
         return map
     }
 
-    /// Loads every `libpermissions-<name>.so` in the directories, in order; the first
-    /// plugin to claim a name or a permission wins. Each rejected file gets one log
-    /// line naming it and the reason; the others still load. `done` runs once every
-    /// plugin has started, failed or passed its deadline.
+    /// Loads every `libpermissions-<name>.so` in the directories: for each name, the
+    /// first copy in directory order that loads; the first plugin to claim a
+    /// permission wins. Each refused file gets one log line naming it and the
+    /// reason; the others still load. `done` runs once every plugin has started,
+    /// failed or passed its deadline.
     public func loadAll(from directories: [String], config: [ConfigEntry], done: @escaping () -> Void) {
         self.config = config
-        var files: [(String, String)] = []
-        var seen = Set<String>()
+        self.directories = directories
+        var names: [String] = []
         for directory in directories {
-            for file in Self.pluginFiles(in: directory) {
-                let name = Self.pluginName(file)
-                guard !seen.contains(name) else {
-                    logInfo("plugin \(directory)/\(file): skipped, a plugin named \"\(name)\" was found first")
-                    continue
-                }
-                seen.insert(name)
-                files.append((directory + "/" + file, name))
+            for file in Self.pluginFiles(in: directory) where !names.contains(Self.pluginName(file)) {
+                names.append(Self.pluginName(file))
             }
         }
         // Opened one after another, in order, so that the first plugin to claim a
         // permission wins; their inits then run side by side.
-        var remaining = files.count + 1
+        var remaining = names.count + 1
         func settled() {
             remaining -= 1
             if remaining == 0 { done() }
         }
         func openNext(_ index: Int) {
-            guard index < files.count else { return settled() }
-            load(path: files[index].0, name: files[index].1, opened: { openNext(index + 1) }, done: settled)
+            guard index < names.count else { return settled() }
+            resolve(names[index], opened: { openNext(index + 1) }, done: settled)
         }
         openNext(0)
     }
@@ -116,29 +143,24 @@ public final class PluginHost: @unchecked Sendable {
         String(file.dropFirst("libpermissions-".count).dropLast(".so".count))
     }
 
-    private func reject(_ plugin: LoadedPlugin, _ reason: String) {
-        logWarning("plugin \(plugin.path): skipped: \(reason)")
-        plugins.removeAll { $0 === plugin }
-        rejected.removeAll { $0.file == plugin.path }
-        rejected.append(PluginInfo(name: plugin.name, version: "", state: .unavailable, permissions: [],
-                                   file: plugin.path, reason: reason))
-        onChange?(plugin)
-    }
+    static func fileName(_ name: String) -> String { "libpermissions-\(name).so" }
 
+    /// Gives up on a plugin: serving, or starting to. Its host calls are closed.
     func makeUnavailable(_ plugin: LoadedPlugin, _ reason: String) {
-        guard plugin.info.state != .unavailable, plugins.contains(where: { $0 === plugin }) else { return }
+        let serving = plugins.contains { $0 === plugin }
+        guard plugin.info.state != .unavailable, serving || starting[plugin.name] === plugin else { return }
         plugin.closeHostCalls()
         plugin.info.state = .unavailable
         plugin.info.reason = reason
         logWarning("plugin \(plugin.path): unavailable: \(reason)")
-        onChange?(plugin)
+        if serving { onChange?(plugin) }
     }
 
     /// Runs plugin code on its call queue; `then` runs on the daemon queue with the
     /// result, unless the deadline passed first: then the plugin is made
     /// unavailable and `timedOut` runs instead. Exactly one of them runs.
-    private func call<R: Sendable>(_ plugin: LoadedPlugin, _ what: String, _ body: @escaping @Sendable () -> R,
-                                   then: @escaping (R) -> Void, timedOut: @escaping () -> Void = {}) {
+    func call<R: Sendable>(_ plugin: LoadedPlugin, _ what: String, _ body: @escaping @Sendable () -> R,
+                           then: @escaping (R) -> Void, timedOut: @escaping () -> Void = {}) {
         var finished = false
         let settle = QueueConfined({ () -> Bool in
             if finished { return false }
@@ -160,58 +182,9 @@ public final class PluginHost: @unchecked Sendable {
         }
     }
 
-    /// Opens and starts one plugin file: `opened` runs once the descriptor was
-    /// accepted or rejected, `done` once the plugin is loaded or unavailable.
-    func load(path: String, name: String, opened: @escaping () -> Void = {}, done: @escaping () -> Void) {
-        let plugin = LoadedPlugin(path: path, name: name, daemonQueue: queue)
-        plugin.infoChanged = { [unowned self] in self.providersCache = nil }
-        plugin.drain = { [unowned self] p, batch in
-            p.latest.merge(batch.map { ($0.permission, $0) }) { $1 }
-            if p.info.state == .loaded { self.onPublish?(p, batch) }
-        }
-        plugin.misbehaved = { [unowned self] p, reason in self.makeUnavailable(p, reason) }
-        plugins.append(plugin)
-        call(plugin, "opening", { plugin.open() }, then: { [unowned self] refusal in
-            defer { opened() }
-            if let refusal {
-                self.reject(plugin, refusal)
-                return done()
-            }
-            // Every plugin opened before this one counts, started or not.
-            let taken = self.plugins.filter { $0 !== plugin }
-            if let clash = plugin.info.permissions.first(where: { p in taken.contains { $0.info.permissions.contains(p) } }),
-               let owner = taken.first(where: { $0.info.permissions.contains(clash) }) {
-                self.reject(plugin, "permission \"\(clash)\" is already provided by plugin \"\(owner.name)\"")
-                return done()
-            }
-            self.call(plugin, "init", { plugin.start() }, then: { [unowned self] rc in
-                // It may have been given up on during init (it broke the ABI, say).
-                guard plugin.info.state == .loading else { return done() }
-                guard rc == 0 else {
-                    let reason = rc == -ENOTSUP || rc == -ENODEV ? "its backend is not available on this system"
-                        : rc > 0 ? "init returned \(rc), outside the ABI (0 or a negative errno)"
-                        : "init failed: \(errnoName(-rc))"
-                    plugin.info.state = .unavailable
-                    plugin.info.reason = reason
-                    plugin.closeHostCalls()
-                    logInfo("plugin \(path): unavailable: \(reason)")
-                    self.onChange?(plugin)
-                    return done()
-                }
-                self.configure(plugin, self.config)  // the newest: it may have changed during init
-                plugin.info.state = .loaded
-                logInfo("plugin \(name) \(plugin.info.version) loaded from \(path): "
-                        + plugin.info.permissions.joined(separator: ", "))
-                self.onChange?(plugin)
-                done()
-            }, timedOut: done)
-        }, timedOut: { opened(); done() })
-    }
-
     /// Hands `config` to one plugin; `done` gets its reason when it rejected it, or
     /// nil (accepted, or abandoned at the deadline: then it serves nothing anyway).
-    private func configure(_ plugin: LoadedPlugin, _ config: [ConfigEntry],
-                           done: @escaping (String?) -> Void = { _ in }) {
+    func configure(_ plugin: LoadedPlugin, _ config: [ConfigEntry], done: @escaping (String?) -> Void = { _ in }) {
         call(plugin, "configure", { plugin.configure(config) }, then: { result in
             guard result.rc != 0 else { return done(nil) }
             logWarning("plugin \(plugin.name): rejected the new configuration (\(errnoName(-result.rc))); "
@@ -232,8 +205,9 @@ public final class PluginHost: @unchecked Sendable {
     /// Passes a configuration to every loaded plugin (or to `only` those), and to
     /// plugins loaded from now on; `done` gets each one's answer once all answered.
     func configureAll(_ config: [ConfigEntry], only: [LoadedPlugin]? = nil,
-                             done: @escaping ([ConfigureResult]) -> Void = { _ in }) {
+                      done: @escaping ([ConfigureResult]) -> Void = { _ in }) {
         self.config = config
+        configGeneration += 1
         let targets = (only ?? plugins).filter { $0.info.state == .loaded }
         guard !targets.isEmpty else { return done([]) }
         var answers: [String?] = Array(repeating: nil, count: targets.count)
@@ -247,35 +221,42 @@ public final class PluginHost: @unchecked Sendable {
         }
     }
 
-    /// Checks a configuration with every plugin without applying it; `done` gets the
-    /// first problem, or nil. ABI 1 has no way to ask a plugin that, so today this
-    /// accepts everything and the daemon validates by applying (`configureAll`)
-    /// and rolling back; a plugin `validate` entry, once the ABI has one, is
-    /// called from here.
-    func validateAll(_ config: [ConfigEntry], done: @escaping (String?) -> Void) {
-        done(nil)
+    /// Asks every loaded plugin that has a validate function whether it accepts
+    /// `config`, without applying it (plugins without one accept it: their configure
+    /// checks it). `completion` runs on the daemon queue with the problems, by
+    /// plugin name, each "FILE:LINE: reason" as the plugin reported it; empty when
+    /// every plugin accepts. With nothing to ask, it runs before validateAll
+    /// returns. A plugin that does not answer within the deadline is made
+    /// unavailable (it will never be configured) and reports nothing.
+    public func validateAll(_ config: [ConfigEntry], completion: @escaping ([String]) -> Void) {
+        let asked = plugins.filter { $0.info.state == .loaded }.sorted { $0.name < $1.name }
+        var answers = [[String]](repeating: [], count: asked.count)
+        var remaining = asked.count + 1
+        func answered() {
+            remaining -= 1
+            if remaining == 0 { completion(answers.flatMap { $0 }) }
+        }
+        for (index, plugin) in asked.enumerated() {
+            call(plugin, "validate", { plugin.validate(config) }, then: { problems in
+                answers[index] = problems
+                answered()
+            }, timedOut: answered)
+        }
+        answered()
     }
 
     /// A plugin file appeared, changed or went (from the directory watcher).
-    func fileChanged(directory: String, file: String, present: Bool) {
-        let path = directory + "/" + file
-        let name = Self.pluginName(file)
-        rejected.removeAll { $0.file == path }
-        if let old = plugins.first(where: { $0.path == path }) {
-            // Replaced or removed: stop the old one. Its code stays mapped (a Swift or C
-            // library cannot be unloaded safely while threads or data may point into it).
-            logInfo("plugin \(path) was \(present ? "replaced" : "removed"); stopping \(old.name)")
-            old.closeHostCalls()
-            plugins.removeAll { $0 === old }
-            old.callQueue.async { old.stop() }
-            onChange?(old)
+    func fileChanged(name: String) {
+        resolve(name)
+    }
+
+    /// Every name looked at again: a directory came or went, or inotify lost events.
+    func rescan() {
+        var names = Set(plugins.map(\.name)).union(starting.keys).union(refusedNames.keys)
+        for directory in directories {
+            for file in Self.pluginFiles(in: directory) { names.insert(Self.pluginName(file)) }
         }
-        guard present else { return }
-        if let other = plugins.first(where: { $0.name == name }) {
-            logInfo("plugin \(path): skipped, a plugin named \"\(name)\" is loaded from \(other.path)")
-            return
-        }
-        load(path: path, name: name) {}
+        for name in names.sorted() { resolve(name) }
     }
 
     /// Stops every plugin (fini), before exit: all at once, each on its own call

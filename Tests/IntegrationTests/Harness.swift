@@ -178,6 +178,8 @@ final class DaemonUnderTest {
     /// DBUS_SYSTEM_BUS_ADDRESS for BlueZ), on top of the test runner's.
     var environment: [String: String]
     var logFile: String { root + "/permissionsd.log" }
+    /// Run as uid/gid 65534 (nobody) instead of root, owning its directories.
+    var asNobody = false
     private var process: Process?
     /// Signalled once when the running process exits (its termination handler).
     private var exited = DispatchSemaphore(value: 0)
@@ -201,6 +203,15 @@ final class DaemonUnderTest {
         process.executableURL = URL(fileURLWithPath: binDir + "/permissionsd")
         process.arguments = ["--address", bus.address, "--config-dir", configDirectory, "--state-dir", stateDirectory,
                              "--verbose"] + pluginDirectories.flatMap { ["--plugin-dir", $0] }
+        if asNobody {
+            for path in [root, configDirectory] + ((try? FileManager.default.subpathsOfDirectory(atPath: configDirectory))
+                                                   ?? []).map({ configDirectory + "/" + $0 }) {
+                #expect(chown(path, 65534, 65534) == 0, "chown \(path)")
+            }
+            process.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", binDir + "/permissionsd"]
+                + process.arguments!
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        }
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         _ = FileManager.default.createFile(atPath: logFile, contents: nil)
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logFile))
@@ -282,6 +293,36 @@ final class DaemonUnderTest {
     var pid: pid_t? { process.map(\.processIdentifier) }
 
     var log: String { (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "" }
+
+    /// The log's lines that contain `text`.
+    func logLines(containing text: String) -> [String] {
+        log.split(separator: "\n").filter { $0.contains(text) }.map(String.init)
+    }
+
+    /// Waits until the log has `count` lines containing `text` (woken by inotify on
+    /// the log file, not by polling); returns the first such line.
+    @discardableResult
+    func waitForLog(_ text: String, count: Int = 1, timeout: TimeInterval = 15) throws -> String {
+        let fd = inotify_init1(Int32(IN_CLOEXEC))
+        guard fd >= 0, inotify_add_watch(fd, logFile, UInt32(IN_MODIFY)) >= 0 else {
+            throw HarnessError(description: "cannot watch \(logFile)")
+        }
+        defer { close(fd) }
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            let lines = logLines(containing: text)
+            if lines.count >= count { return lines[0] }
+            let left = deadline.timeIntervalSinceNow
+            guard left > 0 else {
+                throw HarnessError(description: "not \(count) log lines with \"\(text)\" within \(timeout) s:\n\(log)")
+            }
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            if poll(&pfd, 1, Int32(left * 1000) + 1) > 0 {
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                _ = read(fd, &buffer, buffer.count)
+            }
+        }
+    }
 
     /// Replaces permissions.conf the way an editor that renames does, so the daemon
     /// never sees a half-written file.
@@ -427,6 +468,9 @@ final class Monitor {
     func waitFor(timeout: TimeInterval = 15, _ predicate: (String) -> Bool) throws -> String {
         Self.withoutSerial(try output.next(timeout: timeout) { predicate(Self.withoutSerial($0)) })
     }
+
+    /// Every line received so far (without serials), consumed or not.
+    var all: [String] { output.all.map(Self.withoutSerial) }
 
     /// The StatusChanged lines received so far (all, including consumed ones).
     var statusChanges: [String] {

@@ -53,13 +53,19 @@ import Testing
         try monitor.waitFor { $0 == statusLine(app: "", "local-network", "not-determined") }
         #expect(try daemon.call("GetStatus", "s", "local-network").stdout == "s \"restricted\"\n")
 
-        // Replaced by a new version: the old one is stopped and the new code runs.
+        // Replaced by a new version: the new code runs, configured before it takes over
+        // from the old one, which is stopped. It behaves the same: no StatusChanged
+        // (checked with a fence: a change of its own whose signal must come next).
+        let before = monitor.statusChanges.count
         try Self.install(try Self.buildExample(version: "2.0"), into: hot, as: "libpermissions-local-network.so")
-        try monitor.waitFor { $0 == statusLine(app: "", "local-network", "unsupported") }
-        try monitor.waitFor { $0 == statusLine(app: "", "local-network", "not-determined") }
+        let replaced = try monitor.waitFor { $0.hasPrefix("PropertiesChanged") }
+        #expect(replaced.contains("(local-network 2.0 loaded local-network)"), "\(replaced)")
         #expect(daemon.log.contains("libpermissions-local-network.so was replaced"))
         #expect(try daemon.ctl("plugins").stdout.contains("local-network  2.0      loaded"))
         #expect(try daemon.call("GetStatus", "s", "local-network").stdout == "s \"restricted\"\n")
+        #expect(try daemon.ctl("grant", "org.example.Fence", "location").status == 0)
+        try monitor.waitFor { $0 == statusLine(app: "org.example.Fence", "location", "authorized") }
+        #expect(Array(monitor.statusChanges[before...]) == [statusLine(app: "org.example.Fence", "location", "authorized")])
 
         // Removed: its permission goes, with a signal, and the daemon carries on.
         try FileManager.default.removeItem(atPath: hot + "/libpermissions-local-network.so")

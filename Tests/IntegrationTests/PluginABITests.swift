@@ -95,7 +95,8 @@ import Testing
                     return 0;
                 }
                 static const struct permissions_plugin d = {
-                    PERMISSIONS_PLUGIN_ABI_VERSION, \(descriptorSize), "\(name)", "0.1", "t", perms, plugin_init, NULL, NULL };
+                    .abi_version = PERMISSIONS_PLUGIN_ABI_VERSION, .struct_size = \(descriptorSize), .name = "\(name)",
+                    .version = "0.1", .description = "t", .permissions = perms, .init = plugin_init };
                 const struct permissions_plugin *permissions_plugin_entry_v1(void) { return &d; }
                 """.write(toFile: source, atomically: true, encoding: .utf8)
             try Self.build(source, include: Self.realHeader, into: dir, name: name)
@@ -173,7 +174,9 @@ import Testing
                 }
                 static void plugin_fini(void *state) { (void)state; for (;;) pause(); }
                 static const struct permissions_plugin d = {
-                    PERMISSIONS_PLUGIN_ABI_VERSION, sizeof d, "\(name)", "0.1", "t", perms, plugin_init, NULL, plugin_fini };
+                    .abi_version = PERMISSIONS_PLUGIN_ABI_VERSION, .struct_size = sizeof d, .name = "\(name)",
+                    .version = "0.1", .description = "t", .permissions = perms, .init = plugin_init,
+                    .fini = plugin_fini };
                 const struct permissions_plugin *permissions_plugin_entry_v1(void) { return &d; }
                 """.write(toFile: source, atomically: true, encoding: .utf8)
             try Self.build(source, include: Self.realHeader, into: dir, name: name)

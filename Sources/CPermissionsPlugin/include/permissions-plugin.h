@@ -24,15 +24,22 @@
  *   storm of publications still costs the daemon work.
  *
  * LIFECYCLE
- *   1. The host dlopen()s the file (RTLD_NOW | RTLD_LOCAL), calls the entry point
- *      and checks the descriptor: ABI version, struct_size, name equal to the
- *      file's <name>, permission names, no permission another plugin provides.
+ *   1. The host checks the file (owner, mode, directory: see the README), reads
+ *      it, and dlopen()s a private copy of what it read (RTLD_NOW | RTLD_LOCAL),
+ *      calls the entry point and checks the descriptor: ABI version, struct_size,
+ *      name equal to the file's <name>, permission names, no permission another
+ *      plugin provides.
  *   2. init(host, &state): start; publish a first snapshot of every permission.
  *   3. configure(state, config): right after init, and after every change of the
- *      configuration files.
+ *      configuration files. Until this first configure has returned, the plugin's
+ *      permissions do not exist for apps: what init publishes is held back, so an
+ *      administrator's settings are in force from the first moment.
  *   4. fini(state): at shutdown, or when the file is removed or replaced. At
  *      shutdown every plugin's fini is called at once, and the daemon exits after
- *      2 seconds at most, whether each has returned or not.
+ *      2 seconds at most, whether each has returned or not. A replacement (a new
+ *      file, or another directory's copy taking over) is started and configured
+ *      before the old copy's fini: for that moment both run, each in its own copy
+ *      of the library, with its own static data.
  *   The library is never dlclose()d: code of a stopped plugin stays mapped.
  *
  * CONFIGURATION
@@ -47,6 +54,17 @@
  *   not at all: when another plugin refuses it, configure() is called again with
  *   the last good configuration. The daemon keeps some keys for itself
  *   ([service], [permissions], and no-agent= in any section).
+ *
+ *   validate(state, config) (ABI 1.1, optional) checks a configuration without
+ *   applying it: the host calls it, between init and fini, with a configuration it
+ *   means to apply, so that a configuration one plugin rejects is applied to none.
+ *   It makes the same checks as configure, and changes nothing: it publishes
+ *   nothing, keeps nothing, and logs nothing about the values. It reports each
+ *   problem through config->problem, one line "FILE:LINE: reason" (the entry's
+ *   origin first), and returns 0 if configure would accept the configuration,
+ *   else -EINVAL. A problem reported makes the configuration rejected whatever
+ *   validate returns, and -EINVAL without a report is rejected with a line of the
+ *   host's. A plugin without validate is checked by configure alone, as in ABI 1.
  *
  * VERSIONING
  *   This is ABI 1. Every struct handed across (the descriptor, a snapshot, the
@@ -85,7 +103,9 @@
  *   So the host loads a plugin built against an older or a newer ABI 1 header
  *   alike. A writer sets struct_size and every stride to the sizeof of its own
  *   structs (PERMISSIONS_SNAPSHOT_INIT does it for a snapshot); a stride left 0
- *   is right only while that element struct has its v1 size.
+ *   is right only while that element struct has its v1 size. Write the structs
+ *   with designated initializers (.init = ...): positional ones stop compiling
+ *   under -Wextra -Werror (missing-field-initializers) once a field is appended.
  *   Refused by the host: a descriptor (the file is skipped, with one log line
  *   naming it and the reason), a snapshot or one of its strides (a publication
  *   outside the ABI: -EINVAL, and the plugin is made unavailable).
@@ -98,10 +118,10 @@
  *
  * THREADS
  *   Each plugin has its own thread in the host: dlopen's constructors, the entry
- *   point, init, configure and fini all run there, one at a time, never on the
- *   daemon's dispatch thread. A call that has not returned within 2 seconds makes
- *   the plugin "unavailable": the host stops listening to it (its thread is left
- *   blocked) and its permissions read "unsupported". So init must not wait for a
+ *   point, init, configure, validate and fini all run there, one at a time, never
+ *   on the daemon's dispatch thread. A call that has not returned within 2 seconds
+ *   makes the plugin "unavailable": the host stops listening to it (its thread is
+ *   left blocked) and its permissions read "unsupported". So init must not wait for a
  *   slow backend: a plugin that does I/O runs its own thread or event loop and
  *   publishes when it knows.
  *   The host functions (log, publish) may be called from any thread, at any time
@@ -227,6 +247,11 @@ struct permissions_config {
     uint32_t struct_size;
     uint32_t n_entries;
     const struct permissions_config_entry *entries;
+    /* ABI 1.1: in a validate call, reports one problem ("FILE:LINE: reason"), to be
+     * passed problem_data; copied during the call. NULL in configure, and absent
+     * (see PERMISSIONS_HAS_FIELD) from an older host: check both before calling. */
+    void *problem_data;
+    void (*problem)(void *problem_data, const char *message);
 };
 
 /* syslog(3) priorities, for host->log. */
@@ -270,6 +295,10 @@ struct permissions_plugin {
     int (*configure)(void *state, const struct permissions_config *config);
     /* Stop: join threads, free state. No host call after it returns. May be NULL. */
     void (*fini)(void *state);
+    /* ABI 1.1: check a configuration without applying it (see CONFIGURATION): 0,
+     * or -EINVAL with each problem reported through config->problem. May be NULL.
+     * The host reads it only when struct_size covers it. */
+    int (*validate)(void *state, const struct permissions_config *config);
 };
 
 /* The sizes of the structs in their v1 layout, the smallest a reader accepts.

@@ -1,6 +1,8 @@
 /* C pieces that Swift cannot use directly, each a one-line wrapper.
  * getopt's optarg/optind are mutable C globals, which Swift 6 refuses to touch
- * ("not concurrency-safe"); options are parsed once at start-up on one thread. */
+ * ("not concurrency-safe"); options are parsed once at start-up on one thread.
+ * memfd_create and the F_SEAL_* flags are declared by glibc only under
+ * _GNU_SOURCE, which Swift's Glibc module does not define. */
 #ifndef CSHIMS_H
 #define CSHIMS_H
 
@@ -10,5 +12,10 @@ const char *cshims_optarg(void);
 int cshims_optind(void);
 /* Restart scanning and silence getopt's own messages (we print ours). */
 void cshims_reset_getopt(void);
+
+/* An anonymous file (memfd_create with MFD_CLOEXEC | MFD_ALLOW_SEALING), or -1. */
+int cshims_memfd_create(const char *name);
+/* Seals a memfd: its size and content can no longer change (0, or -1 with errno). */
+int cshims_memfd_seal(int fd);
 
 #endif

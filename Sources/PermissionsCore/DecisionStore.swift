@@ -104,6 +104,10 @@ public final class DecisionStore {
     /// Opens the file, sets it up and reads every row.
     private static func load(_ path: String) throws -> Loaded {
         let db = try SQLiteDatabase(path: path)
+        // Until every row has loaded, closing must not write: SQLite's close would
+        // checkpoint the WAL into a damaged file, or delete a WAL it cannot read,
+        // before the file is moved aside with its WAL or left as it is.
+        try db.setCheckpointOnClose(false)
         // Before anything reads the file: see the type's comment.
         try db.execute("PRAGMA locking_mode=EXCLUSIVE")
         let mode = try db.strings("PRAGMA journal_mode=WAL")
@@ -178,6 +182,7 @@ public final class DecisionStore {
         } catch {
             logWarning("cannot checkpoint the decision store \(path): \(error)")
         }
+        try db.setCheckpointOnClose(true)
         return (db, index, epoch)
     }
 
@@ -188,6 +193,10 @@ public final class DecisionStore {
         guard rename(path, aside) == 0 else {
             throw StoreError(message: "the decision store \(path) is unreadable (\(error)) and cannot be moved "
                              + "aside to \(aside): \(errnoName(errno)); left as it is")
+        }
+        // An empty WAL (the one the failed open made) holds nothing to keep.
+        if let wal = Files.linkStatus(path + "-wal"), (wal.st_mode & S_IFMT) == S_IFREG, wal.st_size == 0 {
+            unlink(path + "-wal")
         }
         // The WAL goes with it: left here, SQLite would replay it into the new store.
         if rename(path + "-wal", aside + "-wal") != 0, errno != ENOENT {

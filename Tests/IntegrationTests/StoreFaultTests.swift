@@ -4,9 +4,10 @@ import Testing
 
 /// The decision store under faults, with the real daemon: whatever happens to the
 /// files beside the store while it runs, the daemon keeps running and keeps every
-/// answer; a write the disk refuses answers StorageFailed and changes nothing; a
-/// store moved aside at start-up is a visible degraded state in which no request is
-/// granted without a user's answer.
+/// answer; a write the disk refuses (an administrator's or a user's answer) answers
+/// StorageFailed and changes nothing; a store moved aside at start-up is a visible
+/// degraded state, lasting while the file moved aside is there, in which no request
+/// is granted without a user's answer.
 @Suite struct StoreFaultTests {
     let bus: TestBus
 
@@ -270,12 +271,17 @@ import Testing
 
     // MARK: A damaged store at start-up
 
-    @Test func damagedStoreAtStartIsDegradedAndNoAgentDoesNotGrant() throws {
+    /// A store moved aside at start-up (with its WAL) makes the daemon degraded, and
+    /// it stays so across restarts, the new store readable, while the file or its
+    /// WAL is in the state directory; removing them, then a restart, ends it.
+    @Test func damagedStoreAtStartIsDegradedUntilTheFileMovedAsideIsRemoved() throws {
         let daemon = try DaemonUnderTest(bus: bus, config: "[location]\nno-agent=authorized\n", start: false)
         let state = daemon.stateDirectory
         try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
         try Data((0..<8192).map { UInt8(truncatingIfNeeded: $0 &* 151 &+ 7) })
             .write(to: URL(fileURLWithPath: state + "/decisions.sqlite"))
+        try Data((0..<4096).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 3) })
+            .write(to: URL(fileURLWithPath: state + "/decisions.sqlite-wal"))
         try daemon.start()
 
         let status = try storeStatus(daemon)
@@ -295,9 +301,29 @@ import Testing
             agent.disconnect()
         }
         #expect(try decisions(daemon) == "a(sssxs) 0\n")
+        let aside = try FileManager.default.contentsOfDirectory(atPath: state)
+            .filter { $0.hasPrefix("decisions.sqlite.corrupt-") }.sorted()
+        try #require(aside.count == 2 && aside[1] == aside[0] + "-wal", "\(aside)")
 
-        // A restart with a readable store (the new one) ends the degraded state, and
-        // the setting applies again.
+        // A restart does not end it, although the store is readable now: the denies
+        // of the one moved aside are still out of force.
+        daemon.stop()
+        try daemon.start()
+        let again = try storeStatus(daemon)
+        #expect(again.hasPrefix("s \"degraded: \(state)/\(aside[0]) holds a decision store moved aside"), "\(again)")
+        #expect(again.contains("(and 1 other file like it)"), "\(again)")
+        #expect(try daemon.call("Request", "sa{sv}", "location", "0").stdout == "s \"not-determined\"\n")
+
+        // Its WAL alone still holds decisions: still degraded, naming it.
+        #expect(unlink(state + "/" + aside[0]) == 0)
+        daemon.stop()
+        try daemon.start()
+        let walOnly = try storeStatus(daemon)
+        #expect(walOnly.hasPrefix("s \"degraded: \(state)/\(aside[1]) holds"), "\(walOnly)")
+        #expect(try daemon.call("Request", "sa{sv}", "location", "0").stdout == "s \"not-determined\"\n")
+
+        // Removed: the next start is ok, and the setting applies again.
+        #expect(unlink(state + "/" + aside[1]) == 0)
         daemon.stop()
         try daemon.start()
         #expect(try storeStatus(daemon) == "s \"ok\"\n")

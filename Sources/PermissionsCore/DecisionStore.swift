@@ -65,10 +65,12 @@ struct DecisionKey: Hashable, Comparable, Sendable {
 /// A file SQLite reports as damaged (not a database, corrupt, or failing
 /// `quick_check`) is moved aside with its WAL and an empty store started, so a
 /// damaged file never stops the daemon from starting (xdg-desktop-portal #627); the
-/// store is then `degraded` (every stored deny is gone) until the daemon starts again
-/// with a readable store. Any other failure to load (an I/O error, the file locked by
-/// another process, a row this version does not understand) fails the open and
-/// leaves the file as it is.
+/// store is then `degraded` (every stored deny is gone). It stays degraded, across
+/// restarts, while any file moved aside (`<path>.corrupt-*`) is still beside the
+/// store: the new store being readable does not bring the old denies back. An
+/// administrator ends it by restoring or removing the file, then restarting. Any
+/// other failure to load (an I/O error, the file locked by another process, a row
+/// this version does not understand) fails the open and leaves the file as it is.
 ///
 /// Not thread-safe: owned by the service and used only on its queue.
 public final class DecisionStore {
@@ -78,25 +80,62 @@ public final class DecisionStore {
     private var epoch: Int64
     public let path: String
     /// Why the store is degraded, naming the file moved aside; nil when the store
-    /// was read whole.
+    /// was read whole and no store moved aside is left beside it.
     public private(set) var degradedReason: String?
 
     public init(path: String) throws {
         self.path = path
         let loaded: Loaded
+        let reason: String?
         do {
             loaded = try Self.load(path)
+            reason = Self.leftAsideReason(path)
         } catch let error as StoreError where error.isCorruption {
-            let aside = "\(path).corrupt-\(currentMicroseconds())"
+            let aside = "\(path)\(Self.asideInfix)\(currentMicroseconds())"
             try Self.moveAside(path, to: aside, because: error)
-            let reason = "the decision store was unreadable (\(error)) and was moved to \(aside); "
+            reason = "the decision store was unreadable (\(error)) and was moved to \(aside); "
                 + "the decisions stored in it are not in force"
-            degradedReason = reason
-            logError("DEGRADED: \(reason). Starting with no stored decisions; until the daemon restarts "
-                     + "with a readable store, no request is answered \"authorized\" by a no-agent setting.")
             loaded = try Self.load(path)
         }
         (db, index, epoch) = (loaded.db, loaded.index, loaded.epoch)
+        degradedReason = reason
+        if let reason {
+            logError("DEGRADED: \(reason). While a store moved aside (\(path)\(Self.asideInfix)*) is in the state "
+                     + "directory, no request is answered \"authorized\" by a no-agent setting. To end this: "
+                     + "inspect it (sqlite3), re-apply the decisions wanted with permissionsctl, remove it "
+                     + "(with its -wal), and restart.")
+        }
+    }
+
+    /// What a store moved aside is named after: `<path>.corrupt-<µs since the epoch>`.
+    static let asideInfix = ".corrupt-"
+
+    /// The degraded reason for stores moved aside at an earlier start and still
+    /// beside `path` (their denies are still out of force), naming the newest; nil
+    /// if there are none. A directory that cannot be listed counts as degraded: the
+    /// absence of such a file cannot be known.
+    private static func leftAsideReason(_ path: String) -> String? {
+        let directory = Files.directoryName(path)
+        let prefix = Files.baseName(path) + asideInfix
+        let names: [String]
+        switch Files.listing(directory) {
+        case .failure(let error):
+            return "cannot list \(directory) to look for a decision store moved aside (\(prefix)*): \(error); "
+                + "the decisions in such a store would not be in force"
+        case .success(let all):
+            names = all.filter { $0.hasPrefix(prefix) }
+        }
+        // Newest by the time in the name; of one time, the store rather than its WAL.
+        func key(_ name: String) -> (Int64, Int, String) {
+            var stamp = name.dropFirst(prefix.count)
+            if stamp.hasSuffix("-wal") { stamp = stamp.dropLast(4) }
+            return (Int64(stamp) ?? -1, name.hasSuffix("-wal") ? 0 : 1, name)
+        }
+        guard let newest = names.max(by: { key($0) < key($1) }) else { return nil }
+        let others = names.count - 1
+        return "\(directory)/\(newest) holds a decision store moved aside as unreadable"
+            + (others > 0 ? " (and \(others) other file\(others == 1 ? "" : "s") like it)" : "")
+            + "; the decisions stored in it are not in force until it is restored or removed"
     }
 
     private typealias Loaded = (db: SQLiteDatabase, index: [DecisionKey: StoredDecision], epoch: Int64)
@@ -104,6 +143,10 @@ public final class DecisionStore {
     /// Opens the file, sets it up and reads every row.
     private static func load(_ path: String) throws -> Loaded {
         let db = try SQLiteDatabase(path: path)
+        // Until every row has loaded, closing must not write: SQLite's close would
+        // checkpoint the WAL into a damaged file, or delete a WAL it cannot read,
+        // before the file is moved aside with its WAL or left as it is.
+        try db.setCheckpointOnClose(false)
         // Before anything reads the file: see the type's comment.
         try db.execute("PRAGMA locking_mode=EXCLUSIVE")
         let mode = try db.strings("PRAGMA journal_mode=WAL")
@@ -178,6 +221,7 @@ public final class DecisionStore {
         } catch {
             logWarning("cannot checkpoint the decision store \(path): \(error)")
         }
+        try db.setCheckpointOnClose(true)
         return (db, index, epoch)
     }
 
@@ -188,6 +232,10 @@ public final class DecisionStore {
         guard rename(path, aside) == 0 else {
             throw StoreError(message: "the decision store \(path) is unreadable (\(error)) and cannot be moved "
                              + "aside to \(aside): \(errnoName(errno)); left as it is")
+        }
+        // An empty WAL (the one the failed open made) holds nothing to keep.
+        if let wal = Files.linkStatus(path + "-wal"), (wal.st_mode & S_IFMT) == S_IFREG, wal.st_size == 0 {
+            unlink(path + "-wal")
         }
         // The WAL goes with it: left here, SQLite would replay it into the new store.
         if rename(path + "-wal", aside + "-wal") != 0, errno != ENOENT {

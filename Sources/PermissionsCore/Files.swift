@@ -58,16 +58,27 @@ enum Files {
 
     /// Names in a directory (no "." or ".."), sorted; empty if unreadable.
     static func list(_ directory: String) -> [String] {
-        guard let dir = opendir(directory) else { return [] }
+        (try? listing(directory).get()) ?? []
+    }
+
+    /// Names in a directory (no "." or ".."), sorted, or why it could not be read
+    /// whole: for callers to whom "no such name" must not be a guess.
+    static func listing(_ directory: String) -> Result<[String], ReadError> {
+        guard let dir = opendir(directory) else { return .failure(.system(errno)) }
         defer { closedir(dir) }
         var names: [String] = []
-        while let entry = readdir(dir) {
+        while true {
+            errno = 0
+            guard let entry = readdir(dir) else {
+                // NULL at the end and on an error; only an error sets errno.
+                if errno != 0 { return .failure(.system(errno)) }
+                return .success(names.sorted())
+            }
             let name = withUnsafePointer(to: entry.pointee.d_name) {
                 $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
             }
             if name != ".", name != ".." { names.append(name) }
         }
-        return names.sorted()
     }
 
     static func isDirectory(_ path: String) -> Bool {

@@ -254,8 +254,8 @@ public final class PermissionsService {
         ])
     }
 
-    /// "ok", or "degraded: <why>" when start-up had to move a damaged store aside
-    /// (see DecisionStore). Fixed for the daemon's life.
+    /// "ok", or "degraded: <why>" when start-up had to move a damaged store aside,
+    /// or found one moved aside earlier (see DecisionStore). Fixed for the daemon's life.
     var storeStatus: String { store.degradedReason.map { "degraded: " + $0 } ?? "ok" }
 
     /// A known permission name, or the error to reply with.

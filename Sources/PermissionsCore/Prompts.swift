@@ -31,8 +31,9 @@ final class Prompt {
     let permission: String
     let reason: String
     let details: [(String, DBusValue)]
-    /// Callers waiting for the answer: (unique name, reply).
-    var waiters: [(sender: String, done: (Status) -> Void)] = []
+    /// Callers waiting for the answer: (unique name, reply): the status, or the
+    /// error every one of them gets (an answer that could not be stored).
+    var waiters: [(sender: String, done: (Result<Status, BusError>) -> Void)] = []
     /// Set once the prompt is settled (answered, cancelled, failed); a late answer
     /// from the agent is then dropped.
     var finished = false
@@ -64,12 +65,12 @@ final class PromptBroker {
     private var stopped = false
     var agentTimeoutMilliseconds: Int32 = 120_000
     /// Applies a real answer (store, session grant, signals); returns the status
-    /// to reply with.
-    let settle: (Prompt, AgentAnswer, _ expiresAt: Int64?, _ agent: Agent) -> Status
+    /// to reply with, or the error to fail every waiter with (StorageFailed).
+    let settle: (Prompt, AgentAnswer, _ expiresAt: Int64?, _ agent: Agent) -> Result<Status, BusError>
     /// The status to reply with when nothing was decided.
     let undecided: (Prompt) -> Status
 
-    init(connection: Connection, settle: @escaping (Prompt, AgentAnswer, Int64?, Agent) -> Status,
+    init(connection: Connection, settle: @escaping (Prompt, AgentAnswer, Int64?, Agent) -> Result<Status, BusError>,
          undecided: @escaping (Prompt) -> Status) {
         self.connection = connection
         self.settle = settle
@@ -98,9 +99,9 @@ final class PromptBroker {
     }
 
     /// Asks (or joins the open prompt for the same app and permission). `done` runs
-    /// once with the status to reply with.
+    /// once with the status to reply with, or the error to answer.
     func ask(app: String, permission: String, reason: String, details: [(String, DBusValue)],
-             sender: String, done: @escaping (Status) -> Void) {
+             sender: String, done: @escaping (Result<Status, BusError>) -> Void) {
         // Stopping: the caller has been answered (Cancelled); nothing is asked.
         guard !stopped else { return }
         let key = app + "\0" + permission
@@ -152,7 +153,7 @@ final class PromptBroker {
                     }
                     logInfo("prompt \(prompt.id): \(prompt.app) / \(prompt.permission): \(answer.rawValue)")
                     if answer == .dismiss { return self.finish(prompt, status: self.undecided(prompt)) }
-                    self.finish(prompt, status: self.settle(prompt, answer, expiresAt, agent))
+                    self.finish(prompt, self.settle(prompt, answer, expiresAt, agent))
                 }
             }
         }
@@ -186,12 +187,17 @@ final class PromptBroker {
     }
 
     private func finish(_ prompt: Prompt, status: Status) {
+        finish(prompt, .success(status))
+    }
+
+    /// Answers every waiter with the same outcome, once.
+    private func finish(_ prompt: Prompt, _ outcome: Result<Status, BusError>) {
         guard !prompt.finished else { return }
         prompt.finished = true
         if open[prompt.key] === prompt { open[prompt.key] = nil }
         let waiters = prompt.waiters
         prompt.waiters = []
-        for waiter in waiters { waiter.done(status) }
+        for waiter in waiters { waiter.done(outcome) }
     }
 
     /// A connection left the bus: its waits end, its agents go; a prompt nobody

@@ -52,12 +52,18 @@ extension PermissionsService {
         guard case .success(let permission) = permissionResult else { return call.fail(permissionResult.error!) }
         guard case .success(let options) = optionsResult else { return call.fail(optionsResult.error!) }
         withCaller(call) { [unowned self] identity in
-            self.ask(identity, permission, options, sender: call.sender) { call.reply([.string($0.rawValue)]) }
+            self.ask(identity, permission, options, sender: call.sender) { outcome in
+                switch outcome {
+                case .success(let status): call.reply([.string(status.rawValue)])
+                case .failure(let error): call.fail(error)
+                }
+            }
         }
     }
 
     /// One permission after another, each with its own prompt if needed, like the
-    /// "request everything at first launch" flow.
+    /// "request everything at first launch" flow. An error (an answer that could not
+    /// be stored) ends it there: the call fails with it, and nothing more is asked.
     func requestMany(_ call: MethodCall) {
         // Each permission once, in the order first given: a duplicate is not a second prompt.
         var seen = Set<String>()
@@ -71,7 +77,8 @@ extension PermissionsService {
             var results: [(String, String)] = []
             func next(_ index: Int) {
                 guard index < names.count else { return call.reply([.stringDictionary(results)]) }
-                self.ask(identity, names[index], options, sender: call.sender) { status in
+                self.ask(identity, names[index], options, sender: call.sender) { outcome in
+                    guard case .success(let status) = outcome else { return call.fail(outcome.error!) }
                     results.append((names[index], status.rawValue))
                     next(index + 1)
                 }
@@ -84,11 +91,11 @@ extension PermissionsService {
     /// service is stopping nothing is asked and `done` never runs: the call has
     /// been answered Cancelled.
     func ask(_ identity: AppIdentity, _ permission: String, _ options: RequestOptions, sender: String,
-             done: @escaping (Status) -> Void) {
+             done: @escaping (Result<Status, BusError>) -> Void) {
         guard !stopping else { return }
         let current = status(app: identity.appID, permission: permission)
-        guard current == .notDetermined else { return done(current) }
-        guard broker.hasAgent else { return done(noAgentAnswer(permission)) }
+        guard current == .notDetermined else { return done(.success(current)) }
+        guard broker.hasAgent else { return done(.success(noAgentAnswer(permission))) }
         let details: [(String, DBusValue)] = [("identity-kind", .string(identity.kind.rawValue)),
                                               ("uid", .uint32(identity.uid))] + options.details
         broker.ask(app: identity.appID, permission: permission, reason: options.reason, details: details,
@@ -106,17 +113,21 @@ extension PermissionsService {
         return .notDetermined
     }
 
-    /// Stores what the user answered and returns the status to reply with.
-    func settle(_ prompt: Prompt, _ answer: AgentAnswer, _ expiresAt: Int64?, _ agent: Agent) -> Status {
+    /// Stores what the user answered and returns the status to reply with, or, if
+    /// the answer cannot be stored, StorageFailed for every waiter: nothing is
+    /// stored or changed and no signal is sent. An error rather than the unchanged
+    /// status, so that no requester takes "not-determined" for the user's answer.
+    func settle(_ prompt: Prompt, _ answer: AgentAnswer, _ expiresAt: Int64?,
+                _ agent: Agent) -> Result<Status, BusError> {
         let (app, permission) = (prompt.app, prompt.permission)
         let before = status(app: app, permission: permission)
         // Decided meanwhile (an admin, a config lock, a device gone): the newer fact wins.
-        guard before == .notDetermined else { return before }
+        guard before == .notDetermined else { return .success(before) }
         let setBy = "user via agent \(agent.owner)"
         do {
             switch answer {
             case .allowOnce:
-                return .authorized
+                return .success(.authorized)
             case .allowSession:
                 sessionGrants[app + "\0" + permission] = Set(prompt.waiters.map(\.sender))
             case .allowAlways:
@@ -124,16 +135,18 @@ extension PermissionsService {
             case .deny:
                 try store.set(app: app, permission: permission, decision: .denied, setBy: setBy, expiresAt: expiresAt)
             case .dismiss:
-                return before
+                return .success(before)
             }
         } catch {
-            logError("cannot store the answer for \(app) / \(permission): \(error)")
-            return before
+            logError("cannot store the answer \(answer.rawValue) for \(app) / \(permission): \(error)")
+            return .failure(PermissionsError.storageFailed(
+                "cannot store the answer \"\(answer.rawValue)\" for \"\(app.escapedForMessage)\" / "
+                    + "\"\(permission.escapedForMessage)\": \(error)"))
         }
         if expiresAt != nil { scheduleExpiry() }
         let after = status(app: app, permission: permission)
         if after != before { emitStatusChanged(app: app, permission: permission, after) }
-        return after
+        return .success(after)
     }
 
     func undecided(_ prompt: Prompt) -> Status {

@@ -43,6 +43,13 @@ final class SQLiteDatabase {
         sqlite3_close(handle)
     }
 
+    /// Whether closing checkpoints the WAL into the file and deletes the WAL
+    /// (SQLite's default).
+    func setCheckpointOnClose(_ on: Bool) throws {
+        let rc = csqlite_set_checkpoint_on_close(handle, on ? 1 : 0)
+        guard rc == SQLITE_OK else { throw failure(rc, "checkpoint on close") }
+    }
+
     /// Rows changed by the last INSERT, UPDATE or DELETE.
     var changes: Int { Int(sqlite3_changes(handle)) }
 

@@ -155,6 +155,63 @@ final class TestAgent: @unchecked Sendable {
     }
 }
 
+/// A client in the test process, on a connection and queue of its own, that sends
+/// calls to the service without waiting and collects their answers. Calls go out in
+/// the order `send` is called.
+final class Requester: @unchecked Sendable {
+    // @unchecked Sendable: `replies` and `sent` are touched only under `condition`'s
+    // lock; the connection only on `queue`.
+    let queue = DispatchQueue(label: "test-requester")
+    let connection: Connection
+    private let condition = NSCondition()
+    private var replies: [Int: Result<[DBusValue], BusError>] = [:]
+    private var sent = 0
+
+    init(bus: TestBus) throws {
+        let q = queue
+        connection = try q.sync { try Connection.open(.address(bus.address), queue: q) }
+    }
+
+    /// Sends a call on the service; returns its number, for `wait`.
+    func send(_ member: String, _ arguments: [DBusValue]) throws -> Int {
+        let message = try Message.methodCall(destination: "org.example.Permissions", path: "/org/example/Permissions",
+                                             interface: "org.example.Permissions", member: member)
+        try message.append(arguments)
+        condition.lock()
+        sent += 1
+        let number = sent
+        condition.unlock()
+        queue.sync {
+            connection.call(message, timeoutMilliseconds: 60_000) { [self] result in
+                let answer = result.map { $0.arguments() }
+                condition.lock()
+                replies[number] = answer
+                condition.broadcast()
+                condition.unlock()
+            }
+        }
+        return number
+    }
+
+    /// Waits for the answer to call `number`.
+    func wait(_ number: Int, timeout: TimeInterval = 20) throws -> Result<[DBusValue], BusError> {
+        let deadline = Date().addingTimeInterval(timeout)
+        condition.lock()
+        defer { condition.unlock() }
+        while replies[number] == nil {
+            if !condition.wait(until: deadline) {
+                throw HarnessError(description: "call #\(number) not answered within \(timeout) s")
+            }
+        }
+        return replies[number]!
+    }
+
+    /// Sends a call and waits for its answer.
+    func call(_ member: String, _ arguments: [DBusValue]) throws -> [DBusValue] {
+        try wait(send(member, arguments)).get()
+    }
+}
+
 /// A command running in the background (a client waiting for a prompt's answer).
 final class BackgroundCommand: @unchecked Sendable {
     // @unchecked Sendable: `output` and `errors` are written once by the reader

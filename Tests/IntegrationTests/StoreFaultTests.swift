@@ -1,11 +1,13 @@
+import DBusKit
 import Foundation
 import Testing
 
 /// The decision store under faults, with the real daemon: whatever happens to the
 /// files beside the store while it runs, the daemon keeps running and keeps every
-/// answer; a write the disk refuses answers StorageFailed and changes nothing; a
-/// store moved aside at start-up is a visible degraded state in which no request is
-/// granted without a user's answer.
+/// answer; a write the disk refuses (an administrator's or a user's answer) answers
+/// StorageFailed and changes nothing; a store moved aside at start-up is a visible
+/// degraded state, lasting while the file moved aside is there, in which no request
+/// is granted without a user's answer.
 @Suite struct StoreFaultTests {
     let bus: TestBus
 
@@ -198,14 +200,88 @@ import Testing
         #expect(try statusForApp(daemon, "org.example.Full", "notifications") == "s \"authorized\"\n")
     }
 
+    /// A user's deny or allow-always that the full disk cannot store: every requester
+    /// waiting on the prompt (two Requests and a RequestMany, on two connections)
+    /// gets StorageFailed naming the answer, the permission and SQLite's error;
+    /// RequestMany asks nothing more; nothing is stored, no answer changes and no
+    /// signal is sent.
+    @Test(.enabled(if: canMountTmpfs, "needs mount(2) for a small tmpfs (root)"))
+    func answerThatCannotBeStoredFailsEveryWaiter() throws {
+        let daemon = try DaemonUnderTest(bus: bus, start: false)
+        let state = daemon.stateDirectory
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        try #require(mount("tmpfs", state, "tmpfs", 0, "size=1m,mode=0700") == 0)
+        defer {
+            daemon.stop()
+            umount2(state, Int32(MNT_DETACH))
+        }
+        try daemon.start()
+        #expect(try daemon.ctl("deny", "org.example.Full", "location").status == 0)
+        let before = try decisions(daemon)
+        let agent = try TestAgent(bus: bus)  // answers only when told
+        let first = try Requester(bus: bus)
+        let second = try Requester(bus: bus)
+        let notDetermined: [DBusValue] = [.string("not-determined")]
+        let monitor = try Monitor(daemon)
+
+        let filler = try Self.fill(state)
+        for (round, answer) in ["deny", "allow-always"].enumerated() {
+            let request = try first.send("Request", [.string("location"), .vardict([])])
+            let prompt = try agent.waitForPrompt(round + 1)
+            #expect(prompt.permission == "location")
+            let joining = try second.send("Request", [.string("location"), .vardict([])])
+            let many = try second.send("RequestMany", [.strings(["location", "notifications"]), .vardict([])])
+            // A connection's calls are taken in order: its GetStatus is answered once
+            // its requests have joined the open prompt.
+            #expect(try first.call("GetStatus", [.string("location")]) == notDetermined)
+            #expect(try second.call("GetStatus", [.string("location")]) == notDetermined)
+            agent.answer(prompt, answer)
+
+            for (requester, number) in [(first, request), (second, joining), (second, many)] {
+                let outcome = try requester.wait(number)
+                guard case .failure(let error) = outcome else {
+                    Issue.record("\(answer): call #\(number) answered \(outcome)")
+                    continue
+                }
+                #expect(error.name == "org.example.Permissions.Error.StorageFailed", "\(answer): \(error)")
+                #expect(error.message.contains("\"\(answer)\""), "\(error)")
+                #expect(error.message.contains("\"location\""), "\(error)")
+                #expect(error.message.contains("database or disk is full"), "\(error)")
+            }
+            // Any Ask the failure started went to the agent before the answer to a
+            // call the agent makes after it: RequestMany asked nothing more.
+            _ = try agent.call("GetStatus", [.string("notifications")])
+            #expect(agent.received.map(\.permission) == Array(repeating: "location", count: round + 1), "\(answer)")
+            #expect(try first.call("GetStatus", [.string("location")]) == notDetermined, "\(answer)")
+            #expect(try decisions(daemon) == before, "\(answer)")
+        }
+        #expect(daemon.isRunning)
+        #expect(daemon.log.contains("cannot store the answer deny for "), "\(daemon.log)")
+
+        // Room again: the first signal since the monitor started is the fence's.
+        #expect(unlink(filler) == 0)
+        #expect(try daemon.ctl("grant", "org.example.Fence", "notifications").status == 0)
+        try monitor.waitFor { $0 == statusLine(app: "org.example.Fence", "notifications", "authorized") }
+        #expect(monitor.statusChanges == [statusLine(app: "org.example.Fence", "notifications", "authorized")])
+        // And the user's next answer is stored.
+        let request = try first.send("Request", [.string("location"), .vardict([])])
+        agent.answer(try agent.waitForPrompt(3), "deny")
+        #expect(try first.wait(request).get() == [.string("denied")])
+    }
+
     // MARK: A damaged store at start-up
 
-    @Test func damagedStoreAtStartIsDegradedAndNoAgentDoesNotGrant() throws {
+    /// A store moved aside at start-up (with its WAL) makes the daemon degraded, and
+    /// it stays so across restarts, the new store readable, while the file or its
+    /// WAL is in the state directory; removing them, then a restart, ends it.
+    @Test func damagedStoreAtStartIsDegradedUntilTheFileMovedAsideIsRemoved() throws {
         let daemon = try DaemonUnderTest(bus: bus, config: "[location]\nno-agent=authorized\n", start: false)
         let state = daemon.stateDirectory
         try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
         try Data((0..<8192).map { UInt8(truncatingIfNeeded: $0 &* 151 &+ 7) })
             .write(to: URL(fileURLWithPath: state + "/decisions.sqlite"))
+        try Data((0..<4096).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 3) })
+            .write(to: URL(fileURLWithPath: state + "/decisions.sqlite-wal"))
         try daemon.start()
 
         let status = try storeStatus(daemon)
@@ -225,9 +301,29 @@ import Testing
             agent.disconnect()
         }
         #expect(try decisions(daemon) == "a(sssxs) 0\n")
+        let aside = try FileManager.default.contentsOfDirectory(atPath: state)
+            .filter { $0.hasPrefix("decisions.sqlite.corrupt-") }.sorted()
+        try #require(aside.count == 2 && aside[1] == aside[0] + "-wal", "\(aside)")
 
-        // A restart with a readable store (the new one) ends the degraded state, and
-        // the setting applies again.
+        // A restart does not end it, although the store is readable now: the denies
+        // of the one moved aside are still out of force.
+        daemon.stop()
+        try daemon.start()
+        let again = try storeStatus(daemon)
+        #expect(again.hasPrefix("s \"degraded: \(state)/\(aside[0]) holds a decision store moved aside"), "\(again)")
+        #expect(again.contains("(and 1 other file like it)"), "\(again)")
+        #expect(try daemon.call("Request", "sa{sv}", "location", "0").stdout == "s \"not-determined\"\n")
+
+        // Its WAL alone still holds decisions: still degraded, naming it.
+        #expect(unlink(state + "/" + aside[0]) == 0)
+        daemon.stop()
+        try daemon.start()
+        let walOnly = try storeStatus(daemon)
+        #expect(walOnly.hasPrefix("s \"degraded: \(state)/\(aside[1]) holds"), "\(walOnly)")
+        #expect(try daemon.call("Request", "sa{sv}", "location", "0").stdout == "s \"not-determined\"\n")
+
+        // Removed: the next start is ok, and the setting applies again.
+        #expect(unlink(state + "/" + aside[1]) == 0)
         daemon.stop()
         try daemon.start()
         #expect(try storeStatus(daemon) == "s \"ok\"\n")

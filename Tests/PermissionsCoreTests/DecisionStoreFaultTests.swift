@@ -126,6 +126,31 @@ struct DecisionStoreFaultTests {
         if let name = aside.first { #expect(try bytes(dir.url(name)) == file) }
     }
 
+    /// A damaged store is moved aside with its WAL, both as they were: closing the
+    /// connection that found the damage neither checkpoints the WAL into the file
+    /// nor deletes it.
+    @Test func damagedStoreIsMovedAsideWithItsWALUntouched() throws {
+        var wal: [UInt8] = []
+        do {
+            let store = try DecisionStore(path: path)
+            try store.set(app: "org.a", permission: "camera", decision: .denied, setBy: "t")
+            // Written since the open's checkpoint: in the WAL until the store closes.
+            wal = try bytes(path + "-wal")
+        }
+        #expect(wal.count > 32)
+        let garbage = randomBytes(8192)
+        try dir.write("decisions.sqlite", bytes: garbage)
+        try dir.write("decisions.sqlite-wal", bytes: wal)
+
+        let store = try DecisionStore(path: path)
+        #expect(store.degradedReason != nil)
+        let aside = try dir.contents().filter { $0.hasPrefix("decisions.sqlite.corrupt-") }
+        #expect(aside.count == 2, "\(aside)")
+        let moved = aside.first { !$0.hasSuffix("-wal") } ?? "?"
+        #expect(try bytes(dir.url(moved)) == garbage)
+        #expect(try bytes(dir.url(moved + "-wal")) == wal)
+    }
+
     /// A decision word this version does not know may mean "deny": the open fails,
     /// and the file is left as it was.
     @Test func unknownDecisionWordFailsTheOpen() throws {

@@ -146,10 +146,34 @@ struct DecisionStoreTests {
             try store.set(app: "org.a", permission: "camera", decision: .denied, setBy: "t")
             #expect(store.decision(app: "org.a", permission: "camera")?.decision == .denied)
         }
-        let reopened = try DecisionStore(path: path)
-        #expect(reopened.decision(app: "org.a", permission: "camera")?.decision == .denied)
-        // A restart with a readable store ends the degraded state.
-        #expect(reopened.degradedReason == nil)
+        do {
+            let reopened = try DecisionStore(path: path)
+            #expect(reopened.decision(app: "org.a", permission: "camera")?.decision == .denied)
+            // Readable now, but the denies of the file moved aside are still out of
+            // force: degraded while it is there, naming it.
+            let reason = try #require(reopened.degradedReason)
+            let aside = try dir.contents().filter { $0.hasPrefix("decisions.db.corrupt-") }
+            #expect(aside.count == 1)
+            #expect(reason.hasPrefix(dir.url(aside.first ?? "?") + " holds a decision store moved aside"), "\(reason)")
+            for name in aside { #expect(unlink(dir.url(name)) == 0) }
+        }
+        // Removed: the next open is no longer degraded.
+        let cleared = try DecisionStore(path: path)
+        #expect(cleared.degradedReason == nil)
+        #expect(cleared.decision(app: "org.a", permission: "camera")?.decision == .denied)
+    }
+
+    /// Of several stores moved aside (and their WALs), the reason names the newest
+    /// by the time in its name, and counts the others.
+    @Test func degradedReasonNamesTheNewestStoreMovedAside() throws {
+        for name in ["decisions.db.corrupt-900", "decisions.db.corrupt-1000-wal", "decisions.db.corrupt-1000",
+                     "decisions.db.corrupt-999-wal", "decisions.db.corrupts", "other.db.corrupt-2000"] {
+            try dir.write(name, "x")
+        }
+        let store = try DecisionStore(path: path)
+        let reason = try #require(store.degradedReason)
+        #expect(reason.hasPrefix(dir.url("decisions.db.corrupt-1000") + " holds "), "\(reason)")
+        #expect(reason.contains("(and 3 other files like it)"), "\(reason)")
     }
 
     @Test func truncatedStoreStillOpensUsable() throws {

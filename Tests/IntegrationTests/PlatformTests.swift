@@ -58,7 +58,8 @@ import Testing
         // (checked with a fence: a change of its own whose signal must come next).
         let before = monitor.statusChanges.count
         try Self.install(try Self.buildExample(version: "2.0"), into: hot, as: "libpermissions-local-network.so")
-        let replaced = try monitor.waitFor { $0.hasPrefix("PropertiesChanged") }
+        // (The configuration edit above announces ConfigGeneration too: skip to Plugins.)
+        let replaced = try monitor.waitFor { $0.hasPrefix("PropertiesChanged") && $0.contains("Plugins") }
         #expect(replaced.contains("(local-network 2.0 loaded local-network)"), "\(replaced)")
         #expect(daemon.log.contains("libpermissions-local-network.so was replaced"))
         #expect(try daemon.ctl("plugins").stdout.contains("local-network  2.0      loaded"))

@@ -232,6 +232,9 @@ final class DaemonUnderTest {
 
     var isRunning: Bool { process?.isRunning ?? false }
 
+    /// The daemon's process id while it runs (for /proc figures and signals).
+    var pid: Int32? { process?.isRunning == true ? process?.processIdentifier : nil }
+
     var log: String { (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "" }
 
     /// Replaces permissions.conf the way an editor that renames does, so the daemon

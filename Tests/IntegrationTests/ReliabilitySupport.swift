@@ -33,7 +33,7 @@ func reportFigures(_ test: String, _ figures: KeyValuePairs<String, Any>) {
     print(line)
     if let path = ProcessInfo.processInfo.environment["PERMISSIONS_STRESS_REPORT"],
        let handle = FileHandle(forWritingAtPath: path) ?? {
-           FileManager.default.createFile(atPath: path, contents: nil)
+           _ = FileManager.default.createFile(atPath: path, contents: nil)
            return FileHandle(forWritingAtPath: path)
        }() {
         handle.seekToEndOfFile()
@@ -216,8 +216,9 @@ final class StatusRecorder: @unchecked Sendable {
         client = try BusClient(bus: bus, label: "status-recorder")
         let connection = client.connection
         client.queue.sync {
-            connection.subscribe(SignalMatch(path: "/org/example/Permissions", interface: "org.example.Permissions",
-                                             member: "StatusChanged")) { [unowned self] message in
+            let match = SignalMatch(path: "/org/example/Permissions", interface: "org.example.Permissions",
+                                    member: "StatusChanged")
+            _ = connection.subscribe(match) { [unowned self] message in
                 let args = message.arguments()
                 guard message.signature == "ssst", args.count == 4 else {
                     Issue.record("StatusChanged with signature \(message.signature)")

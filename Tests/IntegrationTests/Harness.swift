@@ -289,8 +289,8 @@ final class DaemonUnderTest {
 
     var isRunning: Bool { process?.isRunning ?? false }
 
-    /// The daemon's process id, while it runs.
-    var pid: pid_t? { process.map(\.processIdentifier) }
+    /// The daemon's process id while it runs (for /proc figures and signals).
+    var pid: Int32? { process?.isRunning == true ? process?.processIdentifier : nil }
 
     var log: String { (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "" }
 

@@ -1,0 +1,239 @@
+import DBusKit
+import Foundation
+import Testing
+
+/// Many clients at once against a serial model: C clients, each on its own bus
+/// connection and thread, make K random operations (SetDecision, ResetDecisions,
+/// GetStatusForApp, Request answered by a scripted agent) over 4 apps x 2
+/// permissions. A subscriber records every StatusChanged. Then, for each key, the
+/// history must fit the serial model with exactly the signalled changes
+/// (LinearizabilityChecker), the store must hold the model's final state, and
+/// serials must strictly increase.
+///
+/// Budget in the README's test command: 50 clients x 300 operations, about 30 s
+/// on the 2-core VM; PERMISSIONS_STRESS_CLIENTS / PERMISSIONS_STRESS_OPS
+/// (scripts/stress --clients / --ops) change it.
+@Suite(.serialized) struct ModelTests {
+    static let permissions = ["location", "notifications"]
+    /// The scripted user: always allows location, always denies notifications.
+    static func agentAnswer(_ permission: String) -> String { permission == "location" ? "allow-always" : "deny" }
+    static func answeredStatus(_ permission: String) -> String { permission == "location" ? "authorized" : "denied" }
+
+    @Test(.timeLimit(.minutes(10))) func concurrentClientsMatchASerialModel() throws {
+        let clientCount = Knobs.clients
+        let opsPerClient = Knobs.ops
+        let seed = Knobs.seed
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, config: """
+            [location]
+            enabled=true
+            [notifications]
+            enabled=true
+            """)
+        let recorder = try StatusRecorder(bus: bus)
+        let agent = try ScriptedAgent(bus: bus) { _, permission in Self.agentAnswer(permission) }
+        let clients = try (0..<clientCount).map { try BusClient(bus: bus, label: "model-client-\($0)") }
+        defer {
+            for client in clients { client.close() }
+            agent.close()
+            recorder.close()
+        }
+        // Requests come from this process, so one of the apps is this process's own id.
+        let ownApp = try clients[0].ownAppID()
+        let apps = [ownApp, "org.example.ModelA", "org.example.ModelB", "/usr/bin/model-c"]
+        let keys = apps.flatMap { app in Self.permissions.map { app + " " + $0 } }
+
+        let history = Locked([ModelOperation]())
+        let calls = Locked(0)
+        let failures = Locked([String]())
+        let started = Date()
+        onThreads(clientCount) { c in
+            var random = SeededRandom(seed: seed, stream: c)
+            let client = clients[c]
+            var mine: [ModelOperation] = []
+            for _ in 0..<opsPerClient {
+                let roll = Double.random(in: 0..<1, using: &random)
+                let permission = Self.permissions.randomElement(using: &random)!
+                let app = roll < 0.2 ? ownApp : apps.randomElement(using: &random)!
+                let kind: ModelOperation.Kind
+                let member: String
+                let arguments: [DBusValue]
+                switch roll {
+                case ..<0.2:
+                    (kind, member, arguments) = (.request, "Request", [.string(permission), .vardict([])])
+                case ..<0.5:
+                    (kind, member, arguments) = (.get, "GetStatusForApp", [.string(app), .string(permission)])
+                case ..<0.82:
+                    let decision = Bool.random(using: &random) ? "authorized" : "denied"
+                    (kind, member, arguments) = (.set(decision), "SetDecision",
+                                                 [.string(app), .string(permission), .string(decision)])
+                case ..<0.97:
+                    (kind, member, arguments) = (.reset, "ResetDecisions", [.string(app), .strings([permission])])
+                default:
+                    (kind, member, arguments) = (.resetApp, "ResetDecisions", [.string(app), .strings([])])
+                }
+                let invoked = monotonicNanoseconds()
+                let result = client.call(member, arguments, timeoutMilliseconds: 60_000)
+                let returned = monotonicNanoseconds()
+                let reply: ModelOperation.Reply
+                switch result {
+                case .failure(let error):
+                    failures.withLock { $0.append("client \(c): \(member) \(arguments): \(error)") }
+                    continue
+                case .success(let values):
+                    switch (kind, values.first) {
+                    case (.set, nil): reply = .done
+                    case (.reset, .uint32(let n)?), (.resetApp, .uint32(let n)?): reply = .removed(n)
+                    case (.get, .string(let s)?), (.request, .string(let s)?): reply = .status(s)
+                    default:
+                        failures.withLock { $0.append("client \(c): \(member) replied \(values)") }
+                        continue
+                    }
+                }
+                if kind == .resetApp {
+                    if case .removed(let n) = reply, n > UInt32(Self.permissions.count) {
+                        failures.withLock { $0.append("client \(c): ResetDecisions(\(app), []) removed \(n)") }
+                    }
+                    for p in Self.permissions {
+                        mine.append(ModelOperation(client: c, key: app + " " + p, kind: kind, reply: reply,
+                                                   invoked: invoked, returned: returned))
+                    }
+                } else {
+                    mine.append(ModelOperation(client: c, key: app + " " + permission, kind: kind, reply: reply,
+                                               invoked: invoked, returned: returned))
+                }
+            }
+            history.withLock { $0 += mine }
+            calls.withLock { $0 += opsPerClient }
+        }
+        let runSeconds = -started.timeIntervalSinceNow
+
+        // A fence: signals from one sender arrive in order, so once this one is in,
+        // every signal the operations caused is too.
+        let fence = "org.example.ModelFence"
+        _ = try clients[0].call("SetDecision", [.string(fence), .string("location"), .string("authorized")]).get()
+        try recorder.waitFor("for the fence") { $0.app == fence }
+        let stored = try clients[0].storedDecisions()
+        let signals = recorder.all.filter { $0.app != fence }
+
+        // Serials strictly increase, in the order the subscriber got them.
+        let serials = recorder.all.map(\.serial)
+        let serialViolations = zip(serials, serials.dropFirst()).filter { $0 >= $1 }.count
+        let strangers = signals.filter { !keys.contains($0.app + " " + $0.permission) }
+
+        let checkStarted = Date()
+        let operations = history.snapshot
+        var mismatches: [String] = []
+        var undecided: [String] = []
+        var repeatedStatus = 0
+        var checkerSteps = 0
+        for key in keys {
+            let permission = String(key.split(separator: " ").last!)
+            let own = signals.filter { $0.app + " " + $0.permission == key }
+            let states = [KeyModel.notDetermined] + own.map(\.status)
+            repeatedStatus += zip(states, states.dropFirst()).filter { $0 == $1 }.count
+            let model = KeyModel(answered: key.hasPrefix(ownApp + " ") ? Self.answeredStatus(permission) : nil)
+            let checker = LinearizabilityChecker(ops: operations.filter { $0.key == key }, states: states,
+                                                 signalTimes: [0] + own.map(\.receivedAt), model: model)
+            let (outcome, steps) = checker.check()
+            checkerSteps += steps
+            switch outcome {
+            case .linearizable: break
+            case .notLinearizable:
+                mismatches.append("\(key): \(checker.ops.count) operations, signals \(own.map(\.status))")
+            case .undecided:
+                undecided.append(key)
+            }
+            let final = stored[key] ?? KeyModel.notDetermined
+            if final != states.last! {
+                mismatches.append("\(key): stored \(final), model (last signal) \(states.last!)")
+            }
+        }
+        for key in stored.keys where !keys.contains(key) && !key.hasPrefix(fence + " ") {
+            mismatches.append("\(key): stored, but no client wrote it")
+        }
+        let checkSeconds = -checkStarted.timeIntervalSinceNow
+
+        let context = "seed \(seed), \(clientCount) clients x \(opsPerClient) operations"
+        #expect(failures.snapshot.isEmpty, "\(context): \(failures.snapshot.prefix(20))")
+        #expect(mismatches.isEmpty, "\(context): model mismatches: \(mismatches)")
+        #expect(undecided.isEmpty, "\(context): the checker gave up on \(undecided)")
+        #expect(serialViolations == 0, "\(context): serials not strictly increasing: \(serials)")
+        #expect(repeatedStatus == 0, "\(context): \(repeatedStatus) signals repeat the status before them")
+        #expect(strangers.isEmpty, "\(context): signals for keys no client touched: \(strangers.prefix(10))")
+        #expect(daemon.isRunning)
+        reportFigures("model", ["clients": clientCount, "calls": calls.snapshot, "key-operations": operations.count,
+                                "errors": failures.snapshot.count,
+                                "signals": signals.count, "prompts": agent.prompts,
+                                "mismatches": mismatches.count + undecided.count,
+                                "serial-violations": serialViolations, "repeated-status": repeatedStatus,
+                                "run-seconds": String(format: "%.1f", runSeconds),
+                                "check-seconds": String(format: "%.1f", checkSeconds), "checker-steps": checkerSteps,
+                                "seed": seed])
+    }
+}
+
+/// The checker itself, on histories made by hand: it must reject each kind of fault
+/// the model test is there to catch, or that test could not fail.
+@Suite struct LinearizabilityCheckerTests {
+    static let nd = KeyModel.notDetermined
+
+    /// An operation from `from` to `to` (arbitrary time units).
+    func op(_ kind: ModelOperation.Kind, _ reply: ModelOperation.Reply, _ from: UInt64, _ to: UInt64) -> ModelOperation {
+        ModelOperation(client: 0, key: "k", kind: kind, reply: reply, invoked: from, returned: to)
+    }
+
+    func check(_ ops: [ModelOperation], signals: [(String, UInt64)],
+               answered: String? = nil) -> LinearizabilityChecker.Outcome {
+        LinearizabilityChecker(ops: ops, states: [Self.nd] + signals.map(\.0), signalTimes: [0] + signals.map(\.1),
+                               model: KeyModel(answered: answered)).check().outcome
+    }
+
+    @Test func aSerialHistoryWithItsSignalsPasses() {
+        let ops = [op(.set("authorized"), .done, 0, 10), op(.get, .status("authorized"), 11, 12),
+                   op(.set("authorized"), .done, 13, 14), op(.reset, .removed(1), 15, 16),
+                   op(.reset, .removed(0), 17, 18), op(.request, .status("denied"), 19, 30)]
+        #expect(check(ops, signals: [("authorized", 5), ("not-determined", 16), ("denied", 25)],
+                      answered: "denied") == .linearizable)
+    }
+
+    @Test func aChangeWithoutASignalFails() {
+        #expect(check([op(.set("denied"), .done, 0, 10)], signals: []) == .notLinearizable)
+    }
+
+    @Test func aSignalWithoutAChangeFails() {
+        let ops = [op(.set("denied"), .done, 0, 10), op(.set("denied"), .done, 11, 20)]
+        #expect(check(ops, signals: [("denied", 5), ("denied", 15)]) == .notLinearizable)
+    }
+
+    @Test func aLostWriteFails() {
+        // The read came after the write returned, yet saw the old value.
+        let ops = [op(.set("authorized"), .done, 0, 10), op(.get, .status(Self.nd), 11, 12)]
+        #expect(check(ops, signals: [("authorized", 5)]) == .notLinearizable)
+    }
+
+    @Test func aSignalBeforeItsCauseFails() {
+        #expect(check([op(.set("authorized"), .done, 10, 20)], signals: [("authorized", 5)]) == .notLinearizable)
+    }
+
+    @Test func aWrongRemovedCountFails() {
+        let ops = [op(.set("authorized"), .done, 0, 10), op(.reset, .removed(0), 11, 12)]
+        #expect(check(ops, signals: [("authorized", 5), (Self.nd, 12)]) == .notLinearizable)
+    }
+
+    @Test func concurrentWritesMayLandInEitherOrderButEachSignals() {
+        let ops = [op(.set("authorized"), .done, 0, 10), op(.set("denied"), .done, 0, 10)]
+        #expect(check(ops, signals: [("authorized", 5), ("denied", 6)]) == .linearizable)
+        #expect(check(ops, signals: [("denied", 5), ("authorized", 6)]) == .linearizable)
+        #expect(check(ops, signals: [("denied", 5)]) == .notLinearizable)
+    }
+
+    @Test func aRequestAnswersTheAgentOnlyWhileNotDetermined() {
+        let asked = [op(.request, .status("authorized"), 0, 10)]
+        #expect(check(asked, signals: [("authorized", 5)], answered: "authorized") == .linearizable)
+        #expect(check(asked, signals: [], answered: "authorized") == .notLinearizable)
+        // Denied before the request: the request must not prompt, and answers denied.
+        let decided = [op(.set("denied"), .done, 0, 1), op(.request, .status("authorized"), 2, 10)]
+        #expect(check(decided, signals: [("denied", 1), ("authorized", 5)], answered: "authorized") == .notLinearizable)
+    }
+}

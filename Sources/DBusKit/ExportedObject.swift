@@ -6,8 +6,9 @@ internal import CDBus
 /// Confined to the connection's queue, like the connection.
 public final class MethodCall {
     public let message: Message
-    /// The arguments, already checked against the method's input signature.
-    public let arguments: [DBusValue]
+    /// The arguments, already checked against the method's input signature (empty
+    /// until then: the router decodes them only after that check).
+    public internal(set) var arguments: [DBusValue]
     public let connection: Connection
     private var answered = false
 
@@ -160,30 +161,38 @@ enum ObjectRouter {
             return MethodCall(message: message, arguments: [], connection: connection)
                 .fail(BusError(BusError.invalidArgs, "file descriptors are not accepted"))
         }
-        let arguments = message.arguments()
-        let call = MethodCall(message: message, arguments: arguments, connection: connection)
+        // Arguments are decoded only once the signature is known to be the method's:
+        // decoding builds a value per element, so a large message of the wrong type
+        // (a 30 MB `ay` to GetStatus) must be refused from its signature alone.
+        let bare = MethodCall(message: message, arguments: [], connection: connection)
+        func decoded() -> MethodCall {
+            bare.arguments = message.arguments()
+            return bare
+        }
 
         // Peer is answered at every path, exported or not, as libdbus would.
         if message.interface == peerInterface {
-            return standard(call, peerInterface, member) { peer(call, member: member) }
+            return standard(bare, peerInterface, member) { peer(bare, member: member) }
         }
         if message.interface == introspectableInterface || (message.interface == nil && member == "Introspect") {
-            return standard(call, introspectableInterface, member) {
-                call.reply([.string(introspect(path, objects: objects))])
+            return standard(bare, introspectableInterface, member) {
+                bare.reply([.string(introspect(path, objects: objects))])
             }
         }
         guard let object = objects[path] else {
-            return call.fail(BusError(BusError.unknownObject, "no object at path \"\(path.escapedForMessage)\""))
+            return bare.fail(BusError(BusError.unknownObject, "no object at path \"\(path.escapedForMessage)\""))
         }
         let propertyMethod = ["Get", "GetAll", "Set"].contains(member)
             && !object.interfaces.values.contains { $0.methods[member] != nil }
         if message.interface == propertiesInterface || (message.interface == nil && propertyMethod) {
-            return standard(call, propertiesInterface, member) { properties(call, object: object, member: member) }
+            return standard(bare, propertiesInterface, member) {
+                properties(decoded(), object: object, member: member)
+            }
         }
         let candidates: [Interface]
         if let name = message.interface {
             guard let iface = object.interfaces[name] else {
-                return call.fail(BusError(BusError.unknownInterface,
+                return bare.fail(BusError(BusError.unknownInterface,
                                           "no interface \"\(name.escapedForMessage)\" at \(path)"))
             }
             candidates = [iface]
@@ -191,12 +200,12 @@ enum ObjectRouter {
             candidates = Array(object.interfaces.values)
         }
         guard let method = candidates.lazy.compactMap({ $0.methods[member] }).first else {
-            return call.fail(unknownMethod(message))
+            return bare.fail(unknownMethod(message))
         }
         guard message.signature == method.inputSignature else {
-            return call.fail(wrongSignature(message, expected: method.inputSignature))
+            return bare.fail(wrongSignature(message, expected: method.inputSignature))
         }
-        method.handler(call)
+        method.handler(decoded())
     }
 
     /// A call to a method of a standard interface: UnknownMethod for a member it does

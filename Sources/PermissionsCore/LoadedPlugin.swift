@@ -3,7 +3,7 @@ internal import CPermissionsPlugin
 internal import CShims
 internal import Glibc
 import Dispatch
-import Synchronization
+internal import DBusKit
 
 /// One plugin library: its descriptor, its private state, the `permissions_host`
 /// struct handed to it, and what it last published.
@@ -64,7 +64,7 @@ public final class LoadedPlugin: @unchecked Sendable {
         /// During configure: the first error line it logged (.some(nil) until one comes).
         var configureReason: String??
     }
-    let shared = Mutex(Shared())
+    let shared = Locked(Shared())
     /// Called on the daemon queue with the permissions whose publications arrived.
     var drain: ((LoadedPlugin, [Snapshot]) -> Void)?
     /// Called on the daemon queue when the plugin floods the host or breaks the ABI.
@@ -399,11 +399,11 @@ func hostLog(_ data: UnsafeMutableRawPointer?, _ priority: Int32, _ message: Uns
     p.log(priority, String(cString: message))
 }
 
-/// What a plugin's validate reports, copied during the call. A Mutex: a plugin may
+/// What a plugin's validate reports, copied during the call. Locked: a plugin may
 /// report from a thread of its own while validate runs.
 final class ProblemList: Sendable {
     static let limit = 100
-    let lines = Mutex<[String]>([])
+    let lines = Locked<[String]>([])
 }
 
 func hostProblem(_ data: UnsafeMutableRawPointer?, _ message: UnsafePointer<CChar>?) {

@@ -36,16 +36,43 @@ public struct ConfigFiles: Sendable {
     public struct Reading: Sendable {
         public var files: [String]
         public var entries: Result<[ConfigEntry], ParseError>
+        /// A drop-in directory that exists but cannot be listed: which of its files
+        /// are there is not known (none of them counts as gone).
+        public var unlisted: String?
     }
 
     /// The files that make up the configuration now, in the order they apply.
-    public var files: [String] {
+    public var files: [String] { listing().files }
+
+    /// The files that make up the configuration now, and the first name that exists
+    /// but cannot be looked at. Only a name that does not exist (ENOENT on lstat)
+    /// is absent: a dangling symbolic link, a loop of links, a directory that cannot
+    /// be opened are the administrator's and are errors, never "no configuration".
+    func listing() -> (files: [String], problem: ParseError?, unlisted: String?) {
         var result: [String] = []
-        if Files.exists(mainFile) { result.append(mainFile) }
-        for name in Files.list(dropInDirectory) where Self.isDropInName(name) {
-            result.append(dropInDirectory + "/" + name)
+        var problem: ParseError?
+        if Self.exists(mainFile, &problem) { result.append(mainFile) }
+        guard Self.exists(dropInDirectory, &problem) else { return (result, problem, nil) }
+        switch Files.listing(dropInDirectory) {
+        case .success(let names):
+            for name in names where Self.isDropInName(name) { result.append(dropInDirectory + "/" + name) }
+            return (result, problem, nil)
+        case .failure(let error):
+            let why = ParseError(file: dropInDirectory, line: nil, reason: "cannot read the directory: \(error)")
+            return (result, problem ?? why, dropInDirectory)
         }
-        return result
+    }
+
+    /// Whether the name exists (lstat: a link counts, wherever it points); a failure
+    /// other than ENOENT is recorded as the problem (the name may well be there).
+    private static func exists(_ path: String, _ problem: inout ParseError?) -> Bool {
+        var st = stat()
+        if lstat(path, &st) == 0 { return true }
+        let code = errno
+        if code != ENOENT, problem == nil {
+            problem = ParseError(file: path, line: nil, reason: "cannot look at it: \(Files.ReadError.system(code))")
+        }
+        return false
     }
 
     /// Whether a name in the drop-in directory is a drop-in (hidden files and editor
@@ -61,19 +88,22 @@ public struct ConfigFiles: Sendable {
     }
 
     /// Reads and merges every file; the entries are the first malformed file's error
-    /// instead, so that the caller keeps its last good configuration. A file that
-    /// goes between listing and reading counts as absent (an editor's save is
-    /// under way: the caller waits for it to come back).
+    /// instead, so that the caller keeps its last good configuration. A file whose
+    /// name goes between listing and reading counts as absent (an editor's save is
+    /// under way: the caller waits for it to come back); a name that stays but cannot
+    /// be read (a dangling link, EACCES, ELOOP) is an error.
     public func read() -> Reading {
         var present: [String] = []
         var merged: [String: ConfigEntry] = [:]  // "section\0key" -> entry
         var order: [String] = []
-        var failure: ParseError?
-        for file in files {
+        let listed = listing()
+        var failure = listed.problem
+        for file in listed.files {
             let entries: [ConfigEntry]
             do {
                 entries = try Self.parse(file)
-            } catch let error where error.vanished {
+            } catch let error where error.vanished && Files.linkStatus(file) == nil {
+                // The name itself went (not a link left dangling): an editor's save.
                 continue
             } catch {
                 present.append(file)
@@ -87,8 +117,8 @@ public struct ConfigFiles: Sendable {
                 merged[id] = entry
             }
         }
-        if let failure { return Reading(files: present, entries: .failure(failure)) }
-        return Reading(files: present, entries: .success(order.map { merged[$0]! }))
+        if let failure { return Reading(files: present, entries: .failure(failure), unlisted: listed.unlisted) }
+        return Reading(files: present, entries: .success(order.map { merged[$0]! }), unlisted: listed.unlisted)
     }
 
     /// Whether two configurations say the same: the same value for every key, wherever

@@ -13,7 +13,10 @@ internal import Dispatch
 ///   changes, so clients see nothing of a refused configuration.
 /// - A file of the configuration that is gone (an editor's save renames the old file
 ///   away before it writes the new one) puts everything off until it is back, or
-///   until `settleWindow` has passed without it: then it is really gone.
+///   until it has been gone for a whole `settleWindow`: then it is really gone. Each
+///   file has its own window (one gone later waits its full window too).
+/// - A file or drop-in directory that exists but cannot be read (a dangling link,
+///   EACCES, ELOOP) is an error, never "absent": the configuration is kept.
 /// - At start-up, configuration files that cannot be used mean the last good copy
 ///   (LastGoodConfiguration); with no copy, the fail-safe: every permission reads
 ///   "disabled" until a usable configuration arrives. Never "no restrictions".
@@ -39,10 +42,10 @@ final class ConfigApplier {
     private var degraded: String?
     /// The files of the configuration last read: one of them gone means wait.
     private var knownFiles: Set<String> = []
-    /// Counts settle windows, so that a window superseded is ignored when it ends.
-    private var settleWindows = 0
-    private var settling = false
-    private var settled = false
+    /// Since when each file of the configuration has been gone or unfinished.
+    private var missingSince: [String: DispatchTime] = [:]
+    /// Counts scheduled readings, so that one superseded does nothing when it comes.
+    private var wakeUps = 0
     private var reloadScheduled = false
     /// A configuration is being tried (or start-up has not put one in force yet):
     /// readings wait for it.
@@ -96,7 +99,7 @@ final class ConfigApplier {
         let failSafe = { [self] (why: String) in
             degraded = "\(why); every permission is disabled until a readable configuration arrives"
             service.disabledForLackOfConfiguration = true
-            logError("\(problem); \(degraded!)")
+            logError("\(problem); \(degraded!)".escapedForLog)
             publishState(status: "degraded: \(problem); \(degraded!)")
             done()
         }
@@ -111,7 +114,7 @@ final class ConfigApplier {
                 case .applied:
                     generation += 1
                     degraded = "started from the last good configuration, \(lastGood.path)"
-                    logError("\(problem); \(degraded!)")
+                    logError("\(problem); \(degraded!)".escapedForLog)
                     publishState(status: "degraded: \(problem); \(degraded!)")
                     done()
                 case .rejected(let copyProblem):
@@ -151,24 +154,39 @@ final class ConfigApplier {
         let events = catchUp()
         let reading = files.read()
         guard catchUp() == events else { return }
-        let present = Set(reading.files)
+        var present = Set(reading.files)
+        if let unlisted = reading.unlisted {
+            // Which of its files are there is not known: none counts as gone.
+            present.formUnion(knownFiles.filter { Files.directoryName($0) == unlisted })
+        }
         let gone = knownFiles.subtracting(present)
         let unfinished = beingWritten()
-        if !gone.isEmpty || !unfinished.isEmpty, !settled {
-            if !settling { startSettleWindow(gone.union(unfinished)) }
-            return
+        // Each file waited for has its own window: applied as gone only when it has
+        // been gone (or unfinished) for all of it, so the log line is true of each.
+        let waiting = gone.union(unfinished)
+        let now = DispatchTime.now()
+        missingSince = missingSince.filter { waiting.contains($0.key) }
+        let newlyMissing = waiting.filter { missingSince[$0] == nil }
+        for file in newlyMissing { missingSince[file] = now }
+        if let latest = missingSince.values.max(), now < latest + Self.settleWindow {
+            if !newlyMissing.isEmpty {
+                logDebug(("\(newlyMissing.sorted().joined(separator: ", ")) gone or being written; waiting up to "
+                          + "\(Self.settleWindowMilliseconds) ms for \(newlyMissing.count == 1 ? "it" : "them") to be back whole")
+                         .escapedForLog)
+            }
+            return wakeUp(at: latest + Self.settleWindow)
         }
         if !gone.isEmpty {
-            logInfo("\(gone.sorted().joined(separator: ", ")) gone for \(Self.settleWindowMilliseconds) ms; "
-                    + "applying the configuration without \(gone.count == 1 ? "it" : "them")")
+            logInfo(("\(gone.sorted().joined(separator: ", ")) gone for \(Self.settleWindowMilliseconds) ms; "
+                     + "applying the configuration without \(gone.count == 1 ? "it" : "them")").escapedForLog)
         }
         if !unfinished.isEmpty {
-            logInfo("\(unfinished.sorted().joined(separator: ", ")) still open for writing after "
-                    + "\(Self.settleWindowMilliseconds) ms; reading \(unfinished.count == 1 ? "it" : "them") as it is")
+            logInfo(("\(unfinished.sorted().joined(separator: ", ")) still open for writing after "
+                     + "\(Self.settleWindowMilliseconds) ms; reading \(unfinished.count == 1 ? "it" : "them") as it is")
+                    .escapedForLog)
         }
-        settleWindows += 1
-        settling = false
-        settled = false
+        missingSince = [:]
+        wakeUps += 1  // a pending wake-up has nothing left to do
         knownFiles = present
 
         let entries: [ConfigEntry]
@@ -200,18 +218,14 @@ final class ConfigApplier {
         return 0
     }
 
-    private func startSettleWindow(_ gone: Set<String>) {
-        settling = true
-        settleWindows += 1
-        let window = settleWindows
-        logDebug("\(gone.sorted().joined(separator: ", ")) gone or being written; waiting up to "
-                 + "\(Self.settleWindowMilliseconds) ms for \(gone.count == 1 ? "it" : "them") to be back whole")
+    /// Reads again at `deadline`, unless a later reading has settled things first.
+    private func wakeUp(at deadline: DispatchTime) {
+        wakeUps += 1
+        let wakeUp = wakeUps
         let me = QueueConfined(self)
-        queue.asyncAfter(deadline: .now() + Self.settleWindow) {
-            let applier = me.value
-            guard applier.settling, applier.settleWindows == window else { return }
-            applier.settled = true
-            applier.reload()
+        queue.asyncAfter(deadline: deadline) {
+            guard me.value.wakeUps == wakeUp else { return }
+            me.value.reload()
         }
     }
 
@@ -265,7 +279,7 @@ final class ConfigApplier {
     }
 
     private func refuse(_ problem: String) {
-        logError("\(problem); keeping the last good configuration")
+        logError("\(problem); keeping the last good configuration".escapedForLog)
         publishState(status: degraded.map { "degraded: \(problem); \($0)" } ?? "kept: \(problem)")
     }
 

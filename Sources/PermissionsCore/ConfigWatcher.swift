@@ -5,7 +5,9 @@ public import Dispatch
 /// when any of it may have changed: the config directory and its drop-in
 /// directory; the parent of the config directory, for its name (a directory
 /// created or moved there, or a symbolic link switched to another generation,
-/// `ln -s new tmp; mv -T tmp etc`); and, for each part that is a symbolic link,
+/// `ln -s new tmp; mv -T tmp etc`), or, when the parent is gone, the nearest
+/// existing ancestor for the next name down (the parent removed and made again);
+/// and, for each part that is a symbolic link,
 /// the directory of every link on the way to its target, for that name (a file
 /// edited through its link). Where things point is resolved again after every
 /// event, so a switched link is followed to its new target and the old one is
@@ -88,6 +90,12 @@ public final class ConfigWatcher {
             for _ in 0..<16 {
                 if let parent = Files.realPath(Files.directoryName(path)) {
                     wanted[parent, default: Interest()].names.insert(Files.baseName(path))
+                } else if let (ancestor, next) = Files.nearestExistingAncestor(of: path),
+                          let real = Files.realPath(ancestor) {
+                    // The way to `path` is gone (a parent removed, to be made again):
+                    // wait for the next step down, as for plugin directories.
+                    wanted[real, default: Interest()].names.insert(next)
+                    return
                 }
                 guard Files.isSymbolicLink(path), let target = Files.readLink(path) else { return }
                 path = target.hasPrefix("/") ? target : Files.directoryName(path) + "/" + target

@@ -97,6 +97,20 @@ enum Files {
         return true
     }
 
+    /// For a path that does not exist (yet): its nearest ancestor that is a directory,
+    /// and the name in it that leads on towards the path. Watching that directory for
+    /// that name, and so on each step down, is how to wait for the path to appear.
+    static func nearestExistingAncestor(of path: String) -> (directory: String, next: String)? {
+        var current = path
+        while let slash = current.lastIndex(of: "/") {
+            let next = baseName(current)
+            current = slash == current.startIndex ? "/" : String(current[..<slash])
+            if isDirectory(current) { return (current, next) }
+            if current == "/" { return nil }
+        }
+        return isDirectory(".") ? (".", current) : nil
+    }
+
     static func readLink(_ path: String) -> String? {
         var buffer = [CChar](repeating: 0, count: 4097)
         let n = readlink(path, &buffer, 4096)

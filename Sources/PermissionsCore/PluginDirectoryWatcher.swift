@@ -93,7 +93,7 @@ public final class PluginDirectoryWatcher {
         for directory in directories {
             if present[directory] != nil {
                 wanted[directory, default: 0] |= Self.directoryMask
-            } else if let ancestor = Self.nearestExistingAncestor(of: directory) {
+            } else if let ancestor = Files.nearestExistingAncestor(of: directory)?.directory {
                 wanted[ancestor, default: 0] |= Self.ancestorMask
             }
         }
@@ -106,16 +106,6 @@ public final class PluginDirectoryWatcher {
         }
         for path in watched.keys where wanted[path] == nil { inotify.unwatch(path) }
         watched = wanted
-    }
-
-    static func nearestExistingAncestor(of path: String) -> String? {
-        var current = path
-        while let slash = current.lastIndex(of: "/") {
-            current = slash == current.startIndex ? "/" : String(current[..<slash])
-            if Files.isDirectory(current) { return current }
-            if current == "/" { return nil }
-        }
-        return Files.isDirectory(".") ? "." : nil
     }
 }
 

@@ -320,6 +320,121 @@ import Testing
         #expect(try rig.status("location", app: Self.badApp) == "restricted")
     }
 
+    @Test func aConfigFileThatCannotBeReadIsAnErrorNotAbsent() throws {
+        let rig = try Rig(config: "[location]\ndeny=\(Self.badApp)\n")
+        let copy = rig.daemon.stateDirectory + "/last-good.conf"
+
+        // A dangling link named as permissions.conf, at start-up: the last good copy.
+        rig.daemon.stop()
+        try FileManager.default.removeItem(atPath: rig.configFile)
+        try FileManager.default.createSymbolicLink(atPath: rig.configFile, withDestinationPath: "/nonexistent/permissions.conf")
+        try rig.restart()
+        #expect(try rig.status("location", app: Self.badApp) == "restricted")
+        #expect(try rig.configStatus == "s \"degraded: \(rig.configFile): cannot read: No such file or directory; "
+                + "started from the last good configuration, \(copy)\"")
+
+        // A loop of links instead, while running: still an error, still the copy.
+        try rig.sh("ln -s permissions.conf loop && mv loop permissions.conf")
+        #expect(try rig.waitForConfigStatus("degraded: \(rig.configFile): cannot read: ")
+                .hasPrefix("degraded: \(rig.configFile): cannot read: Too many levels of symbolic links; started from"))
+        #expect(try rig.signalsBeforeFence(on: "location") == [])
+        #expect(try rig.status("location", app: Self.badApp) == "restricted")
+        #expect(rig.daemon.log.contains("\(rig.configFile): cannot read: Too many levels of symbolic links; keeping the last good configuration"))
+    }
+
+    @Test func aDropInDirectoryOrDropInThatCannotBeReadKeepsTheConfiguration() throws {
+        let rig = try Rig(config: "") { daemon in
+            try daemon.writeConfig("[location]\ndeny=\(Self.badApp)\n", name: "permissions.conf.d/50-deny.conf")
+        }
+        let dropIns = rig.daemon.configDirectory + "/permissions.conf.d"
+        #expect(try rig.status("location", app: Self.badApp) == "restricted")
+
+        // The drop-in directory replaced by a dangling link: kept, at once, nothing gone.
+        try rig.sh("mv permissions.conf.d real.d && ln -s missing.d permissions.conf.d")
+        #expect(try rig.waitForConfigStatus("kept: ") == "kept: \(dropIns): cannot read the directory: No such file or directory")
+        #expect(try rig.signalsBeforeFence(on: "location") == [])
+        #expect(try rig.status("location", app: Self.badApp) == "restricted")
+        #expect(rig.daemon.log.contains("\(dropIns): cannot read the directory: No such file or directory; keeping the last good configuration"))
+        #expect(!rig.daemon.log.contains("gone for 500 ms"), "\(rig.daemon.log)")
+
+        // At start-up: the last good copy, and said so.
+        try rig.restart()
+        #expect(try rig.status("location", app: Self.badApp) == "restricted")
+        #expect(try rig.configStatus.hasPrefix("s \"degraded: \(dropIns): cannot read the directory: No such file or directory; started from"))
+
+        // Pointed at the directory again: its files are in force, as the copy was.
+        try rig.sh("ln -s real.d missing.d")
+        #expect(try rig.waitForConfigStatus("ok") == "ok")
+        #expect(try rig.signalsBeforeFence(on: "location") == [])
+
+        // A drop-in that is a dangling link: an error too, not a file that is not there.
+        try rig.sh("ln -s /nonexistent/60-site.conf permissions.conf.d/60-site.conf")
+        #expect(try rig.waitForConfigStatus("kept: ") == "kept: \(dropIns)/60-site.conf: cannot read: No such file or directory")
+        #expect(try rig.signalsBeforeFence(on: "location") == [])
+        #expect(try rig.status("location", app: Self.badApp) == "restricted")
+    }
+
+    @Test func controlCharactersFromAFileAreEscapedInTheLog() throws {
+        let rig = try Rig(config: "")
+        try rig.daemon.writeConfig("[location]\n\u{1b}[2Jjunk\n", name: "permissions.conf.d/50-junk.conf")
+        _ = try rig.waitForConfigStatus("kept: ")
+        let line = try rig.daemon.waitForLog("keeping the last good configuration")
+        #expect(line.contains("\\x1b[2Jjunk"), "\(line)")
+        #expect(!rig.daemon.log.contains("\u{1b}"))
+    }
+
+    // MARK: 3b. A parent of the config directory made again
+
+    @Test func aConfigDirectoryWhoseParentIsMadeAgainIsWatchedAgain() throws {
+        let rig = try Rig(config: "") { daemon in
+            daemon.configDirectory = daemon.root + "/x/y/config"
+            try FileManager.default.createDirectory(atPath: daemon.configDirectory + "/permissions.conf.d",
+                                                    withIntermediateDirectories: true)
+            try daemon.writeConfig("[location]\ndeny=\(Self.badApp)\n")
+        }
+        #expect(try rig.status("location", app: Self.badApp) == "restricted")
+
+        try rig.sh("mv x/y x/y.old", in: rig.daemon.root)
+        try rig.waitForGeneration(2)
+        #expect(try rig.signalsBeforeFence() == [statusLine(app: Self.badApp, "location", "not-determined")])
+
+        try rig.sh("mkdir -p x/y/config && printf '[location]\\ndeny=\(Self.badApp)\\n' > x/y/config/permissions.conf",
+                   in: rig.daemon.root)
+        try rig.waitForGeneration(3)
+        #expect(try rig.signalsBeforeFence() == [statusLine(app: Self.badApp, "location", "restricted")])
+        #expect(try rig.status("location", app: Self.badApp) == "restricted")
+
+        // Later edits there are followed too.
+        try rig.daemon.writeConfig("[notifications]\nenabled=false\n")
+        try rig.waitForGeneration(4)
+        #expect(Set(try rig.signalsBeforeFence(on: "location")) == [statusLine(app: Self.badApp, "location", "not-determined"),
+                                                                     statusLine(app: "", "notifications", "disabled")])
+    }
+
+    // MARK: 1b. Each missing file has its own settle window
+
+    @Test func eachMissingFileIsWaitedForItsWholeSettleWindow() throws {
+        let rig = try Rig(config: "") { daemon in
+            try daemon.writeConfig("[location]\ndeny=\(Self.badApp)\n", name: "permissions.conf.d/10-a.conf")
+            try daemon.writeConfig("[notifications]\ndeny=\(Self.badApp)\n", name: "permissions.conf.d/20-b.conf")
+        }
+        let dropIns = rig.daemon.configDirectory + "/permissions.conf.d"
+        #expect(try rig.status("notifications", app: Self.badApp) == "restricted")
+
+        try rig.sh("mv 10-a.conf 10-a.conf~", in: dropIns)
+        try rig.daemon.waitForLog("\(dropIns)/10-a.conf gone or being written; waiting")
+        // 20-b.conf goes later: the first file's window must not cover it.
+        let bGone = Date()
+        try rig.sh("mv 20-b.conf 20-b.conf~", in: dropIns)
+        try rig.waitForGeneration(2)
+        #expect(Date().timeIntervalSince(bGone) >= 0.5)
+        #expect(Set(try rig.signalsBeforeFence(on: "location")) == [statusLine(app: Self.badApp, "location", "not-determined"),
+                                                                     statusLine(app: Self.badApp, "notifications", "not-determined")])
+        #expect(rig.daemon.log.contains(
+            "\(dropIns)/10-a.conf, \(dropIns)/20-b.conf gone for 500 ms; applying the configuration without them"),
+            "\(rig.daemon.log)")
+    }
+
     // MARK: 4. Spaces around values
 
     @Test func spacesAroundValuesAreTrimmed() throws {

@@ -171,7 +171,8 @@ final class TestBus {
 final class DaemonUnderTest {
     let bus: TestBus
     let root: String
-    var configDirectory: String { root + "/config" }
+    /// root/config unless a test moves it before start.
+    var configDirectory: String
     var stateDirectory: String { root + "/state" }
     var pluginDirectories: [String]
     /// Extra environment for the daemon (e.g. XDG_RUNTIME_DIR for PipeWire,
@@ -191,6 +192,7 @@ final class DaemonUnderTest {
         self.bus = bus
         self.environment = environment
         root = try makeTemporaryDirectory("permissionsd")
+        configDirectory = root + "/config"
         try FileManager.default.createDirectory(atPath: root + "/config", withIntermediateDirectories: true)
         self.pluginDirectories = pluginDirectories ?? [corePluginDirectory]
         try writeConfig(config)

@@ -276,6 +276,13 @@ final class ConfigApplier {
         degraded = nil
         lastGood.save(applied)
         publishState(status: "ok")
+        host.retryConfigurationRefusals()
+    }
+
+    /// A plugin that came while the daemon runs refused the configuration in force
+    /// (logged by the host; it does not serve): shown until another one applies.
+    func pluginRefused(_ problem: String) {
+        publishState(status: degraded.map { "degraded: \(problem); \($0)" } ?? "kept: \(problem)")
     }
 
     private func refuse(_ problem: String) {

@@ -147,6 +147,7 @@ public final class Daemon {
         }
         host.onChange = { [unowned self] plugin in self.service.pluginChanged(plugin) }
         host.onListChange = { [unowned self] in self.service.pluginsChanged() }
+        host.onConfigurationRefused = { [unowned self] problem in self.config.pluginRefused(problem) }
         service.expireDecisions()  // those that ran out while the daemon was stopped
         service.quiet = true  // no signals for the first snapshots, before we own the name
         let configFiles = ConfigFiles(directory: options.configDirectory)

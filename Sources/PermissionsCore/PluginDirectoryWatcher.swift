@@ -12,6 +12,10 @@ public import Dispatch
 ///   in turn until the directory itself appears. A directory that appears, goes, or
 ///   is replaced by another (removed and made again, or a symbolic link switched)
 ///   is logged and every name is looked at again (`rescan`).
+/// - Each existing directory's parent is watched for its name: a symbolic link
+///   switched to another target is seen as a directory replaced. IN_ATTRIB on a
+///   directory itself (chmod, chown) has every name looked at again, since the trust
+///   checks depend on the directory's mode and owner.
 /// - When inotify lost events (IN_Q_OVERFLOW), every name is looked at again.
 public final class PluginDirectoryWatcher {
     let inotify: InotifyWatcher
@@ -25,6 +29,7 @@ public final class PluginDirectoryWatcher {
 
     private static let directoryMask = UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CREATE
                                               | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
+    private static let parentMask = UInt32(IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_ONLYDIR)
     private static let ancestorMask = UInt32(IN_CREATE | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
 
     public init?(directories: [String], queue: DispatchQueue, fileChanged: @escaping (_ name: String) -> Void,
@@ -47,7 +52,14 @@ public final class PluginDirectoryWatcher {
     private func handle(_ directory: String, _ name: String, _ mask: UInt32) {
         // A directory came, went or moved, here or on the way to a directory that does
         // not exist yet: look at every directory again (a few stat calls).
-        if mask & UInt32(IN_ISDIR | IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF | IN_UNMOUNT) != 0 {
+        // A plugin directory's own mode or owner changed (the trust checks depend on them).
+        if name.isEmpty, mask & UInt32(IN_ATTRIB) != 0, present[directory] != nil {
+            return directoryAttributesChanged(directory)
+        }
+        // A plugin directory's name in its parent now names something else (a symbolic
+        // link switched: `ln -s g2 tmp; mv -T tmp DIR`).
+        if mask & UInt32(IN_ISDIR | IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF | IN_UNMOUNT) != 0
+            || directories.contains(Self.join(directory, name)) {
             return sync(quietly: false)
         }
         guard present[directory] != nil, PluginHost.isPluginFile(name) else { return }
@@ -59,6 +71,13 @@ public final class PluginDirectoryWatcher {
                   (st.st_mode & S_IFMT) == S_IFLNK || st.st_nlink > 1 else { return }
         }
         fileChanged(PluginHost.pluginName(name))
+    }
+
+    /// A plugin directory's mode or owner changed: every name is looked at again, so
+    /// that a directory made writable by others gets its plugins refused.
+    private func directoryAttributesChanged(_ directory: String) {
+        logInfo("plugin directory \(directory): its mode or owner changed; looking at its plugins again")
+        rescan()
     }
 
     /// Compares each directory with what it was, watches what is to be watched now,
@@ -93,6 +112,8 @@ public final class PluginDirectoryWatcher {
         for directory in directories {
             if present[directory] != nil {
                 wanted[directory, default: 0] |= Self.directoryMask
+                // Its name, so that a symbolic link switched to another target is seen.
+                if let parent = Self.parent(of: directory) { wanted[parent, default: 0] |= Self.parentMask }
             } else if let ancestor = Files.nearestExistingAncestor(of: directory)?.directory {
                 wanted[ancestor, default: 0] |= Self.ancestorMask
             }
@@ -106,6 +127,16 @@ public final class PluginDirectoryWatcher {
         }
         for path in watched.keys where wanted[path] == nil { inotify.unwatch(path) }
         watched = wanted
+    }
+
+    static func parent(of path: String) -> String? {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        if slash == path.startIndex { return path == "/" ? nil : "/" }
+        return String(path[..<slash])
+    }
+
+    static func join(_ directory: String, _ name: String) -> String {
+        directory == "/" ? "/" + name : directory + "/" + name
     }
 }
 

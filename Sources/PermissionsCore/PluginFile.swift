@@ -10,8 +10,8 @@ internal import Glibc
 /// daemon's own user:
 /// - the file is owned by root or the daemon's uid, and not writable by group or
 ///   others;
-/// - its directory (and, when the name is a symbolic link, the directory of the
-///   file it leads to) is owned by root or the daemon's uid, and not writable by
+/// - its directory (and, when the name is a symbolic link, the directory of every
+///   link on the way and of the file the last one leads to) is owned by root or the daemon's uid, and not writable by
 ///   group or others unless it is sticky (like /tmp: then others cannot remove or
 ///   rename what they do not own).
 struct PluginFile {
@@ -51,8 +51,9 @@ struct PluginFile {
         if st.st_mode & 0o022 != 0 {
             return .failure(.refused("it is writable by group or others (mode \(octal(st.st_mode)))"))
         }
-        // Reached through a symbolic link: whoever may write the target's directory can
-        // swap the target.
+        // Reached through symbolic links: whoever may write the directory of any link
+        // on the way, or of the target, can swap what it leads to.
+        if let problem = linkChainProblem(directory + "/" + name) { return .failure(.refused(problem)) }
         if let target = Files.readLink("/proc/self/fd/\(fd)"), let dir = Files.readLink("/proc/self/fd/\(dirFD)"),
            let slash = target.lastIndex(of: "/") {
             let targetDirectory = slash == target.startIndex ? "/" : String(target[..<slash])
@@ -81,6 +82,30 @@ struct PluginFile {
         guard done == bytes.count else { return .failure(.refused("not a loadable library (it changed while read)")) }
         if let problem = ELFCheck.problem(bytes) { return .failure(.refused("not a loadable library (\(problem))")) }
         return .success(PluginFile(bytes: bytes, hash: ContentHash.of(bytes)))
+    }
+
+    /// Follows the links from `path`, one at a time, and checks the directory each
+    /// next link (or the final file) lies in.
+    private static func linkChainProblem(_ path: String) -> String? {
+        var current = path
+        for _ in 0..<40 {
+            var st = stat()
+            guard lstat(current, &st) == 0, (st.st_mode & S_IFMT) == S_IFLNK,
+                  let target = Files.readLink(current) else { return nil }
+            let slash = current.lastIndex(of: "/")!
+            let linkDirectory = slash == current.startIndex ? "/" : String(current[..<slash])
+            let next = target.hasPrefix("/") ? target : linkDirectory + "/" + target
+            let nextSlash = next.lastIndex(of: "/")!
+            let nextDirectory = nextSlash == next.startIndex ? "/" : String(next[..<nextSlash])
+            let fd = open(nextDirectory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            guard fd >= 0 else { return "cannot open \(nextDirectory), on its way to its target: \(strerror())" }
+            defer { close(fd) }
+            if let problem = directoryProblem(fd, "\(nextDirectory), the directory of \(next) on its way to its target,") {
+                return problem
+            }
+            current = next
+        }
+        return "too many levels of symbolic links"
     }
 
     private static func ownerProblem(_ st: stat, _ what: String) -> String? {

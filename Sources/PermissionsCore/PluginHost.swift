@@ -69,6 +69,8 @@ public final class PluginHost: @unchecked Sendable {
     /// Grows with each configureAll: a plugin configured with an older one while it
     /// was starting is configured again when it takes over.
     var configGeneration = 0
+    /// Names whose copy refused the configuration in force (PluginSelection).
+    var configRefusals = Set<String>()
 
     /// Publications, on the daemon queue.
     var onPublish: ((LoadedPlugin, [Snapshot]) -> Void)?
@@ -77,6 +79,9 @@ public final class PluginHost: @unchecked Sendable {
     /// The refused files that stand for names changed (the Plugins property); on the
     /// daemon queue.
     var onListChange: (() -> Void)?
+    /// A copy starting refused the configuration in force ("FILE:LINE: reason"); on
+    /// the daemon queue.
+    var onConfigurationRefused: ((String) -> Void)?
 
     struct Refusal: Equatable {
         let reason: String
@@ -184,11 +189,14 @@ public final class PluginHost: @unchecked Sendable {
 
     /// Hands `config` to one plugin; `done` gets its reason when it rejected it, or
     /// nil (accepted, or abandoned at the deadline: then it serves nothing anyway).
-    func configure(_ plugin: LoadedPlugin, _ config: [ConfigEntry], done: @escaping (String?) -> Void = { _ in }) {
+    func configure(_ plugin: LoadedPlugin, _ config: [ConfigEntry], logRejection: Bool = true,
+                   done: @escaping (String?) -> Void = { _ in }) {
         call(plugin, "configure", { plugin.configure(config) }, then: { result in
             guard result.rc != 0 else { return done(nil) }
-            logWarning("plugin \(plugin.name): rejected the new configuration (\(errnoName(-result.rc))); "
-                       + "it keeps the last good one")
+            if logRejection {
+                logWarning("plugin \(plugin.name): rejected the new configuration (\(errnoName(-result.rc))); "
+                           + "it keeps the last good one")
+            }
             var reason = result.reason ?? "plugin \(plugin.name) rejected it (\(errnoName(-result.rc)))"
             if let cut = reason.firstRange(of: "; keeping the last good configuration") { reason = String(reason[..<cut.lowerBound]) }
             done(reason)

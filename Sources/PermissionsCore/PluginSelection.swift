@@ -12,6 +12,12 @@ internal import Glibc
 // - A copy that will serve is started and configured before it takes over from the
 //   one serving (a replacement, or a fallback to another directory's copy), so apps
 //   see one change from the old state to the configured new one, or none.
+// - A copy that refuses the configuration in force (its validate or its configure)
+//   never serves: it takes over as unavailable, "rejected the configuration in
+//   force: FILE:LINE: reason", and a copy it replaces stops all the same (the
+//   stricter rule: the administrator meant the new copy to serve, not the old one,
+//   and neither runs unconfigured). It is loaded again once another configuration
+//   is applied.
 
 extension PluginHost {
     /// Makes `name` served by its first loadable copy. `opened` runs once that copy
@@ -147,16 +153,62 @@ extension PluginHost {
                 return takeOver()
             }
             let generation = configGeneration
-            configure(plugin, config) { [unowned self] _ in
+            let config = config
+            let refused = { [unowned self] (problem: String) in
                 guard plugin.info.state == .loading else { return takeOver() }
-                plugin.info.state = .loaded
-                logInfo("plugin \(plugin.name) \(plugin.info.version) loaded from \(plugin.path): "
-                        + plugin.info.permissions.joined(separator: ", "))
+                refuseConfiguration(plugin, problem)
                 takeOver()
-                // The configuration changed while it was being configured.
-                if generation != configGeneration { configure(plugin, config) }
             }
+            // Checked as a configuration change is: validate, then configure. A refusal
+            // means it never serves (never on its defaults, with the administrator's
+            // settings not in force).
+            call(plugin, "validate", { plugin.validate(config) }, then: { [unowned self] problems in
+                guard plugin.info.state == .loading else { return takeOver() }
+                if let problem = problems.first { return refused(problem) }
+                configure(plugin, config, logRejection: false) { [unowned self] rejection in
+                    if let rejection { return refused(rejection) }
+                    guard plugin.info.state == .loading else { return takeOver() }
+                    plugin.info.state = .loaded
+                    logInfo("plugin \(plugin.name) \(plugin.info.version) loaded from \(plugin.path): "
+                            + plugin.info.permissions.joined(separator: ", "))
+                    takeOver()
+                    // The configuration changed while it was being configured: the
+                    // applier did not ask it, so a refusal now takes it out.
+                    if generation != configGeneration {
+                        configure(plugin, self.config, logRejection: false) { [unowned self] rejection in
+                            guard let rejection, plugin.info.state == .loaded,
+                                  plugins.contains(where: { $0 === plugin }) else { return }
+                            refuseConfiguration(plugin, rejection)
+                            onChange?(plugin)
+                        }
+                    }
+                }
+            }, timedOut: takeOver)
         }, timedOut: takeOver)
+    }
+
+    /// A copy that refused the configuration in force: unavailable (its permissions
+    /// "unsupported"), one log line, and the refusal shown in ConfigStatus. It is tried
+    /// again when another configuration is applied.
+    private func refuseConfiguration(_ plugin: LoadedPlugin, _ problem: String) {
+        let reason = "rejected the configuration in force: \(problem)"
+        plugin.info.state = .unavailable
+        plugin.info.reason = reason
+        plugin.closeHostCalls()
+        configRefusals.insert(plugin.name)
+        logWarning("plugin \(plugin.path): unavailable: \(reason)")
+        onConfigurationRefused?(problem)
+    }
+
+    /// Another configuration is in force: the copies that refused the last one are
+    /// loaded again (started, validated and configured anew).
+    func retryConfigurationRefusals() {
+        let names = configRefusals
+        configRefusals = []
+        for name in names.sorted() {
+            plugins.first { $0.name == name }?.contentHash = nil
+            resolve(name)
+        }
     }
 
     /// `plugin` serves its name from now on (loaded, or unavailable after a failed

@@ -282,4 +282,39 @@ import Testing
                 == [statusLine(app: "", "slow-config", "not-determined"),
                     statusLine(app: "/usr/bin/busctl", "slow-config", "restricted")])
     }
+
+    /// A plugin directory that is a symbolic link switched to another generation
+    /// (`ln -s g2 tmp; mv -T tmp DIR`, the NixOS or release-directory habit): its
+    /// parent is watched for its name, so the switch is seen; the plugins only the old
+    /// generation had stop, those only the new one has load, and the one both have
+    /// is replaced by the new version (behaving the same: no signal).
+    @Test func aSymbolicLinkedDirectorySwitchedIsFollowed() throws {
+        let root = try makeTemporaryDirectory("generations")
+        defer { Self.removeTree(root) }
+        let g1 = root + "/g1", g2 = root + "/g2", dir = root + "/plugins"
+        #expect(mkdir(g1, 0o755) == 0 && mkdir(g2, 0o755) == 0)
+        try PlatformTests.install(try PlatformTests.buildExample(), into: g1, as: Self.plugin)
+        try PlatformTests.install(try PlatformTests.buildExample(version: "2.0"), into: g2, as: Self.plugin)
+        _ = try PluginTrustTests.plugin("old-only", into: g1)
+        _ = try PluginTrustTests.plugin("new-only", into: g2)
+        #expect(symlink("g1", dir) == 0)
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, config: Self.config, pluginDirectories: [corePluginDirectory, dir])
+        let monitor = try Monitor(daemon)
+        #expect(try Self.status(daemon) == "s \"restricted\"\n")
+        #expect(try daemon.call("GetStatus", "s", "old-only").stdout == "s \"not-determined\"\n")
+
+        #expect(symlink("g2", root + "/tmp") == 0)
+        #expect(try run("/bin/mv", ["-T", root + "/tmp", dir]).status == 0)
+        try daemon.waitForLog("plugin directory \(dir) was replaced")
+        try daemon.waitForLog("plugin local-network 2.0 loaded from \(dir)/\(Self.plugin)")
+        try daemon.waitForLog("plugin new-only 0.1 loaded from \(dir)/libpermissions-new-only.so")
+        try daemon.waitForLog("plugin \(dir)/libpermissions-old-only.so was removed; stopping old-only")
+        #expect(try Self.status(daemon) == "s \"restricted\"\n")
+        #expect(try daemon.call("GetStatus", "s", "new-only").stdout == "s \"not-determined\"\n")
+        #expect(try daemon.call("GetStatus", "s", "old-only").stderr.contains("unknown permission \"old-only\""))
+        #expect(try Self.signalsUntilFence(daemon, monitor, since: 0).sorted()
+                == [statusLine(app: "", "new-only", "not-determined"),
+                    statusLine(app: "", "old-only", "unsupported")].sorted())
+    }
 }

@@ -106,4 +106,53 @@ import Testing
         #expect(status.stdout == "s \"not-determined\"\n", "\(status)")
         #expect(daemon.log.contains("plugin latecomer 0.1 loaded from \(file)"))
     }
+
+    /// A chain of links, plugins/x.so -> ww/x.so -> safe/x.so, through a directory
+    /// anyone may write to (not sticky): whoever can write there can swap the middle
+    /// link, so the plugin is refused, naming that directory.
+    @Test func aLinkChainThroughAnOpenDirectoryIsRefused() throws {
+        let plain = try Self.directory("trust-chain-plain", mode: 0o755)
+        let open = try Self.directory("trust-chain-open", mode: 0o777)
+        let safe = try Self.directory("trust-chain-safe", mode: 0o755)
+        defer { [plain, open, safe].forEach { try? FileManager.default.removeItem(atPath: $0) } }
+        let target = try Self.plugin("chained", into: safe)
+        #expect(symlink(target, open + "/libpermissions-chained.so") == 0)
+        #expect(symlink(open + "/libpermissions-chained.so", plain + "/libpermissions-chained.so") == 0)
+        // The same chain through a directory that is not open loads.
+        let fine = try Self.plugin("direct", into: safe)
+        #expect(symlink(fine, plain + "/libpermissions-direct.so") == 0)
+
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, pluginDirectories: [corePluginDirectory, plain])
+        let line = "plugin \(plain)/libpermissions-chained.so: skipped: \(open), the directory of "
+            + "\(open)/libpermissions-chained.so on its way to its target, is writable by group or others and not "
+            + "sticky (mode 0777)"
+        #expect(daemon.logLines(containing: line).count == 1, "\(daemon.log)")
+        #expect(try daemon.call("GetStatus", "s", "chained").stderr.contains("unknown permission \"chained\""))
+        #expect(try daemon.call("GetStatus", "s", "direct").stdout == "s \"not-determined\"\n")
+    }
+
+    /// A plugin directory made writable by others while the daemon runs (IN_ATTRIB
+    /// on the directory itself): its plugins are refused, as a restart would; made
+    /// safe again, they load again.
+    @Test func aPluginDirectoryMadeWritableByOthersStopsItsPlugins() throws {
+        let dir = try Self.directory("trust-chmod-dir", mode: 0o755)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        _ = try Self.plugin("guarded", into: dir)
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, pluginDirectories: [corePluginDirectory, dir])
+        let monitor = try Monitor(daemon)
+        #expect(try daemon.call("GetStatus", "s", "guarded").stdout == "s \"not-determined\"\n")
+
+        #expect(chmod(dir, 0o777) == 0)
+        try monitor.waitFor { $0 == statusLine(app: "", "guarded", "unsupported") }
+        let line = "plugin \(dir)/libpermissions-guarded.so: skipped: its directory \(dir) is writable by group or "
+            + "others and not sticky (mode 0777)"
+        #expect(daemon.logLines(containing: line).count == 1, "\(daemon.log)")
+        #expect(try daemon.call("GetStatus", "s", "guarded").stderr.contains("unknown permission \"guarded\""))
+
+        #expect(chmod(dir, 0o755) == 0)
+        try monitor.waitFor { $0 == statusLine(app: "", "guarded", "not-determined") }
+        #expect(try daemon.call("GetStatus", "s", "guarded").stdout == "s \"not-determined\"\n")
+    }
 }

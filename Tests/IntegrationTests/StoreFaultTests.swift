@@ -330,6 +330,28 @@ import Testing
         #expect(try daemon.call("Request", "sa{sv}", "location", "0").stdout == "s \"authorized\"\n")
     }
 
+    /// `: > decisions.sqlite` between runs: damage, not a first start. SQLite would
+    /// open the empty file as a new database; the deny stored in it must not
+    /// silently read "not-determined".
+    @Test func storeTruncatedToZeroBytesIsDegraded() throws {
+        let daemon = try DaemonUnderTest(bus: bus, config: "[location]\nno-agent=authorized\n")
+        let state = daemon.stateDirectory
+        #expect(try daemon.ctl("deny", "org.example.Cut", "location").status == 0)
+        daemon.stop()
+        try Self.truncate(state + "/decisions.sqlite")
+        try daemon.start()
+
+        let status = try storeStatus(daemon)
+        #expect(status.hasPrefix("s \"degraded: "), "\(status)")
+        #expect(status.contains("0 bytes long, shorter than a SQLite header"), "\(status)")
+        #expect(daemon.log.contains("DEGRADED"), "\(daemon.log)")
+        let aside = try FileManager.default.contentsOfDirectory(atPath: state)
+            .filter { $0.hasPrefix("decisions.sqlite.corrupt-") && !$0.hasSuffix("-wal") }
+        #expect(aside.count == 1, "\(aside)")
+        // Degraded: no-agent=authorized grants nothing.
+        #expect(try daemon.call("Request", "sa{sv}", "location", "0").stdout == "s \"not-determined\"\n")
+    }
+
     @Test func healthyStoreIsOK() throws {
         let daemon = try DaemonUnderTest(bus: bus)
         #expect(try storeStatus(daemon) == "s \"ok\"\n")

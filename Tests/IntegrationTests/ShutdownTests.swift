@@ -32,6 +32,33 @@ import Testing
         #expect(many.errorOutput.contains("stopping"), "\(many.errorOutput)")
     }
 
+    /// After a clean stop, decisions.sqlite alone holds every decision: the WAL was
+    /// checkpointed into it and is empty or gone, so a copy of the file alone (a
+    /// backup) or a WAL lost between runs loses nothing.
+    @Test func cleanStopLeavesEveryDecisionInTheMainFile() throws {
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, config: Self.config)
+        for i in 0..<20 {
+            #expect(try daemon.ctl(i % 2 == 0 ? "deny" : "grant", "org.example.App\(i)", "location").status == 0)
+        }
+        let ending = daemon.terminate(timeout: 10)
+        #expect(ending == .init(reason: .exit, status: 0), "\(ending?.description ?? "still running")")
+        let state = daemon.stateDirectory
+        var st = stat()
+        if lstat(state + "/decisions.sqlite-wal", &st) == 0 {
+            #expect(st.st_size == 0, "the WAL holds \(st.st_size) bytes after a clean stop")
+        }
+
+        let copy = try makeTemporaryDirectory("store-copy")
+        defer { try? FileManager.default.removeItem(atPath: copy) }
+        try FileManager.default.copyItem(atPath: state + "/decisions.sqlite", toPath: copy + "/decisions.sqlite")
+        let rows = try run("/usr/bin/sqlite3", [copy + "/decisions.sqlite",
+                                                "SELECT app_id, decision FROM decisions ORDER BY app_id"])
+        #expect(rows.status == 0, "\(rows.stderr)")
+        let expected = (0..<20).map { "org.example.App\($0)|\($0 % 2 == 0 ? "denied" : "authorized")" }.sorted()
+        #expect(rows.stdout.split(separator: "\n").map(String.init).sorted() == expected)
+    }
+
     /// A service manager may stop the daemon the moment its name appears. Each
     /// attempt starts a daemon and sends SIGTERM as soon as the bus announces the
     /// owner.

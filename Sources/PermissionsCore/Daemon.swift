@@ -52,6 +52,7 @@ public final class Daemon {
     let queue = DispatchQueue(label: "org.example.Permissions")
     private var connection: Connection!
     private var service: PermissionsService!
+    private var store: DecisionStore?
     private var host: PluginHost!
     private var watcher: ConfigWatcher?
     private var pluginWatcher: PluginDirectoryWatcher?
@@ -97,6 +98,7 @@ public final class Daemon {
     }
 
     private func fail(_ message: String) -> Never {
+        store?.close()
         logError(message)
         Self.endProcess(1)
     }
@@ -122,6 +124,7 @@ public final class Daemon {
         } catch {
             fail("cannot open the decision store: \(error)")
         }
+        self.store = store
         do {
             connection = try Connection.open(options.bus, queue: queue)
         } catch {
@@ -130,6 +133,7 @@ public final class Daemon {
         connection.onError = { logWarning("D-Bus: \($0.message)") }
         connection.onDisconnect = { [unowned self] in
             // A connection we could not serve is a failure, for the service manager to restart.
+            self.store?.close()
             if let failure = self.connection.failure {
                 logError("\(failure.message); exiting")
                 Self.endProcess(1)
@@ -202,7 +206,15 @@ public final class Daemon {
     /// are gone), no reply or timer of a call in flight runs, and start-up, if it
     /// is not over, never continues (the name is never owned). During start-up
     /// only the parts made so far exist (none, if the signal came before start()).
+    ///
+    /// The store closes first, before anything that can block (a log line to a
+    /// full pipe, a flush to the bus, a plugin's stop): its WAL goes into the file
+    /// and its EXCLUSIVE lock is released even if the process never finishes
+    /// exiting (a resolver thread stuck on a caller's FUSE files keeps the fd table
+    /// of an `_exit`ed process alive), so a new daemon can start meanwhile. Nothing
+    /// after this writes to it: shutdown answers and cancels, it stores nothing.
     private func stop() {
+        store?.close()
         logInfo(serving ? "stopping" : "stopping during start-up")
         if service != nil { service.shutdown() }
         if connection != nil { connection.flush() }

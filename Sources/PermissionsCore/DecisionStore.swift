@@ -63,8 +63,9 @@ struct DecisionKey: Hashable, Comparable, Sendable {
 /// was a SIGBUS), and a second process cannot open the store while the daemon runs.
 ///
 /// A file SQLite reports as damaged (not a database, corrupt, or failing
-/// `quick_check`) is moved aside with its WAL and an empty store started, so a
-/// damaged file never stops the daemon from starting (xdg-desktop-portal #627); the
+/// `quick_check`), or one shorter than SQLite's header (truncated), is moved aside
+/// with its WAL and an empty store started, so a damaged file never stops the
+/// daemon from starting (xdg-desktop-portal #627); the
 /// store is then `degraded` (every stored deny is gone). It stays degraded, across
 /// restarts, while any file moved aside (`<path>.corrupt-*`) is still beside the
 /// store: the new store being readable does not bring the old denies back. An
@@ -88,6 +89,7 @@ public final class DecisionStore {
         let loaded: Loaded
         let reason: String?
         do {
+            try Self.checkHeaderLength(path)
             loaded = try Self.load(path)
             reason = Self.leftAsideReason(path)
         } catch let error as StoreError where error.isCorruption {
@@ -106,6 +108,22 @@ public final class DecisionStore {
                      + "(with its -wal), and restart.")
         }
     }
+
+    /// Fails as damage when the file exists but is shorter than SQLite's 100-byte
+    /// header: SQLite would take it for a new, empty database, and every stored deny
+    /// would be gone without a word (a store truncated to 0 bytes). Only a missing
+    /// file is a first start; a new store has its header from its first `journal_mode`
+    /// pragma on, so only a crash in the instant between creating it and that pragma
+    /// leaves a short file of ours (and reads, fail-closed, as damage).
+    private static func checkHeaderLength(_ path: String) throws {
+        var st = stat()
+        // Missing: a first start. Any other stat error is for the open to report.
+        guard stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, st.st_size < sqliteHeaderLength else { return }
+        throw StoreError.damaged("\(path) is \(st.st_size) bytes long, shorter than a SQLite header "
+                                 + "(\(sqliteHeaderLength) bytes): truncated")
+    }
+
+    private static let sqliteHeaderLength = 100
 
     /// What a store moved aside is named after: `<path>.corrupt-<µs since the epoch>`.
     static let asideInfix = ".corrupt-"
@@ -332,6 +350,26 @@ public final class DecisionStore {
         try db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('serial-epoch', ?1)", [.int(next)])
         epoch = next
         return next
+    }
+
+    /// For a clean stop: checkpoints the WAL into the file and closes it, so that
+    /// `decisions.sqlite` alone holds every decision (a copy of it, or a WAL lost
+    /// between runs, loses nothing), and the EXCLUSIVE lock, held through the file
+    /// descriptor, is released even if the process lingers after `_exit` (a thread
+    /// stuck in the kernel on a caller's FUSE file system keeps the fd table alive).
+    /// A checkpoint that fails is logged and the store closed anyway; SQLite's
+    /// close tries the checkpoint once more. Every write after this throws.
+    public func close() {
+        guard !db.isClosed else { return }
+        do {
+            // One row: busy (1 if it could not finish), WAL frames, frames checkpointed.
+            var busy: Int64 = 0
+            try db.rows("PRAGMA wal_checkpoint(TRUNCATE)") { busy = $0.int(0) ?? 1 }
+            if busy != 0 { logWarning("cannot checkpoint the decision store \(path) at stop: the WAL is in use") }
+        } catch {
+            logWarning("cannot checkpoint the decision store \(path) at stop: \(error)")
+        }
+        if let error = db.close() { logWarning("\(error)") }
     }
 
     /// For tests: runs SQL on the store's own connection (e.g. to make it fail).

@@ -24,6 +24,10 @@ final class SQLiteDatabase {
 
     private let handle: OpaquePointer
     private var statements: [String: OpaquePointer] = [:]
+    /// Closed by `close()`: the handle is gone, and every statement throws.
+    private(set) var isClosed = false
+    /// The file, for messages.
+    let path: String
 
     init(path: String) throws {
         var handle: OpaquePointer?
@@ -31,21 +35,41 @@ final class SQLiteDatabase {
         let rc = sqlite3_open_v2(path, &handle, flags, nil)
         guard rc == SQLITE_OK, let handle else {
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            let errno = handle.map { sqlite3_system_errno($0) } ?? 0
             sqlite3_close(handle)
-            throw StoreError(message: "cannot open \(path): \(message)", code: rc & 0xff)
+            throw StoreError(message: "cannot open \(path): \(message)"
+                             + Self.readOnlyHint(path: path, code: rc & 0xff, errno: errno), code: rc & 0xff)
         }
         self.handle = handle
+        self.path = path
         sqlite3_busy_timeout(handle, 2000)
     }
 
     deinit {
+        close()
+    }
+
+    /// Finalizes every statement and closes the connection, which closes its file
+    /// descriptors and so releases the EXCLUSIVE lock held through them. Closing
+    /// checkpoints the WAL unless `setCheckpointOnClose(false)`. Returns SQLite's
+    /// error, if closing reported one (the handle is released either way).
+    @discardableResult
+    func close() -> StoreError? {
+        guard !isClosed else { return nil }
+        isClosed = true
         for statement in statements.values { sqlite3_finalize(statement) }
-        sqlite3_close(handle)
+        statements = [:]
+        // sqlite3_close_v2: with every statement finalized it closes now; unlike
+        // sqlite3_close it never leaves the handle open on SQLITE_BUSY.
+        let rc = sqlite3_close_v2(handle)
+        return rc == SQLITE_OK ? nil : StoreError(message: "closing \(path): \(String(cString: sqlite3_errstr(rc)))",
+                                                  code: rc & 0xff)
     }
 
     /// Whether closing checkpoints the WAL into the file and deletes the WAL
     /// (SQLite's default).
     func setCheckpointOnClose(_ on: Bool) throws {
+        guard !isClosed else { throw closedError }
         let rc = csqlite_set_checkpoint_on_close(handle, on ? 1 : 0)
         guard rc == SQLITE_OK else { throw failure(rc, "checkpoint on close") }
     }
@@ -54,15 +78,34 @@ final class SQLiteDatabase {
     var changes: Int { Int(sqlite3_changes(handle)) }
 
     /// False while a transaction is open (BEGIN without COMMIT or ROLLBACK).
-    var isAutocommit: Bool { sqlite3_get_autocommit(handle) != 0 }
+    var isAutocommit: Bool { isClosed || sqlite3_get_autocommit(handle) != 0 }
+
+    private var closedError: StoreError {
+        StoreError(message: "the decision store \(path) is closed (the daemon is stopping)", code: SQLITE_MISUSE)
+    }
 
     private func failure(_ rc: Int32, _ sql: String) -> StoreError {
         let statement = sql.prefix(60).split(separator: "\n").first.map(String.init) ?? ""
         let message = String(cString: sqlite3_errmsg(handle))
-        return StoreError(message: "\(message) (SQLite error \(rc), in \"\(statement)\")", code: rc & 0xff)
+        let hint = Self.readOnlyHint(path: path, code: rc & 0xff, errno: sqlite3_system_errno(handle))
+        return StoreError(message: "\(message) (SQLite error \(rc), in \"\(statement)\")\(hint)", code: rc & 0xff)
+    }
+
+    /// For an I/O, read-only or cannot-open error: names a read-only file system
+    /// (EROFS from the system call SQLite made, or the directory's file system
+    /// mounted read-only), which SQLite reports only as "disk I/O error" or
+    /// "attempt to write a readonly database". Empty otherwise.
+    static func readOnlyHint(path: String, code: Int32, errno: Int32) -> String {
+        guard code == SQLITE_IOERR || code == SQLITE_READONLY || code == SQLITE_CANTOPEN else { return "" }
+        let directory = Files.directoryName(path)
+        var fs = statvfs()
+        let mountedReadOnly = statvfs(directory, &fs) == 0 && (fs.f_flag & UInt(ST_RDONLY)) != 0
+        guard errno == EROFS || mountedReadOnly else { return "" }
+        return "; the state directory \(directory) is on a read-only file system (EROFS)"
     }
 
     private func prepared(_ sql: String) throws -> OpaquePointer {
+        guard !isClosed else { throw closedError }
         if let statement = statements[sql] { return statement }
         var statement: OpaquePointer?
         let rc = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)

@@ -5,6 +5,19 @@ import DBusKit
 import Glibc
 import PermissionsCore
 
+// SIGTERM and SIGINT blocked first, before option parsing or anything else of ours,
+// so that a stop sent the moment the process exists stays pending until
+// Daemon.run's signal sources take it (a clean stop, exit 0) instead of killing
+// the process with the default action. What remains before this line is the
+// dynamic loader and the Swift runtime's own start-up; a service manager that
+// must not lose a stop there starts the daemon with them blocked (the mask is
+// inherited across exec). --help, --version and usage errors exit normally.
+var stopSignals = sigset_t()
+sigemptyset(&stopSignals)
+sigaddset(&stopSignals, SIGTERM)
+sigaddset(&stopSignals, SIGINT)
+pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
+
 let usage = """
     Usage: permissionsd [OPTIONS]
 

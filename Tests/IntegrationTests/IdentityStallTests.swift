@@ -87,6 +87,39 @@ struct IdentityStallTests {
         let ending = daemon.waitForExit(timeout: 10)
         #expect(ending == .init(reason: .exit, status: 0), "\(ending?.description ?? "still running")")
     }
+
+    /// The old daemon lingers after a stop while its thread is stuck on the FUSE
+    /// file system (an `_exit`ed process keeps its fd table while a thread waits in
+    /// the kernel), but it closed the store first: its EXCLUSIVE lock is gone, and a
+    /// new daemon on the same state directory starts and has every decision.
+    @Test func aDaemonLingeringOnAStuckReadDoesNotHoldTheStore() throws {
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, config: "[location]\nenabled=true\n")
+        let old = try #require(daemon.processIdentifier)
+        #expect(try daemon.ctl("deny", "org.example.Kept", "location").status == 0)
+        let fs = try StallFS()
+        defer { fs.stop() }
+        let watcher = try NameWatcher(bus: bus)
+        let stuck = try ScriptedCaller(bus: bus)
+        try stuck.chroot(fs.mountpoint)
+        stuck.startCall()
+        try fs.waitForStalls(1, by: old)
+
+        kill(old, SIGTERM)
+        try watcher.waitForLoss(timeout: 10)
+        // Still there: its stuck thread waits for the file system, which never answers.
+        #expect(kill(old, 0) == 0)
+        let held = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(old)/fd")) ?? []).compactMap {
+            try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(old)/fd/\($0)")
+        }.filter { $0.contains("decisions.sqlite") }
+        #expect(held.isEmpty, "the stopped daemon still holds \(held)")
+
+        try daemon.start()
+        #expect(try daemon.call("GetStatusForApp", "ss", "org.example.Kept", "location").stdout == "s \"denied\"\n")
+        #expect(kill(old, 0) == 0, "the old daemon finished exiting: the test proved nothing")
+        fs.stop()
+        daemon.stop()
+    }
 }
 
 /// Tests/testenv/stallfs.c, built and mounted on a fresh directory.

@@ -32,6 +32,99 @@ import Testing
         #expect(many.errorOutput.contains("stopping"), "\(many.errorOutput)")
     }
 
+    /// After a clean stop, decisions.sqlite alone holds every decision: the WAL was
+    /// checkpointed into it and is empty or gone, so a copy of the file alone (a
+    /// backup) or a WAL lost between runs loses nothing.
+    @Test func cleanStopLeavesEveryDecisionInTheMainFile() throws {
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, config: Self.config)
+        for i in 0..<20 {
+            #expect(try daemon.ctl(i % 2 == 0 ? "deny" : "grant", "org.example.App\(i)", "location").status == 0)
+        }
+        let ending = daemon.terminate(timeout: 10)
+        #expect(ending == .init(reason: .exit, status: 0), "\(ending?.description ?? "still running")")
+        let state = daemon.stateDirectory
+        var st = stat()
+        if lstat(state + "/decisions.sqlite-wal", &st) == 0 {
+            #expect(st.st_size == 0, "the WAL holds \(st.st_size) bytes after a clean stop")
+        }
+
+        let copy = try makeTemporaryDirectory("store-copy")
+        defer { try? FileManager.default.removeItem(atPath: copy) }
+        try FileManager.default.copyItem(atPath: state + "/decisions.sqlite", toPath: copy + "/decisions.sqlite")
+        let rows = try run("/usr/bin/sqlite3", [copy + "/decisions.sqlite",
+                                                "SELECT app_id, decision FROM decisions ORDER BY app_id"])
+        #expect(rows.status == 0, "\(rows.stderr)")
+        let expected = (0..<20).map { "org.example.App\($0)|\($0 % 2 == 0 ? "denied" : "authorized")" }.sorted()
+        #expect(rows.stdout.split(separator: "\n").map(String.init).sorted() == expected)
+    }
+
+    /// SIGTERM and SIGINT are blocked from main's first line, before option parsing.
+    /// `permissionsd --help` with its stdout a full pipe blocks writing the usage,
+    /// after main has begun: a SIGTERM then must stay pending (and the process exit
+    /// 0 once the pipe is read), not kill it with the default action. Spawned with
+    /// an empty signal mask (the test runner's children inherit a blocked SIGTERM).
+    @Test func sigtermAfterMainBeginsIsNotTheDefaultAction() throws {
+        var fds: [Int32] = [0, 0]
+        try #require(pipe(&fds) == 0)
+        defer { close(fds[0]) }
+        // Fill the pipe, so that the daemon's first write blocks.
+        _ = fcntl(fds[1], F_SETFL, O_NONBLOCK)
+        let chunk = [UInt8](repeating: 0x2e, count: 4096)
+        var filled = 0
+        while case let n = write(fds[1], chunk, chunk.count), n > 0 { filled += n }
+        _ = fcntl(fds[1], F_SETFL, 0)
+
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, fds[1], 1)
+        posix_spawn_file_actions_addclose(&actions, fds[0])
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t()
+        sigemptyset(&none)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        sigaddset(&defaults, SIGTERM)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        let path = binDir + "/permissionsd"
+        var pid: pid_t = 0
+        let argv: [UnsafeMutablePointer<CChar>?] = [strdup(path), strdup("--help"), nil]
+        defer { argv.forEach { free($0) } }
+        try #require(posix_spawn(&pid, path, &actions, &attributes, argv, environ) == 0)
+        close(fds[1])
+
+        // Wait until it is blocked in write(1, ...): main has begun.
+        let deadline = Date().addingTimeInterval(20)
+        var syscall = ""
+        while Date() < deadline {
+            syscall = (try? String(contentsOfFile: "/proc/\(pid)/syscall", encoding: .utf8)) ?? ""
+            if syscall.hasPrefix("1 0x1 ") { break }
+            usleep(1000)  // polling /proc for a state, with a deadline; not a timing guess
+        }
+        #expect(syscall.hasPrefix("1 0x1 "), "never blocked writing its stdout: \(syscall)")
+        kill(pid, SIGTERM)
+
+        // Drain the pipe: the usage comes through and the process exits.
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        var output: [UInt8] = []
+        while true {
+            let n = read(fds[0], &buffer, buffer.count)
+            if n <= 0 { break }
+            output += buffer[0..<n]
+        }
+        var status: Int32 = 0
+        try #require(waitpid(pid, &status, 0) == pid)
+        let signalled = status & 0x7f
+        #expect(signalled == 0, "killed by signal \(signalled)")
+        #expect(signalled != 0 || (status >> 8) & 0xff == 0, "exit status \((status >> 8) & 0xff)")
+        #expect(String(decoding: output.dropFirst(filled), as: UTF8.self).hasPrefix("Usage: permissionsd"))
+    }
+
     /// A service manager may stop the daemon the moment its name appears. Each
     /// attempt starts a daemon and sends SIGTERM as soon as the bus announces the
     /// owner.

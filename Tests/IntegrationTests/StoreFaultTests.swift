@@ -269,6 +269,32 @@ import Testing
         #expect(try first.wait(request).get() == [.string("denied")])
     }
 
+    /// The state directory on a file system mounted read-only: SQLite says only
+    /// "disk I/O error" or "readonly database"; the daemon's error names the state
+    /// directory and the read-only file system, and the store is left as it is.
+    @Test(.enabled(if: canMountTmpfs, "needs mount(2) for a small tmpfs (root)"))
+    func readOnlyStateDirectoryIsNamedInTheError() throws {
+        let daemon = try DaemonUnderTest(bus: bus, start: false)
+        let state = daemon.stateDirectory
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        try #require(mount("tmpfs", state, "tmpfs", 0, "size=1m,mode=0700") == 0)
+        defer {
+            daemon.stop()
+            umount2(state, Int32(MNT_DETACH))
+        }
+        try daemon.start()
+        #expect(try daemon.ctl("deny", "org.example.RO", "location").status == 0)
+        daemon.stop()
+        try #require(mount("none", state, nil, UInt(MS_REMOUNT | MS_RDONLY), nil) == 0)
+
+        try daemon.start(waitForName: false)
+        let ending = daemon.waitForExit(timeout: 20)
+        #expect(ending == .init(reason: .exit, status: 1), "\(ending?.description ?? "still running")")
+        #expect(daemon.log.contains("the state directory \(state) is on a read-only file system (EROFS)"),
+                "\(daemon.log)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: state).filter { $0.contains(".corrupt-") }.isEmpty)
+    }
+
     // MARK: A damaged store at start-up
 
     /// A store moved aside at start-up (with its WAL) makes the daemon degraded, and
@@ -328,6 +354,28 @@ import Testing
         try daemon.start()
         #expect(try storeStatus(daemon) == "s \"ok\"\n")
         #expect(try daemon.call("Request", "sa{sv}", "location", "0").stdout == "s \"authorized\"\n")
+    }
+
+    /// `: > decisions.sqlite` between runs: damage, not a first start. SQLite would
+    /// open the empty file as a new database; the deny stored in it must not
+    /// silently read "not-determined".
+    @Test func storeTruncatedToZeroBytesIsDegraded() throws {
+        let daemon = try DaemonUnderTest(bus: bus, config: "[location]\nno-agent=authorized\n")
+        let state = daemon.stateDirectory
+        #expect(try daemon.ctl("deny", "org.example.Cut", "location").status == 0)
+        daemon.stop()
+        try Self.truncate(state + "/decisions.sqlite")
+        try daemon.start()
+
+        let status = try storeStatus(daemon)
+        #expect(status.hasPrefix("s \"degraded: "), "\(status)")
+        #expect(status.contains("0 bytes long, shorter than a SQLite header"), "\(status)")
+        #expect(daemon.log.contains("DEGRADED"), "\(daemon.log)")
+        let aside = try FileManager.default.contentsOfDirectory(atPath: state)
+            .filter { $0.hasPrefix("decisions.sqlite.corrupt-") && !$0.hasSuffix("-wal") }
+        #expect(aside.count == 1, "\(aside)")
+        // Degraded: no-agent=authorized grants nothing.
+        #expect(try daemon.call("Request", "sa{sv}", "location", "0").stdout == "s \"not-determined\"\n")
     }
 
     @Test func healthyStoreIsOK() throws {

@@ -151,6 +151,33 @@ struct DecisionStoreFaultTests {
         #expect(try bytes(dir.url(moved + "-wal")) == wal)
     }
 
+    /// A store truncated to 0 bytes, or to less than SQLite's 100-byte header, is
+    /// damage, not a first start: SQLite would open it as a new, empty database and
+    /// every stored deny would be gone without a word. Only a missing file is new.
+    @Test(arguments: [0, 1, 99])
+    func truncatedStoreIsMovedAsideNotStartedAfresh(length: Int) throws {
+        do {
+            let store = try DecisionStore(path: path)
+            try store.set(app: "org.a", permission: "camera", decision: .denied, setBy: "t")
+        }
+        let kept = Array(try bytes(path).prefix(length))
+        try dir.write("decisions.sqlite", bytes: kept)
+
+        let store = try DecisionStore(path: path)
+        let reason = try #require(store.degradedReason)
+        #expect(reason.contains("\(length) bytes long, shorter than a SQLite header"), "\(reason)")
+        let aside = try dir.contents().filter { $0.hasPrefix("decisions.sqlite.corrupt-") && !$0.hasSuffix("-wal") }
+        #expect(aside.count == 1, "\(aside)")
+        if let name = aside.first { #expect(try bytes(dir.url(name)) == kept) }
+        #expect(store.list().isEmpty)
+    }
+
+    @Test func missingStoreIsAFirstStart() throws {
+        let store = try DecisionStore(path: path)
+        #expect(store.degradedReason == nil)
+        #expect(try dir.contents().filter { $0.contains(".corrupt-") }.isEmpty)
+    }
+
     /// A decision word this version does not know may mean "deny": the open fails,
     /// and the file is left as it was.
     @Test func unknownDecisionWordFailsTheOpen() throws {

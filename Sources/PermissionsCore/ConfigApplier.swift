@@ -97,7 +97,7 @@ final class ConfigApplier {
 
     private func startDegraded(_ problem: String, _ done: @escaping () -> Void) {
         let failSafe = { [self] (why: String) in
-            degraded = "\(why); every permission is disabled until a readable configuration arrives"
+            degraded = "\(why); every permission is disabled until a usable configuration arrives"
             service.disabledForLackOfConfiguration = true
             logError("\(problem); \(degraded!)".escapedForLog)
             publishState(status: "degraded: \(problem); \(degraded!)")

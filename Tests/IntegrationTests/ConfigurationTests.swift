@@ -304,7 +304,7 @@ import Testing
         #expect(try rig.status("notifications") == "disabled")
         let status = try rig.configStatus
         #expect(status.hasPrefix("s \"degraded: \(rig.configFile):4: Key file contains line "), "\(status)")
-        #expect(status.hasSuffix("no last good configuration; every permission is disabled until a readable configuration arrives\""))
+        #expect(status.hasSuffix("no last good configuration; every permission is disabled until a usable configuration arrives\""))
         #expect(try rig.generation == "u 0")
         #expect(!FileManager.default.fileExists(atPath: rig.daemon.stateDirectory + "/last-good.conf"))
         #expect(rig.daemon.log.contains("no last good configuration; every permission is disabled"))

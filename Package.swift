@@ -29,7 +29,7 @@ let plugins = [
     plugin("pipewire", target: "PipeWirePlugin", dir: "PipeWire", dependencies: ["CPipeWire", "CPipeWireShims"],
            exclude: ["README.md"]),
     plugin("bluetooth", target: "BluetoothPlugin", dir: "Bluetooth", dependencies: ["DBusKit", "CBluetooth"],
-           exclude: ["UnitTests", "README.md"]),
+           exclude: ["README.md"]),
 ]
 
 let package = Package(
@@ -78,9 +78,7 @@ let package = Package(
         .testTarget(name: "PermissionsCoreTests", dependencies: ["PermissionsCore"],
                     swiftSettings: strictSettings),
         // The BlueZ plugin's pure parts and its HCI seam, without bus or kernel.
-        .testTarget(name: "BluetoothPluginTests", dependencies: ["BluetoothPlugin"],
-                    path: "Plugins/Bluetooth/UnitTests",
-                    swiftSettings: strictSettings + [.define("BLUETOOTH_UNIT_TESTS")]),
+        .testTarget(name: "BluetoothPluginTests", dependencies: ["BluetoothPlugin"], swiftSettings: strictSettings),
         .testTarget(name: "IntegrationTests", dependencies: ["DBusKit", "CPermissionsPlugin"],
                     swiftSettings: strictSettings),
     ] + plugins.map(\.1),

@@ -1,10 +1,6 @@
 // Unit tests of the pure parts: adapter properties, the status mapping, signal
-// decoding and the adapter table. They need no bus and no kernel.
-//
-// Compiled only by the BluetoothPluginTests target, which defines
-// BLUETOOTH_UNIT_TESTS; the plugin target, whose directory this is in, excludes
-// this directory (and would compile it to nothing if it did not).
-#if BLUETOOTH_UNIT_TESTS
+// decoding and the adapter table. They need no bus and no kernel. The plugin's
+// internals are reached with @testable import (debug builds enable testability).
 @testable import BluetoothPlugin
 import DBusKit
 import PluginKit
@@ -233,4 +229,3 @@ func adapterProperties(address: String = "00:01:02:03:04:05", name: String = "ho
         #expect(t.apply(added("/org/bluez/hci0"), from: owner) == .ignored)
     }
 }
-#endif

@@ -1,7 +1,6 @@
 // Unit tests of the HCI seam: the errno policy, the real libbluetooth probe on this
 // machine, and the plugin falling back to an injected probe when there is no
-// system bus. (See MappingTests.swift for why the whole file is conditional.)
-#if BLUETOOTH_UNIT_TESTS
+// system bus.
 @testable import BluetoothPlugin
 import Dispatch
 import Glibc
@@ -178,4 +177,3 @@ func noBus(poll: Int? = nil) -> BlueZFollower.Settings {
         #expect(kernel.callCount == calls)
     }
 }
-#endif

@@ -74,12 +74,17 @@ let package = Package(
         .target(name: "PluginKit", dependencies: ["CPermissionsPlugin"], path: "Plugins/PluginKit",
                 swiftSettings: strictSettings),
 
+        // What the integration tests and the benches start: a private bus, the
+        // daemon under test, the clock. A library (not a test target), so that the
+        // bench executable can use it too.
+        .target(name: "PermissionsTestSupport", swiftSettings: strictSettings),
+
         .testTarget(name: "DBusKitTests", dependencies: ["DBusKit"], swiftSettings: strictSettings),
         .testTarget(name: "PermissionsCoreTests", dependencies: ["PermissionsCore"],
                     swiftSettings: strictSettings),
         // The BlueZ plugin's pure parts and its HCI seam, without bus or kernel.
         .testTarget(name: "BluetoothPluginTests", dependencies: ["BluetoothPlugin"], swiftSettings: strictSettings),
-        .testTarget(name: "IntegrationTests", dependencies: ["DBusKit", "CPermissionsPlugin"],
+        .testTarget(name: "IntegrationTests", dependencies: ["DBusKit", "CPermissionsPlugin", "PermissionsTestSupport"],
                     swiftSettings: strictSettings),
     ] + plugins.map(\.1),
     swiftLanguageModes: [.v6]

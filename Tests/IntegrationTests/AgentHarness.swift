@@ -1,6 +1,7 @@
 import DBusKit
 import Foundation
 import Testing
+import PermissionsTestSupport
 
 /// An org.example.Permissions.Agent in the test process, on its own connection
 /// and queue. Prompts wait until the test answers them (or `autoAnswer` does).

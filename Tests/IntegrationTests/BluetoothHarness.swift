@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import PermissionsTestSupport
 
 // Real components for the BlueZ plugin, one set per test: a stand-in system bus (its
 // own dbus-daemon, which the daemon reaches through DBUS_SYSTEM_BUS_ADDRESS), the

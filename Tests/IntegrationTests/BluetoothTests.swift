@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import PermissionsTestSupport
 
 /// The bluetooth plugin against the bluez5 mock on a stand-in system bus.
 ///

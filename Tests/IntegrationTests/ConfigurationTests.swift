@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import PermissionsTestSupport
 
 /// The configuration as administrators really manage it (issue 11): editors that
 /// rename before they write, symbolic links switched to a new generation, a BOM,

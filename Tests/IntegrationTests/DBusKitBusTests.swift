@@ -1,40 +1,7 @@
 import DBusKit
 import Foundation
 import Testing
-
-/// What a callback saw, in order, for a test to wait on.
-///
-/// `@unchecked Sendable`: `lines` is touched only under `condition`'s lock.
-final class Recorder: @unchecked Sendable {
-    private let condition = NSCondition()
-    private var lines: [String] = []
-
-    func append(_ line: String) {
-        condition.lock()
-        lines.append(line)
-        condition.broadcast()
-        condition.unlock()
-    }
-
-    var all: [String] {
-        condition.lock()
-        defer { condition.unlock() }
-        return lines
-    }
-
-    /// Waits until `predicate` holds for the lines so far.
-    func wait(timeout: TimeInterval = 15, for what: String, until predicate: ([String]) -> Bool) throws {
-        let deadline = Date().addingTimeInterval(timeout)
-        condition.lock()
-        defer { condition.unlock() }
-        while true {
-            if predicate(lines) { return }
-            if !condition.wait(until: deadline) {
-                throw HarnessError(description: "\(what): not within \(timeout) s; saw \(lines)")
-            }
-        }
-    }
-}
+import PermissionsTestSupport
 
 /// DBusKit's connection against a real dbus-daemon: match rules and their results.
 @Suite struct DBusKitBusTests {
@@ -62,14 +29,14 @@ final class Recorder: @unchecked Sendable {
         let value = #"it's, a \ 'test'"#
         let listener = try attached()
         defer { queue.sync { listener.close() } }
-        let seen = Recorder()
+        let seen = LineCollector()
         queue.sync {
             listener.subscribe(SignalMatch(interface: "org.example.Test", member: "Quoted", arg0: value),
                                added: { seen.append("added \(Self.describe($0))") }) { message in
                 seen.append("signal \(message.arguments().first?.stringValue ?? "-")")
             }
         }
-        try seen.wait(for: "AddMatch answered") { !$0.isEmpty }
+        try seen.wait(what: "AddMatch answered") { !$0.isEmpty }
         #expect(seen.all == ["added ok"])
 
         let sender = try Connection.open(.address(bus.address))
@@ -79,7 +46,7 @@ final class Recorder: @unchecked Sendable {
                                   [.string(arg0)])
         }
         sender.flush()
-        try seen.wait(for: "the signal") { $0.count == 2 }
+        try seen.wait(what: "the signal") { $0.count == 2 }
         #expect(seen.all == ["added ok", "signal \(value)"])
     }
 
@@ -89,13 +56,13 @@ final class Recorder: @unchecked Sendable {
         let long = SignalMatch(interface: "org.example.Test", arg0: String(repeating: "x", count: 2000))
         let listener = try attached()
         defer { queue.sync { listener.close() } }
-        let seen = Recorder()
+        let seen = LineCollector()
         queue.sync {
             listener.onError = { seen.append("onError \(Self.describe($0))") }
             listener.subscribe(long, added: { seen.append("added \(Self.describe($0))") }) { _ in }
             listener.subscribe(long) { _ in }
         }
-        try seen.wait(for: "both refusals") { $0.count == 2 }
+        try seen.wait(what: "both refusals") { $0.count == 2 }
         for line in seen.all {
             #expect(line.contains("org.freedesktop.DBus.Error.LimitsExceeded"), "\(line)")
             #expect(line.contains("AddMatch type='signal',interface='org.example.Test',arg0='xxx"), "\(line)")

@@ -1,6 +1,7 @@
 import DBusKit
 import Foundation
 import Testing
+import PermissionsTestSupport
 
 /// Durability: an acknowledged decision survives `kill -9` of the daemon, and a
 /// restart shows no decision that was never sent.

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import PermissionsTestSupport
 
 /// A caller whose own files never answer: its root directory is a FUSE file system
 /// that leaves every request but the root's attributes unanswered (Tests/testenv/

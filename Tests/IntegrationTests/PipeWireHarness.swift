@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import PermissionsTestSupport
 
 // Real PipeWire for the PipeWire plugin's tests: one private daemon per test, with
 // the minimal headless config of Tests/testenv (no session manager, no hardware),

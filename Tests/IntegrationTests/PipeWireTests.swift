@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import PermissionsTestSupport
 
 /// The PipeWire plugin against a real PipeWire daemon: camera and microphone
 /// follow Video/Source and Audio/Source nodes, with exactly one StatusChanged per

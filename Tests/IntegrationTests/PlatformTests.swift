@@ -1,6 +1,7 @@
 import CPermissionsPlugin
 import Foundation
 import Testing
+import PermissionsTestSupport
 
 /// Plugins as a platform: built with only a C compiler and the SDK, dropped into a
 /// running daemon, removed, replaced; permissions declared in config; ABI checks.

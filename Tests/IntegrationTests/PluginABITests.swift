@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import PermissionsTestSupport
 
 /// The ABI's growth path and the host's side of the plugin lifecycle: plugins built
 /// against an older, the current and a newer ABI 1 header load side by side and

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import PermissionsTestSupport
 
 /// A plugin that comes while the daemon runs and refuses the configuration in force
 /// never serves: not on its defaults (its deny= would not be in force), not even for

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import PermissionsTestSupport
 
 /// Plugin directories as administrators and package managers really handle them:
 /// made after the daemon started, removed and made again, plugins linked in, the

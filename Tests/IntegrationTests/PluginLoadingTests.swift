@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import PermissionsTestSupport
 
 /// Plugin files that are not valid plugins are skipped with one log line naming
 /// the file and the reason, and every other plugin still loads. The test plugins

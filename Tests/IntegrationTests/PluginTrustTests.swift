@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import PermissionsTestSupport
 
 /// Plugin files are trusted as sshd's StrictModes and PAM trust theirs: owned by
 /// root or the daemon's user, writable by nobody else, in a directory nobody else

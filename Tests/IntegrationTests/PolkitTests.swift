@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import PermissionsTestSupport
 
 // Admin methods on the system bus are authorized through polkit: permissionsd runs
 // with --system on a stand-in system bus, next to python-dbusmock's polkitd

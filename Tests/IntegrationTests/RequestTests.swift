@@ -1,6 +1,7 @@
 import DBusKit
 import Foundation
 import Testing
+import PermissionsTestSupport
 
 /// Request through a real agent: prompts, answers, what is stored and what is not.
 /// The requester is busctl (app id /usr/bin/busctl) unless said otherwise.

@@ -1,6 +1,7 @@
 import Foundation
 import FoundationXML
 import Testing
+import PermissionsTestSupport
 
 /// The daemon answers real clients (busctl, gdbus) on a private bus.
 @Suite struct ServiceTests {

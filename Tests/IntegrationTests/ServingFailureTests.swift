@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import PermissionsTestSupport
 
 /// The daemon's D-Bus I/O thread when poll(2) fails for good.
 @Suite struct ServingFailureTests {

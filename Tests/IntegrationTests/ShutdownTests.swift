@@ -1,6 +1,7 @@
 import DBusKit
 import Foundation
 import Testing
+import PermissionsTestSupport
 
 /// Stopping: SIGTERM answers every waiting call with Cancelled, closes every open
 /// prompt and starts none; a SIGTERM at any moment of start-up ends the daemon

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import PermissionsTestSupport
 
 /// StatusChanged: exactly one per real change of an effective status, none otherwise.
 ///

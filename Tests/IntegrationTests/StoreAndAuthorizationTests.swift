@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import PermissionsTestSupport
 
 /// Decisions persist; only administrators change them; bad input changes nothing.
 @Suite struct StoreAndAuthorizationTests {

@@ -1,6 +1,7 @@
 import DBusKit
 import Foundation
 import Testing
+import PermissionsTestSupport
 
 /// The decision store under faults, with the real daemon: whatever happens to the
 /// files beside the store while it runs, the daemon keeps running and keeps every

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import PermissionsTestSupport
 
 /// `permissionsctl agent`, driven through its standard input like a person.
 @Suite struct TerminalAgentTests {

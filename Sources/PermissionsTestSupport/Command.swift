@@ -1,0 +1,43 @@
+public import Foundation
+
+/// What a finished command printed.
+public struct CommandResult {
+    public let status: Int32
+    public let stdout: String
+    public let stderr: String
+}
+
+/// Runs a command to completion. With `asNobody`, it runs as uid/gid 65534 through
+/// setpriv, to play a caller who is not an administrator.
+@discardableResult
+public func run(_ executable: String, _ arguments: [String], asNobody: Bool = false,
+         environment: [String: String]? = nil) throws -> CommandResult {
+    let process = Process()
+    if asNobody {
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        process.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", executable] + arguments
+    } else {
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+    }
+    if let environment { process.environment = environment }
+    let out = Pipe()
+    let err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    process.standardInput = FileHandle.nullDevice
+    try process.run()
+    // Read both pipes to the end before waiting, so a chatty command cannot block.
+    let group = DispatchGroup()
+    nonisolated(unsafe) var errData = Data()
+    group.enter()
+    DispatchQueue.global().async {
+        errData = err.fileHandleForReading.readDataToEndOfFile()
+        group.leave()
+    }
+    let outData = out.fileHandleForReading.readDataToEndOfFile()
+    group.wait()
+    process.waitUntilExit()
+    return CommandResult(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
+                         stderr: String(decoding: errData, as: UTF8.self))
+}

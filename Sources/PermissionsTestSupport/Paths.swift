@@ -1,0 +1,44 @@
+import Foundation
+
+/// Where `swift build` put the binaries: $PERMISSIONS_BIN_DIR (scripts/test sets it),
+/// else .build/debug of this checkout.
+public let binDir: String = {
+    // Resolved, because tests compare it with the executable paths the daemon reads
+    // from /proc (which never contain symbolic links).
+    if let dir = ProcessInfo.processInfo.environment["PERMISSIONS_BIN_DIR"] {
+        return URL(fileURLWithPath: dir).resolvingSymlinksInPath().path
+    }
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+    return root.appendingPathComponent(".build/debug").path
+}()
+
+/// A fresh directory with symbolic links to the named plugins of this build.
+public func pluginDirectory(_ prefix: String, with names: [String]) -> String {
+    let dir = try! makeTemporaryDirectory(prefix)
+    for name in names {
+        let file = "libpermissions-\(name).so"
+        try! FileManager.default.createSymbolicLink(atPath: dir + "/" + file, withDestinationPath: binDir + "/" + file)
+    }
+    return dir
+}
+
+/// A plugin directory with only the config-driven plugins (location, notifications),
+/// so that tests of the core see a fixed set of permissions and no backend that
+/// reaches for PipeWire or the system bus. Made once per test process.
+public let corePluginDirectory: String = pluginDirectory("core-plugins", with: ["location", "notifications"])
+
+public let packageRoot: String = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+    .deletingLastPathComponent().deletingLastPathComponent().path
+
+public struct HarnessError: Error, CustomStringConvertible {
+    public let description: String
+    public init(description: String) { self.description = description }
+}
+
+/// A fresh directory, removed by `remove()`.
+public func makeTemporaryDirectory(_ prefix: String = "permissions-test") throws -> String {
+    var template = Array((NSTemporaryDirectory() + "/\(prefix).XXXXXX").utf8CString)
+    guard let made = mkdtemp(&template) else { throw HarnessError(description: "mkdtemp failed") }
+    return String(cString: made)
+}

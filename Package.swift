@@ -67,7 +67,7 @@ let package = Package(
 
         // Benchmarks (not tests): scripts/bench runs them.
         .executableTarget(name: "permissions-bench",
-                          dependencies: ["DBusKit", "CPipeWire", "CPipeWireShims"],
+                          dependencies: ["DBusKit", "CPipeWire", "CPipeWireShims", "PermissionsTestSupport"],
                           swiftSettings: [.enableUpcomingFeature("ExistentialAny")]),
 
         // Linked statically into each Swift plugin; never into the daemon.

@@ -16,6 +16,7 @@
 // queue against another on two busy cores), which made the figures meaningless.
 import DBusKit
 import Foundation
+import PermissionsTestSupport
 
 func runBlueZBench(_ arguments: [String]) {
     var cycles = 100
@@ -113,12 +114,6 @@ private final class BZChildren: @unchecked Sendable {
 
 private let bzChildren = BZChildren()
 
-private func bzNow() -> UInt64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
-}
-
 // MARK: What happened, when
 
 /// What the bench's listener saw: StatusChanged signals with their times.
@@ -147,6 +142,8 @@ private final class BZWorld: @unchecked Sendable {
     let root: String
     let timeline = BZTimeline()
     private var processes: [Process] = []
+    /// Killed last, after every process on them.
+    private var buses: [TestBus] = []
     private var listeners: [(Connection, DispatchQueue)] = []
     private var bluetoothd: BZBluetoothd?
 
@@ -163,7 +160,7 @@ private final class BZWorld: @unchecked Sendable {
 
     func start() {
         let fm = FileManager.default
-        for dir in ["config", "state", "plugins", "system", "daemon-bus"] {
+        for dir in ["config", "state", "plugins"] {
             try! fm.createDirectory(atPath: root + "/" + dir, withIntermediateDirectories: true)
         }
         let plugin = binDirectory + "/libpermissions-bluetooth.so"
@@ -198,6 +195,8 @@ private final class BZWorld: @unchecked Sendable {
             kill(p.processIdentifier, SIGKILL)
             p.waitUntilExit()
         }
+        for bus in buses.reversed() { bus.kill() }
+        buses = []
         try? FileManager.default.removeItem(atPath: root)
     }
 
@@ -237,27 +236,16 @@ private final class BZWorld: @unchecked Sendable {
         return p
     }
 
-    /// A dbus-daemon listening in `root/name`; returns its address once it listens.
+    /// A private dbus-daemon (`system` type for the stand-in system bus); returns its
+    /// address once it listens.
     private func startBus(_ name: String) -> String {
-        let config = """
-            <busconfig><type>\(name == "system" ? "system" : "session")</type>
-            <listen>unix:dir=\(root)/\(name)</listen><auth>EXTERNAL</auth>
-            <policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/>
-            <allow own="*"/></policy></busconfig>
-            """
-        try! config.write(toFile: "\(root)/\(name).conf", atomically: true, encoding: .utf8)
-        let out = Pipe()
-        _ = launch("/usr/bin/dbus-daemon", ["--nofork", "--config-file=\(root)/\(name).conf", "--print-address=1"],
-                   stdout: out)
-        // The first line is the address, printed once the bus listens.
-        var line = Data()
-        while true {
-            let byte = out.fileHandleForReading.readData(ofLength: 1)
-            if byte.isEmpty { bzFail("dbus-daemon (\(name)) exited before printing its address") }
-            if byte.first == UInt8(ascii: "\n") { break }
-            line.append(byte)
+        do {
+            let bus = try TestBus(type: name == "system" ? "system" : "session", diesWithParent: true)
+            buses.append(bus)
+            return bus.address
+        } catch {
+            bzFail("dbus-daemon (\(name)): \(error)")
         }
-        return String(decoding: line, as: UTF8.self)
     }
 
     private func startDaemon(_ address: String, system: String) {
@@ -309,7 +297,7 @@ private final class BZWorld: @unchecked Sendable {
         let connection: Connection = queue.sync {
             let c = Self.open(address, queue: queue)
             c.subscribe(match) { message in
-                let at = bzNow()
+                let at = monotonicNanoseconds()
                 if let e = event(message, at) { timeline.record(e) }
             }
             return c
@@ -388,7 +376,7 @@ private final class BZBluetoothd: @unchecked Sendable {
             let signal = try! Message.signal(path: "/org/bluez/hci0", interface: "org.freedesktop.DBus.Properties",
                                              member: "PropertiesChanged")
             try! signal.append([.string("org.bluez.Adapter1"), .vardict([("Powered", .boolean(on))]), .strings([])])
-            let at = bzNow()
+            let at = monotonicNanoseconds()
             try! connection.send(signal)  // a benchmark that cannot send has nothing to measure
             return at
         }

@@ -17,6 +17,7 @@
 // issue close the run.
 import DBusKit
 import Foundation
+import PermissionsTestSupport
 
 struct CoreOptions {
     var calls = 20_000
@@ -133,7 +134,7 @@ final class CoreBench {
     let options: CoreOptions
     let report = CoreReport()
     let root: String
-    private var bus: CoreBus!
+    private var bus: TestBus!
     private var names: CoreNameWatcher!
     private var client: Connection!
     private var floor: CoreChild!
@@ -144,7 +145,7 @@ final class CoreBench {
     /// The bench's own app id, as the daemon identifies it.
     private var appID = ""
     private var daemonLogs = 0
-    private let started = coreNow()
+    private let started = monotonicNanoseconds()
 
     init(_ options: CoreOptions) {
         self.options = options
@@ -174,9 +175,9 @@ final class CoreBench {
         var timings: [String] = []
         func section(_ name: String, _ body: () -> Void) {
             guard name == "setup" || run.contains(name) else { return }
-            let t0 = coreNow()
+            let t0 = monotonicNanoseconds()
             body()
-            timings.append(name + String(format: " %.1f s", Double(coreNow() - t0) / 1e9))
+            timings.append(name + String(format: " %.1f s", Double(monotonicNanoseconds() - t0) / 1e9))
         }
         section("startup") { startupAndScale() }
         section("setup") { startLongLived() }
@@ -186,7 +187,7 @@ final class CoreBench {
         section("fanout") { fanout() }
         section("rss") { rssOverCalls() }
         report.printTargets()
-        print(String(format: "total time %.1f s", Double(coreNow() - started) / 1e9) + " (" + timings.joined(separator: ", ") + ")")
+        print(String(format: "total time %.1f s", Double(monotonicNanoseconds() - started) / 1e9) + " (" + timings.joined(separator: ", ") + ")")
         if options.keep { print("kept \(root)") }
         fflush(nil)
         tearDown()
@@ -212,7 +213,7 @@ final class CoreBench {
         guard fm.isExecutableFile(atPath: "/usr/libexec/xdg-permission-store") else {
             coreFail("/usr/libexec/xdg-permission-store is missing: apt-get install xdg-desktop-portal")
         }
-        bus = CoreBus(directory: root)
+        bus = coreStartBus()
         names = CoreNameWatcher(address: bus.address)
         let mark = names.mark
         floor = CoreSpawnSpec(coreSelfExecutable, ["floor-service", "--address", bus.address], name: "floor",
@@ -229,7 +230,7 @@ final class CoreBench {
         peer?.kill()
         daemon?.kill()
         floor.kill()
-        bus.stop()
+        bus.kill()
         CoreChildren.shared.killAll()
     }
 
@@ -328,9 +329,9 @@ final class CoreBench {
         guard !appID.isEmpty else { coreFail("GetDetails gave no app-id") }
         (d, _) = start(daemonSpec(state: "state-big"), owning: "org.example.Permissions")
         stop(d, owning: "org.example.Permissions")
-        let t0 = coreNow()
+        let t0 = monotonicNanoseconds()
         fillStore(root + "/state-big/decisions.sqlite", count: options.decisions, ownApp: appID)
-        let fillSeconds = Double(coreNow() - t0) / 1e9
+        let fillSeconds = Double(monotonicNanoseconds() - t0) / 1e9
         (d, _) = start(daemonSpec(state: "state-big"), owning: "org.example.Permissions")
         stop(d, owning: "org.example.Permissions")
         let (p, _) = start(peerSpec(), owning: corePeerBusName)
@@ -501,7 +502,7 @@ final class CoreBench {
         idleMemory = d.memory
         checkPlugins()
         print("long-lived instances: permissionsd pid \(d.pid), xdg-permission-store pid \(p.pid), floor pid \(floor.pid), "
-              + "dbus-daemon pid \(bus.child.pid)")
+              + "dbus-daemon pid \(bus.processIdentifier ?? 0)")
         fflush(nil)
         let status = daemonCall("GetStatus", [.string("location")]).first?.stringValue
         daemonCalls += 1
@@ -692,9 +693,9 @@ final class CoreBench {
                     if kind == CoreSubscriber.daemonKind { decisions += 1 }
                     let message = target.message()
                     collector.expect(kind: kind, subscribers: s)
-                    let t0 = coreNow()
+                    let t0 = monotonicNanoseconds()
                     coreCall(client, message)
-                    let t1 = coreNow()
+                    let t1 = monotonicNanoseconds()
                     guard let last = collector.wait(seconds: 10) else {
                         coreFail("\(target.label): only \(collector.arrivedCount) of \(s) subscribers got the signal "
                                  + "within 10 s")
@@ -743,7 +744,7 @@ final class CoreBench {
         guard let daemon else { return }
         let warmCalls = daemonCalls
         let warm = daemon.memory
-        let blastStart = coreNow()
+        let blastStart = monotonicNanoseconds()
         var blasted = 0
         if daemonCalls < options.rssCalls {
             let pool = CoreLoadPool(address: bus.address, connections: 8)
@@ -751,7 +752,7 @@ final class CoreBench {
             pool.close()
             daemonCalls += blasted
         }
-        let blastSeconds = Double(coreNow() - blastStart) / 1e9
+        let blastSeconds = Double(monotonicNanoseconds() - blastStart) / 1e9
         let after = daemon.memory
         let idleKiB = idleMemory?.rss ?? 0
         let warmKiB = warm?.rss ?? 0

@@ -4,6 +4,7 @@
 // whatever the client costs is in every figure alike.
 import DBusKit
 import Foundation
+import PermissionsTestSupport
 import Synchronization
 
 /// One method to call over and over.
@@ -90,9 +91,9 @@ func coreLatency(_ connection: Connection, _ targets: [CoreCallTarget], warmup: 
             let target = targets[index]
             for _ in 0..<n {
                 let message = target.message()
-                let t0 = coreNow()
+                let t0 = monotonicNanoseconds()
                 coreCall(connection, message)
-                let t1 = coreNow()
+                let t1 = monotonicNanoseconds()
                 samples[index].append(Double(t1 - t0) / 1000)
             }
         }
@@ -184,10 +185,10 @@ final class CoreLoadPool {
         for c in clients { c.start(target, inFlight: inFlight) }
         if settle > 0 { coreSleep(settle) }
         let c0 = completed
-        let t0 = coreNow()
+        let t0 = monotonicNanoseconds()
         coreSleep(seconds)  // the measuring window, not a synchronisation
         let c1 = completed
-        let t1 = coreNow()
+        let t1 = monotonicNanoseconds()
         control.running.store(false, ordering: .relaxed)
         guard group.wait(timeout: .now() + 60) == .success else { coreFail("\(target.label): calls did not drain") }
         if failed > 0 { coreFail("\(target.label): \(failed) calls failed") }
@@ -199,9 +200,9 @@ final class CoreLoadPool {
         let before = completed
         control.running.store(true, ordering: .relaxed)
         for c in clients { c.start(target, inFlight: inFlight) }
-        let deadline = coreNow() + 600 * 1_000_000_000
+        let deadline = monotonicNanoseconds() + 600 * 1_000_000_000
         while completed - before < total {
-            if coreNow() > deadline { coreFail("\(target.label): \(total) calls took more than 10 minutes") }
+            if monotonicNanoseconds() > deadline { coreFail("\(target.label): \(total) calls took more than 10 minutes") }
             coreSleep(0.005)
         }
         control.running.store(false, ordering: .relaxed)
@@ -279,11 +280,11 @@ final class CoreSubscriber: @unchecked Sendable {
                 let c = try Connection.open(.address(address), queue: q)
                 c.subscribe(SignalMatch(sender: "org.example.Permissions", path: "/org/example/Permissions",
                                         interface: "org.example.Permissions", member: "StatusChanged", arg0: app)) { _ in
-                    collector.arrived(kind: CoreSubscriber.daemonKind, at: coreNow())
+                    collector.arrived(kind: CoreSubscriber.daemonKind, at: monotonicNanoseconds())
                 }
                 c.subscribe(SignalMatch(sender: coreFloorBusName, path: coreFloorPath, interface: coreFloorInterface,
                                         member: "Tick", arg0: app)) { _ in
-                    collector.arrived(kind: CoreSubscriber.floorKind, at: coreNow())
+                    collector.arrived(kind: CoreSubscriber.floorKind, at: monotonicNanoseconds())
                 }
                 return .success(c)
             } catch {

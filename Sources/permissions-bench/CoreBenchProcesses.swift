@@ -3,11 +3,13 @@
 // Children are started with posix_spawn (no Foundation.Process: its set-up would be
 // inside the start-up figure), with an empty signal mask and default SIGTERM/SIGINT/
 // SIGPIPE dispositions, so that they never inherit a blocked SIGTERM. They are
-// stopped with SIGKILL and reaped with waitpid. dbus-daemon is started through
-// `setpriv --pdeathsig KILL`, so that even a crashed bench leaves no bus behind; the
-// other children leave when their bus goes.
+// stopped with SIGKILL and reaped with waitpid. dbus-daemon (PermissionsTestSupport's
+// TestBus, outside the start-up figures) is started through `setpriv --pdeathsig
+// KILL`, so that even a crashed bench leaves no bus behind; the other children leave
+// when their bus goes.
 import DBusKit
 import Foundation
+import PermissionsTestSupport
 
 /// Exits with a message after killing every child and removing the temporary
 /// directory. Callable from any thread.
@@ -149,7 +151,7 @@ final class CoreSpawnSpec {
         posix_spawnattr_setsigdefault(&attributes, &defaults)
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         var pid: pid_t = 0
-        let started = coreNow()
+        let started = monotonicNanoseconds()
         let rc = argv.withUnsafeBufferPointer { a in
             envp.withUnsafeBufferPointer { e in posix_spawn(&pid, path, &actions, &attributes, a.baseAddress!, e.baseAddress!) }
         }
@@ -187,10 +189,10 @@ let coreSelfExecutable: String = {
 
 /// Reads one line from `fd` within `seconds`.
 func coreReadLine(_ fd: Int32, seconds: Double) -> String? {
-    let deadline = coreNow() + UInt64(seconds * 1e9)
+    let deadline = monotonicNanoseconds() + UInt64(seconds * 1e9)
     var bytes: [UInt8] = []
     while true {
-        let now = coreNow()
+        let now = monotonicNanoseconds()
         guard now < deadline else { return nil }
         var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         let r = poll(&p, 1, Int32((deadline - now) / 1_000_000) + 1)
@@ -204,52 +206,10 @@ func coreReadLine(_ fd: Int32, seconds: Double) -> String? {
     }
 }
 
-/// A private dbus-daemon (session type, any local user, eavesdropping allowed).
-final class CoreBus {
-    let address: String
-    let child: CoreChild
-    private let readEnd: Int32
-
-    init(directory: String) {
-        let config = """
-            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-            <busconfig>
-              <type>session</type>
-              <listen>unix:dir=\(directory)</listen>
-              <auth>EXTERNAL</auth>
-              <policy context="default">
-                <allow send_destination="*" eavesdrop="true"/>
-                <allow eavesdrop="true"/>
-                <allow own="*"/>
-                <allow user="*"/>
-              </policy>
-            </busconfig>
-            """
-        do { try config.write(toFile: directory + "/bus.conf", atomically: true, encoding: .utf8) } catch {
-            coreFail("cannot write the bus config: \(error)")
-        }
-        var fds: [Int32] = [0, 0]
-        guard pipe(&fds) == 0 else { coreFail("pipe failed") }
-        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
-        readEnd = fds[0]
-        let spec = CoreSpawnSpec("/usr/bin/setpriv",
-                                 ["--pdeathsig", "KILL", "/usr/bin/dbus-daemon", "--nofork",
-                                  "--config-file=\(directory)/bus.conf", "--print-address=1"],
-                                 name: "dbus-daemon", log: "/dev/null")  // stderr: "Failed to set fd limit" noise
-        spec.stdoutFD = fds[1]
-        child = spec.spawn().0
-        close(fds[1])
-        guard let line = coreReadLine(readEnd, seconds: 10), line.hasPrefix("unix:") else {
-            coreFail("dbus-daemon did not print its address")
-        }
-        address = line
-    }
-
-    func stop() {
-        child.kill()
-        close(readEnd)
-    }
+/// The bench's private bus: PermissionsTestSupport's, started through `setpriv
+/// --pdeathsig KILL` so that even a crashed bench leaves no bus behind.
+func coreStartBus() -> TestBus {
+    do { return try TestBus(diesWithParent: true) } catch { coreFail("cannot start dbus-daemon: \(error)") }
 }
 
 /// NameOwnerChanged as seen by a connection that subscribed before anything was
@@ -276,7 +236,7 @@ final class CoreNameWatcher: @unchecked Sendable {
                 c.subscribe(SignalMatch(sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
                                         interface: "org.freedesktop.DBus", member: "NameOwnerChanged")) {
                     [unowned self] message in
-                    let at = coreNow()
+                    let at = monotonicNanoseconds()
                     let args = message.arguments().map { $0.stringValue ?? "" }
                     guard args.count == 3, !args[0].hasPrefix(":") else { return }
                     self.record(Event(name: args[0], newOwner: args[2], at: at))

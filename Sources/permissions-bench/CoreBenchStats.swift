@@ -3,13 +3,6 @@
 // measurement. Everything here is plain computation on the main thread.
 import Foundation
 
-/// CLOCK_MONOTONIC in nanoseconds.
-func coreNow() -> UInt64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
-}
-
 /// Nearest-rank percentiles of a set of samples (any unit).
 struct CoreSamples {
     private(set) var sorted: [Double]

@@ -23,6 +23,7 @@ import CPipeWire
 import CPipeWireShims
 import DBusKit
 import Foundation
+import PermissionsTestSupport
 
 func runPipeWireBench(_ arguments: [String]) {
     var cycles = 200
@@ -133,12 +134,6 @@ private func benchFail(_ message: String, code: Int32 = 1) -> Never {
     exit(code)
 }
 
-private func monotonicNow() -> UInt64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
-}
-
 // MARK: What happened, when
 
 /// Registry events and signals with their times, from two threads.
@@ -237,14 +232,14 @@ private final class BenchPipeWire {
 /// Plain global functions, not closures: PipeWire calls them on its own thread (S1).
 private func benchRegistryGlobal(_ data: UnsafeMutableRawPointer?, _ id: UInt32, _ permissions: UInt32,
                                  _ type: UnsafePointer<CChar>?, _ version: UInt32, _ props: UnsafePointer<spa_dict>?) {
-    let at = monotonicNow()
+    let at = monotonicNanoseconds()
     guard let props, let name = spa_dict_lookup(props, PW_KEY_NODE_NAME) else { return }
     let bench = Unmanaged<BenchPipeWire>.fromOpaque(data!).takeUnretainedValue()
     bench.timeline.record(.appeared(name: String(cString: name), id: id, at: at))
 }
 
 private func benchRegistryGlobalRemove(_ data: UnsafeMutableRawPointer?, _ id: UInt32) {
-    let at = monotonicNow()
+    let at = monotonicNanoseconds()
     Unmanaged<BenchPipeWire>.fromOpaque(data!).takeUnretainedValue().timeline.record(.removed(id: id, at: at))
 }
 
@@ -260,6 +255,8 @@ private final class BenchWorld {
     let root: String
     let timeline = BenchTimeline()
     private var processes: [Process] = []
+    /// Killed last, after every process on it.
+    private var bus: TestBus?
     private var pipewire: BenchPipeWire?
     private var connection: Connection?
     private let queue = DispatchQueue(label: "bench.dbus")
@@ -339,16 +336,13 @@ private final class BenchWorld {
     }
 
     private func startBus() -> String {
-        let config = """
-            <busconfig><type>session</type><listen>unix:dir=\(root)</listen><auth>EXTERNAL</auth>
-            <policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/>
-            <allow own="*"/></policy></busconfig>
-            """
-        try! config.write(toFile: root + "/bus.conf", atomically: true, encoding: .utf8)
-        let out = Pipe()
-        _ = launch("/usr/bin/dbus-daemon", ["--nofork", "--config-file=\(root)/bus.conf", "--print-address=1"],
-                   stdout: out)
-        return waitForLine(out.fileHandleForReading, containing: "unix:", what: "dbus-daemon")
+        do {
+            let bus = try TestBus(diesWithParent: true)
+            self.bus = bus
+            return bus.address
+        } catch {
+            benchFail("dbus-daemon: \(error)")
+        }
     }
 
     /// PipeWire prints "Listening on" (protocol-native, info level) after listen(2).
@@ -385,7 +379,7 @@ private final class BenchWorld {
                 let c = try Connection.open(.address(address), queue: queue)
                 c.subscribe(SignalMatch(sender: "org.example.Permissions", path: "/org/example/Permissions",
                                         interface: "org.example.Permissions", member: "StatusChanged")) { message in
-                    let at = monotonicNow()
+                    let at = monotonicNanoseconds()
                     let a = message.arguments().map { $0.stringValue ?? "" }
                     guard a.count >= 3, a[0].isEmpty else { return }
                     timeline.record(.signal(permission: a[1], status: a[2], at: at))
@@ -411,7 +405,7 @@ private final class BenchWorld {
         func ms(_ from: UInt64, _ to: UInt64) -> Double { Double(Int64(bitPattern: to &- from)) / 1e6 }
         let name = "bench-\(permission)-\(label)"
         var from = timeline.count
-        let requested = monotonicNow()
+        let requested = monotonicNanoseconds()
         let proxy = pipewire.createNode(name, camera: camera)
         let (id, appeared) = timeline.first(from: from, "registry global for \(name)") { event -> (UInt32, UInt64)? in
             if case .appeared(name, let id, let at) = event { return (id, at) }
@@ -422,7 +416,7 @@ private final class BenchWorld {
             return nil
         }
         from = timeline.count
-        let removalRequested = monotonicNow()
+        let removalRequested = monotonicNanoseconds()
         pipewire.destroyNode(proxy)
         let removed = timeline.first(from: from, "registry global_remove for \(name)") { event -> UInt64? in
             if case .removed(id, let at) = event { return at }
@@ -448,6 +442,8 @@ private final class BenchWorld {
             }
             p.waitUntilExit()
         }
+        bus?.kill()
+        bus = nil
         try? FileManager.default.removeItem(atPath: root)
     }
 }

@@ -129,7 +129,7 @@ extension PermissionsService {
             case .allowOnce:
                 return .success(.authorized)
             case .allowSession:
-                sessionGrants[app + "\0" + permission] = Set(prompt.waiters.map(\.sender))
+                sessionGrants[DecisionKey(app, permission)] = Set(prompt.waiters.map(\.sender))
             case .allowAlways:
                 try store.set(app: app, permission: permission, decision: .authorized, setBy: setBy, expiresAt: expiresAt)
             case .deny:
@@ -175,13 +175,12 @@ extension PermissionsService {
     func peerLeft(_ name: String) {
         broker.peerLeft(name)
         for (key, owners) in sessionGrants where owners.contains(name) {
-            let parts = key.split(separator: "\0", omittingEmptySubsequences: false).map(String.init)
-            let before = status(app: parts[0], permission: parts[1])
+            let before = status(app: key.app, permission: key.permission)
             let rest = owners.subtracting([name])
             sessionGrants[key] = rest.isEmpty ? nil : rest
-            let after = status(app: parts[0], permission: parts[1])
-            if before != after, isKnown(parts[1]) {
-                emitStatusChanged(app: parts[0], permission: parts[1], after)
+            let after = status(app: key.app, permission: key.permission)
+            if before != after, isKnown(key.permission) {
+                emitStatusChanged(app: key.app, permission: key.permission, after)
             }
         }
     }

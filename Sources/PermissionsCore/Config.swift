@@ -94,8 +94,8 @@ public struct ConfigFiles: Sendable {
     /// be read (a dangling link, EACCES, ELOOP) is an error.
     public func read() -> Reading {
         var present: [String] = []
-        var merged: [String: ConfigEntry] = [:]  // "section\0key" -> entry
-        var order: [String] = []
+        var merged: [ConfigKey: ConfigEntry] = [:]
+        var order: [ConfigKey] = []
         let listed = listing()
         var failure = listed.problem
         for file in listed.files {
@@ -112,7 +112,7 @@ public struct ConfigFiles: Sendable {
             }
             present.append(file)
             for entry in entries {
-                let id = entry.section + "\0" + entry.key
+                let id = ConfigKey(section: entry.section, key: entry.key)
                 if merged[id] == nil { order.append(id) }
                 merged[id] = entry
             }
@@ -124,8 +124,8 @@ public struct ConfigFiles: Sendable {
     /// Whether two configurations say the same: the same value for every key, wherever
     /// it was written (origins and order do not change what applies).
     public static func sameSettings(_ a: [ConfigEntry], _ b: [ConfigEntry]) -> Bool {
-        func settings(_ entries: [ConfigEntry]) -> [String: String] {
-            Dictionary(entries.map { ($0.section + "\0" + $0.key, $0.value) }) { $1 }
+        func settings(_ entries: [ConfigEntry]) -> [ConfigKey: String] {
+            Dictionary(entries.map { (ConfigKey(section: $0.section, key: $0.key), $0.value) }) { $1 }
         }
         return settings(a) == settings(b)
     }
@@ -179,12 +179,12 @@ public struct ConfigFiles: Sendable {
                     let reason = String(cString: valueError.pointee.message)
                     g_error_free(valueError)
                     g_free(valuePtr)
-                    throw ParseError(file: path, line: lines[section + "\0" + key], reason: "[\(section)] \(key): \(reason)")
+                    throw ParseError(file: path, line: lines[ConfigKey(section: section, key: key)], reason: "[\(section)] \(key): \(reason)")
                 }
                 guard let valuePtr else { continue }
                 let value = Substring(String(cString: valuePtr)).trimmingCharacters(in: " \t")
                 g_free(valuePtr)
-                let line = lines[section + "\0" + key].map { ":\($0)" } ?? ""
+                let line = lines[ConfigKey(section: section, key: key)].map { ":\($0)" } ?? ""
                 entries.append(ConfigEntry(section: section, key: key, value: value, origin: path + line))
             }
         }
@@ -235,8 +235,8 @@ public struct ConfigFiles: Sendable {
 
     /// Line numbers of "key=" lines per section, for error messages only (GLib
     /// keeps no line numbers). The last occurrence wins, as in GLib.
-    static func keyLines(_ text: String) -> [String: Int] {
-        var result: [String: Int] = [:]
+    static func keyLines(_ text: String) -> [ConfigKey: Int] {
+        var result: [ConfigKey: Int] = [:]
         var section = ""
         for (index, raw) in splitLines(text).enumerated() {
             let line = raw.drop { $0 == " " || $0 == "\t" }
@@ -244,11 +244,17 @@ public struct ConfigFiles: Sendable {
                 section = String(line[line.index(after: line.startIndex)..<end])
             } else if !line.hasPrefix("#"), let eq = line.firstIndex(of: "=") {
                 let key = line[..<eq].trimmingCharacters(in: " \t")
-                result[section + "\0" + key] = index + 1
+                result[ConfigKey(section: section, key: key)] = index + 1
             }
         }
         return result
     }
+}
+
+/// A key of the configuration: a key in its [section].
+struct ConfigKey: Hashable {
+    let section: String
+    let key: String
 }
 
 extension Substring {

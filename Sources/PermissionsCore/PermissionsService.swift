@@ -26,9 +26,9 @@ public final class PermissionsService {
     let authorizer: Authorizer
     var broker: PromptBroker!
     private(set) var snapshots: [String: Snapshot] = [:]
-    /// "allow-session" grants: (app, permission) -> the requesters' unique names;
-    /// a grant ends when the last of them leaves the bus (the app's process ended).
-    var sessionGrants: [String: Set<String>] = [:]
+    /// "allow-session" grants: (app, permission) -> the requesters' unique names
+    /// (see SessionGrants.swift).
+    var sessionGrants: [DecisionKey: Set<String>] = [:]
     /// The change serial: the high 32 bits count daemon starts (kept in the store),
     /// the low 32 bits count changes since this start. Strictly increasing across
     /// restarts, with one write per start rather than one per change.
@@ -96,7 +96,7 @@ public final class PermissionsService {
     /// snapshot their own section gives; plugins win a name clash.
     private(set) var declared: [String: Snapshot] = [:]
     /// The value of the Plugins property last announced.
-    private var lastPluginsDescription = ""
+    private var lastPlugins: [PluginInfo] = []
 
     /// Known permissions: those the plugins declare (served or not) and those the
     /// configuration declares.
@@ -133,7 +133,7 @@ public final class PermissionsService {
     /// The user decision in force: a stored one, else a session grant.
     func decision(_ app: String, _ permission: String) -> Decision? {
         if let stored = store.decision(app: app, permission: permission) { return stored.decision }
-        return sessionGrants[app + "\0" + permission] != nil ? .authorized : nil
+        return hasSessionGrant(app, permission) ? .authorized : nil
     }
 
     /// Recomputes a permission's snapshot and signals what really changed for apps.
@@ -212,12 +212,12 @@ public final class PermissionsService {
     public func pluginsChanged() {
         if held != nil { return }  // announced after the held changes, by releaseChanges
         let now = permissions
-        let pluginsNow = plugins.infos.map { "\($0.name) \($0.version) \($0.state) \($0.permissions)" }.joined(separator: "\n")
+        let pluginsNow = plugins.infos.map(\.announced)
         var changed: [String] = []
         if now != lastPermissions { changed.append("Permissions") }
-        if pluginsNow != lastPluginsDescription { changed.append("Plugins") }
+        if pluginsNow != lastPlugins { changed.append("Plugins") }
         lastPermissions = now
-        lastPluginsDescription = pluginsNow
+        lastPlugins = pluginsNow
         if !quiet, !changed.isEmpty {
             object.emitPropertiesChanged(on: connection, interface: Self.interfaceName, changed)
         }
@@ -355,7 +355,7 @@ public final class PermissionsService {
             pairs.append(("decision-set-by", .string(stored.setBy)))
             pairs.append(("decision-set-at", .int64(stored.setAt)))
             if let expires = stored.expiresAt { pairs.append(("decision-expires-at", .int64(expires))) }
-        } else if sessionGrants[identity.appID + "\0" + permission] != nil {
+        } else if hasSessionGrant(identity.appID, permission) {
             pairs[5] = ("decision", .string("authorized"))
             pairs.append(("decision-scope", .string("session")))
         }
@@ -398,7 +398,7 @@ public final class PermissionsService {
                 // Nothing changed, in memory or on disk (a session grant included).
                 return call.fail(PermissionsError.storageFailed("cannot store the decision: \(error)"))
             }
-            self.sessionGrants[app + "\0" + permission] = nil
+            self.endSessionGrant(app, permission)
             let after = self.status(app: app, permission: permission)
             if before != after { self.emitStatusChanged(app: app, permission: permission, after) }
             call.reply()
@@ -415,11 +415,7 @@ public final class PermissionsService {
         }
         asAdmin(call) { [unowned self] _ in
             let stored = names.isEmpty ? self.store.list(app: app).map(\.permission) : names
-            let affected = stored + self.sessionGrants.keys.compactMap { key -> String? in
-                let parts = key.split(separator: "\0", omittingEmptySubsequences: false)
-                return parts.count == 2 && parts[0] == app && (names.isEmpty || names.contains(String(parts[1])))
-                    && !stored.contains(String(parts[1])) ? String(parts[1]) : nil
-            }
+            let affected = stored + self.sessionGrantedPermissions(app: app, among: names).filter { !stored.contains($0) }
             let before = affected.map { self.status(app: app, permission: $0) }
             let removed: Int
             do {
@@ -428,7 +424,7 @@ public final class PermissionsService {
                 // Nothing changed, in memory or on disk (session grants included).
                 return call.fail(PermissionsError.storageFailed("cannot reset decisions: \(error)"))
             }
-            for permission in affected { self.sessionGrants[app + "\0" + permission] = nil }
+            for permission in affected { self.endSessionGrant(app, permission) }
             for (permission, old) in zip(affected, before) where self.isKnown(permission) {
                 let new = self.status(app: app, permission: permission)
                 if new != old { self.emitStatusChanged(app: app, permission: permission, new) }

@@ -5,7 +5,7 @@ internal import Glibc
 public import Dispatch
 
 /// What the daemon knows about one plugin file it found.
-public struct PluginInfo: Sendable {
+public struct PluginInfo: Sendable, Equatable {
     public enum State: String, Sendable {
         /// Being opened and started.
         case loading
@@ -22,6 +22,12 @@ public struct PluginInfo: Sendable {
     public var file: String
     /// Why it is unavailable.
     public var reason = ""
+
+    /// What the Plugins property shows of it: the file and the reason left out, so
+    /// that a change of either alone is not announced as a change of the property.
+    var announced: PluginInfo {
+        PluginInfo(name: name, version: version, state: state, permissions: permissions, file: "")
+    }
 }
 
 /// Loads plugin libraries, runs their code off the daemon's queue under a

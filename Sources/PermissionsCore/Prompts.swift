@@ -46,7 +46,7 @@ final class Prompt {
         self.details = details
     }
 
-    var key: String { app + "\0" + permission }
+    var key: DecisionKey { DecisionKey(app, permission) }
 }
 
 /// Runs prompts through agents: one prompt at a time per agent, one prompt per
@@ -59,7 +59,7 @@ final class PromptBroker {
     let connection: Connection
     /// The newest registration gets new prompts.
     private(set) var agents: [Agent] = []
-    private var open: [String: Prompt] = [:]
+    private var open: [DecisionKey: Prompt] = [:]
     private var nextID = 0
     /// Set by shutdown: no prompt starts any more.
     private var stopped = false
@@ -104,7 +104,7 @@ final class PromptBroker {
              sender: String, done: @escaping (Result<Status, BusError>) -> Void) {
         // Stopping: the caller has been answered (Cancelled); nothing is asked.
         guard !stopped else { return }
-        let key = app + "\0" + permission
+        let key = DecisionKey(app, permission)
         if let prompt = open[key] {
             prompt.waiters.append((sender, done))
             return

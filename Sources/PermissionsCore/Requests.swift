@@ -1,9 +1,8 @@
 internal import DBusKit
-import Dispatch
 
 // Request and RequestMany: the caller's status, or, when nobody has decided yet,
-// a prompt through the registered agent. Also agent registration, grant scopes and
-// decision expiry. Part of PermissionsService; confined to its queue.
+// a prompt through the registered agent; what the user answered, stored; and agent
+// registration. Part of PermissionsService; confined to its queue.
 extension PermissionsService {
     /// Options a request may carry: "reason" (s, shown to the user) and "accuracy"
     /// (s, location only: the accuracy the app wants). Unknown keys are ignored so
@@ -129,7 +128,7 @@ extension PermissionsService {
             case .allowOnce:
                 return .success(.authorized)
             case .allowSession:
-                sessionGrants[app + "\0" + permission] = Set(prompt.waiters.map(\.sender))
+                grantSession(app, permission, to: Set(prompt.waiters.map(\.sender)))
             case .allowAlways:
                 try store.set(app: app, permission: permission, decision: .authorized, setBy: setBy, expiresAt: expiresAt)
             case .deny:
@@ -169,61 +168,5 @@ extension PermissionsService {
             return call.fail(PermissionsError.invalidArgument("no agent \(path) registered by \(call.sender)"))
         }
         call.reply()
-    }
-
-    /// A connection left: its prompts, agents and session grants end.
-    func peerLeft(_ name: String) {
-        broker.peerLeft(name)
-        for (key, owners) in sessionGrants where owners.contains(name) {
-            let parts = key.split(separator: "\0", omittingEmptySubsequences: false).map(String.init)
-            let before = status(app: parts[0], permission: parts[1])
-            let rest = owners.subtracting([name])
-            sessionGrants[key] = rest.isEmpty ? nil : rest
-            let after = status(app: parts[0], permission: parts[1])
-            if before != after, isKnown(parts[1]) {
-                emitStatusChanged(app: parts[0], permission: parts[1], after)
-            }
-        }
-    }
-
-    /// Arms the timer for the next decision expiry (or disarms it).
-    func scheduleExpiry() {
-        expiryTimer?.cancel()
-        expiryTimer = nil
-        guard let next = store.nextExpiry() else { return }
-        let now = currentMicroseconds()
-        let delay = next > now ? next - now : 0  // no subtraction that could overflow
-        let timer = DispatchSource.makeTimerSource(queue: connection.queue)
-        timer.schedule(deadline: .now() + .microseconds(Int(min(delay, Int64(Int32.max)))))
-        timer.setEventHandler { [unowned self] in self.expireDecisions() }
-        timer.resume()
-        expiryTimer = timer
-    }
-
-    /// Removes decisions whose time has come, with the signals that implies.
-    func expireDecisions() {
-        for row in store.expired() {
-            let s = snapshot(row.permission)
-            let before = effectiveStatus(service: s.service, policy: s.policy(for: row.appID), decision: row.decision)
-            do {
-                try store.remove(row)
-            } catch {
-                // The row no longer applies either way; retry the clean-up later rather
-                // than re-arming the timer for a time already past, which would spin.
-                logError("cannot remove an expired decision: \(error); retrying in a minute")
-                expiryTimer?.cancel()
-                let retry = DispatchSource.makeTimerSource(queue: connection.queue)
-                retry.schedule(deadline: .now() + .seconds(60))
-                retry.setEventHandler { [unowned self] in self.expireDecisions() }
-                retry.resume()
-                expiryTimer = retry
-                return
-            }
-            let after = status(app: row.appID, permission: row.permission)
-            if before != after, isKnown(row.permission) {
-                emitStatusChanged(app: row.appID, permission: row.permission, after)
-            }
-        }
-        scheduleExpiry()
     }
 }

@@ -28,7 +28,7 @@ public final class ConfigWatcher {
                               | IN_DELETE_SELF | IN_MOVE_SELF)
 
     /// What matters in one watched directory (keyed by its real path).
-    private struct Interest {
+    private struct Interest: Equatable {
         var names: Set<String> = []
         /// Every drop-in name (`*.conf`) matters: the drop-in directory.
         var dropIns = false
@@ -81,7 +81,28 @@ public final class ConfigWatcher {
     }
 
     /// Works out from the file system what to watch now, and watches just that.
+    ///
+    /// A step of the way made while the watches were being added (`mkdir -p` of a
+    /// parent and its child, a config directory and its file) sends its event to no
+    /// watch: so the file system is looked at again once they are in place, until
+    /// what is wanted stays the same (bounded: a path changing faster is caught by
+    /// the events of the watches set by then).
     private func rewatch() {
+        for _ in 0..<8 {
+            let wanted = wantedWatches()
+            for directory in interests.keys where wanted[directory] == nil { inotify.unwatch(directory) }
+            beingWritten = beingWritten.filter { wanted[Files.directoryName($0)] != nil }
+            interests = [:]
+            for (directory, interest) in wanted where inotify.watch(directory, mask: mask) {
+                interests[directory] = interest
+            }
+            if wantedWatches() == wanted { return }
+        }
+    }
+
+    /// What to watch: each directory on the way to every part of the configuration,
+    /// with the names in it that matter.
+    private func wantedWatches() -> [String: Interest] {
         var wanted: [String: Interest] = [:]
         /// `path`'s directory, for its name; then the same for each link on the way
         /// from `path` to what it finally names.
@@ -113,11 +134,6 @@ public final class ConfigWatcher {
             wanted[dropIns, default: Interest()].dropIns = true
             for name in Files.list(dropIns) where ConfigFiles.isDropInName(name) { follow(dropIns + "/" + name) }
         }
-        for directory in interests.keys where wanted[directory] == nil { inotify.unwatch(directory) }
-        beingWritten = beingWritten.filter { wanted[Files.directoryName($0)] != nil }
-        interests = [:]
-        for (directory, interest) in wanted where inotify.watch(directory, mask: mask) {
-            interests[directory] = interest
-        }
+        return wanted
     }
 }

@@ -85,23 +85,29 @@ public final class PluginDirectoryWatcher {
     /// looked at again.
     private func sync(quietly: Bool) {
         var changed = false
-        for directory in directories {
-            let now = DirectoryIdentity(directory)
-            let before = present[directory]
-            guard now != before else { continue }
-            present[directory] = now
-            changed = true
-            // The old directory's watch would report for a directory no longer ours.
-            if before != nil { inotify.unwatch(directory) }
-            if quietly { continue }
-            if now == nil {
-                logInfo("plugin directory \(directory) is gone; its plugins are stopped; waiting for it to come back")
-            } else {
-                let what = before == nil ? "appeared" : "was replaced"
-                logInfo("plugin directory \(directory) \(what); loading its plugins")
+        // A directory made (or switched) while the watches were being added sent its
+        // event to no watch: look again once they are in place, until nothing moved
+        // (bounded; a path changing faster is caught by the watches set by then).
+        for _ in 0..<8 {
+            for directory in directories {
+                let now = DirectoryIdentity(directory)
+                let before = present[directory]
+                guard now != before else { continue }
+                present[directory] = now
+                changed = true
+                // The old directory's watch would report for a directory no longer ours.
+                if before != nil { inotify.unwatch(directory) }
+                if quietly { continue }
+                if now == nil {
+                    logInfo("plugin directory \(directory) is gone; its plugins are stopped; waiting for it to come back")
+                } else {
+                    let what = before == nil ? "appeared" : "was replaced"
+                    logInfo("plugin directory \(directory) \(what); loading its plugins")
+                }
             }
+            arm()
+            if directories.allSatisfy({ DirectoryIdentity($0) == present[$0] }) { break }
         }
-        arm()
         if changed, !quietly { rescan() }
     }
 

@@ -56,13 +56,16 @@ let package = Package(
         .target(name: "CShims"),
         .target(name: "CLISupport", dependencies: ["CShims"], swiftSettings: strictSettings),
         .target(name: "DBusKit", dependencies: ["CDBus"], swiftSettings: strictSettings),
+        // The shared vocabulary: status words and precedence, names and their checks,
+        // configuration entries, bus names. Imports nothing, so plugins can use it.
+        .target(name: "PermissionsModel", swiftSettings: strictSettings),
         .target(name: "PermissionsCore",
                 dependencies: ["DBusKit", "CSQLite", "CGLib", "CPermissionsPlugin", "CPermissionsData", "CShims",
-                               "PluginKit"],
+                               "PermissionsModel"],
                 swiftSettings: strictSettings),
         .executableTarget(name: "permissionsd", dependencies: ["PermissionsCore", "CLISupport"],
                           swiftSettings: strictSettings),
-        .executableTarget(name: "permissionsctl", dependencies: ["DBusKit", "CLISupport"],
+        .executableTarget(name: "permissionsctl", dependencies: ["DBusKit", "CLISupport", "PermissionsModel"],
                           swiftSettings: strictSettings),
 
         // Benchmarks (not tests): scripts/bench runs them.
@@ -71,7 +74,7 @@ let package = Package(
                           swiftSettings: [.enableUpcomingFeature("ExistentialAny")]),
 
         // Linked statically into each Swift plugin; never into the daemon.
-        .target(name: "PluginKit", dependencies: ["CPermissionsPlugin"], path: "Plugins/PluginKit",
+        .target(name: "PluginKit", dependencies: ["CPermissionsPlugin", "PermissionsModel"], path: "Plugins/PluginKit",
                 swiftSettings: strictSettings),
 
         // What the integration tests and the benches start: a private bus, the
@@ -80,7 +83,7 @@ let package = Package(
         .target(name: "PermissionsTestSupport", swiftSettings: strictSettings),
 
         .testTarget(name: "DBusKitTests", dependencies: ["DBusKit"], swiftSettings: strictSettings),
-        .testTarget(name: "PermissionsCoreTests", dependencies: ["PermissionsCore"],
+        .testTarget(name: "PermissionsCoreTests", dependencies: ["PermissionsCore", "PermissionsModel"],
                     swiftSettings: strictSettings),
         // The BlueZ plugin's pure parts and its HCI seam, without bus or kernel.
         .testTarget(name: "BluetoothPluginTests", dependencies: ["BluetoothPlugin"], swiftSettings: strictSettings),

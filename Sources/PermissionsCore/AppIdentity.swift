@@ -1,3 +1,4 @@
+public import PermissionsModel
 internal import CGLib
 internal import Glibc
 

@@ -1,4 +1,4 @@
-public import PluginKit
+public import PermissionsModel
 internal import CGLib
 internal import Glibc
 

@@ -1,3 +1,4 @@
+public import PermissionsModel
 internal import DBusKit
 internal import Dispatch
 

@@ -1,4 +1,4 @@
-public import PluginKit
+public import PermissionsModel
 
 /// The keys of the configuration that the daemon itself reads; every other key
 /// goes to the plugins.

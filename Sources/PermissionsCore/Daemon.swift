@@ -1,4 +1,4 @@
-internal import PluginKit
+internal import PermissionsModel
 public import DBusKit
 internal import Glibc
 internal import Dispatch

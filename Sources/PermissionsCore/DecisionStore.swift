@@ -1,3 +1,4 @@
+public import PermissionsModel
 internal import Glibc
 
 /// A stored user decision and where it came from.

@@ -1,16 +1,17 @@
 public import DBusKit
+internal import PermissionsModel
 
 /// The service's named errors (org.example.Permissions.Error.*). Messages quote the
 /// offending value, escaped.
 public enum PermissionsError {
-    public static let prefix = "org.example.Permissions.Error."
+    public static let prefix = BusNames.errorPrefix
 
     public static func unknownPermission(_ name: String) -> BusError {
-        BusError(prefix + "UnknownPermission", "unknown permission \"\(name.escapedForMessage)\"")
+        BusError(prefix + ErrorName.unknownPermission, "unknown permission \"\(name.escapedForMessage)\"")
     }
 
     public static func invalidArgument(_ message: String) -> BusError {
-        BusError(prefix + "InvalidArgument", message)
+        BusError(prefix + ErrorName.invalidArgument, message)
     }
 
     public static func invalidPermissionName(_ name: String) -> BusError {
@@ -22,20 +23,20 @@ public enum PermissionsError {
     }
 
     public static func notAuthorized(_ what: String) -> BusError {
-        BusError(prefix + "NotAuthorized", what)
+        BusError(prefix + ErrorName.notAuthorized, what)
     }
 
     public static func unknownCaller(_ message: String) -> BusError {
-        BusError(prefix + "UnknownCaller", message)
+        BusError(prefix + ErrorName.unknownCaller, message)
     }
 
     public static func storageFailed(_ message: String) -> BusError {
-        BusError(prefix + "StorageFailed", message)
+        BusError(prefix + ErrorName.storageFailed, message)
     }
 
     /// The answer to a call still waiting (for its caller's identity, polkit or a
     /// prompt) when the daemon stops.
     public static func cancelled(_ message: String) -> BusError {
-        BusError(prefix + "Cancelled", message)
+        BusError(prefix + ErrorName.cancelled, message)
     }
 }

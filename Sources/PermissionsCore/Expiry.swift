@@ -1,3 +1,4 @@
+public import PermissionsModel
 import Dispatch
 
 // Decisions with an end (an agent's answer may carry one): a timer armed for the

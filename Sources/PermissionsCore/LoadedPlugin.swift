@@ -1,4 +1,4 @@
-internal import PluginKit
+internal import PermissionsModel
 internal import CPermissionsPlugin
 internal import CShims
 internal import Glibc

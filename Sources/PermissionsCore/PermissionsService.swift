@@ -1,3 +1,4 @@
+public import PermissionsModel
 public import DBusKit
 internal import CPermissionsData
 internal import Glibc
@@ -14,9 +15,9 @@ import Dispatch
 /// Confined to the connection's queue: the bus, the plugin host and the store are
 /// all used from there only.
 public final class PermissionsService {
-    public static let busName = "org.example.Permissions"
-    public static let objectPath = "/org/example/Permissions"
-    public static let interfaceName = "org.example.Permissions"
+    public static let busName = BusNames.busName
+    public static let objectPath = BusNames.objectPath
+    public static let interfaceName = BusNames.interfaceName
     public static let interfaceVersion: UInt32 = 1
 
     let connection: Connection

@@ -1,5 +1,5 @@
 internal import DBusKit
-public import PluginKit
+public import PermissionsModel
 internal import CPermissionsPlugin
 internal import Glibc
 public import Dispatch

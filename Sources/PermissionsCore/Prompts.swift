@@ -1,4 +1,5 @@
 internal import DBusKit
+internal import PermissionsModel
 
 /// What an agent answered.
 public enum AgentAnswer: String, Sendable {
@@ -129,7 +130,7 @@ final class PromptBroker {
         let message: Message
         do {
             message = try Message.methodCall(destination: agent.owner, path: agent.path,
-                                             interface: "org.example.Permissions.Agent", member: "Ask")
+                                             interface: BusNames.agentInterfaceName, member: "Ask")
             try message.append(.string(prompt.id), .string(prompt.app), .string(prompt.permission),
                                .string(prompt.reason), .vardict(prompt.details))
         } catch {
@@ -244,7 +245,7 @@ final class PromptBroker {
 
     private func cancel(_ prompt: Prompt, at agent: Agent) {
         guard let message = try? Message.methodCall(destination: agent.owner, path: agent.path,
-                                                    interface: "org.example.Permissions.Agent", member: "Cancel"),
+                                                    interface: BusNames.agentInterfaceName, member: "Cancel"),
               (try? message.append(.string(prompt.id))) != nil
         else { return }
         connection.call(message, timeoutMilliseconds: 5000) { _ in }

@@ -1,3 +1,4 @@
+internal import PermissionsModel
 internal import DBusKit
 
 // Request and RequestMany: the caller's status, or, when nobody has decided yet,

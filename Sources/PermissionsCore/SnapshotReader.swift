@@ -1,3 +1,4 @@
+public import PermissionsModel
 internal import CPermissionsPlugin
 
 /// Checks a `struct permissions_snapshot` against the ABI and copies it into a

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import PermissionsCore
+@testable import PermissionsModel
 
 /// `IdentityReader` for sandboxed callers (flatpak, snap) and its PID-reuse check,
 /// over a stand-in /proc tree.

@@ -1,6 +1,7 @@
 import Glibc
 import Testing
 @testable import PermissionsCore
+@testable import PermissionsModel
 
 /// `IdentityReader` over a stand-in /proc tree.
 @Suite("App identity from /proc")

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import Testing
 @testable import PermissionsCore
+@testable import PermissionsModel
 
 /// When inotify's queue overflows, the kernel drops events and queues one
 /// IN_Q_OVERFLOW: the watchers must look at everything again. A real overflow needs

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import Testing
 @testable import PermissionsCore
+@testable import PermissionsModel
 
 /// validate (ABI 1.1) through the host: real plugin libraries loaded by a real
 /// PluginHost. The location plugin of this build, and C plugins compiled here: one

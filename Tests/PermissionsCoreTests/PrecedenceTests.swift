@@ -1,5 +1,6 @@
 import Testing
 @testable import PermissionsCore
+@testable import PermissionsModel
 
 @Suite("Effective status precedence")
 struct PrecedenceTests {

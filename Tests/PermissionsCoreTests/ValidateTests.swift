@@ -1,5 +1,6 @@
 import Testing
 @testable import PermissionsCore
+@testable import PermissionsModel
 
 @Suite("Name checks")
 struct ValidateTests {

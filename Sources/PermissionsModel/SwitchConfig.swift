@@ -1,4 +1,5 @@
-/// The configuration shape that the location and notifications plugins share:
+/// The configuration shape that the location and notifications plugins, and the
+/// permissions the administrator declares ([permissions] declare=), share:
 ///
 ///     [<permission>]
 ///     enabled=true|false        off gives "disabled" for every app (default true)
@@ -24,7 +25,7 @@ public struct SwitchConfig: Equatable, Sendable {
     /// value of a plugin-specific key, throws `Invalid` for a bad value, or returns
     /// nil for a key it does not know. Unknown keys are logged and ignored (as
     /// systemd does); bad values reject the whole configuration.
-    public static func parse(_ entries: [PluginConfigEntry], section: String, warn: (String) -> Void,
+    public static func parse(_ entries: [ConfigEntry], section: String, warn: (String) -> Void,
                              extraKey: (String, String) throws(Invalid) -> String? = { _, _ in nil })
         throws(Invalid) -> SwitchConfig
     {
@@ -60,21 +61,6 @@ public struct SwitchConfig: Equatable, Sendable {
             throw Invalid(description: "[\(section)]: app \"\(both)\" is in both allow and deny")
         }
         return config
-    }
-
-    /// `parse` with warnings logged through the plugin's host.
-    public static func parse(_ entries: [PluginConfigEntry], section: String, log host: HostHandle,
-                             extraKey: (String, String) throws(Invalid) -> String? = { _, _ in nil })
-        throws(Invalid) -> SwitchConfig
-    {
-        try parse(entries, section: section, warn: { host.log(.warning, $0) }, extraKey: extraKey)
-    }
-
-    /// The snapshot this configuration gives.
-    public func snapshot(permission: String, details: [(key: String, value: String)] = []) -> PluginSnapshot {
-        PluginSnapshot(permission: permission, service: enabled ? .available : .disabled,
-                       policies: allow.map { ($0, .allow) } + deny.map { ($0, .restricted) },
-                       details: details)
     }
 }
 

@@ -1,5 +1,3 @@
-public import PluginKit
-
 /// What a plugin published about one permission: a Swift copy of
 /// `struct permissions_snapshot`, taken during the `publish` call.
 public struct Snapshot: Sendable, Equatable {
@@ -40,7 +38,3 @@ public struct Snapshot: Sendable, Equatable {
         effectiveStatus(service: service, policy: .none, decision: nil)
     }
 }
-
-/// One key of the configuration, with the place it came from ("FILE:LINE"): the
-/// same type plugins written with PluginKit receive.
-public typealias ConfigEntry = PluginConfigEntry

@@ -59,11 +59,34 @@ let package = Package(
         // The shared vocabulary: status words and precedence, names and their checks,
         // configuration entries, bus names. Imports nothing, so plugins can use it.
         .target(name: "PermissionsModel", swiftSettings: strictSettings),
-        .target(name: "PermissionsCore",
-                dependencies: ["DBusKit", "CSQLite", "CGLib", "CPermissionsPlugin", "CPermissionsData", "CShims",
-                               "PermissionsModel"],
+        // The daemon, one target per concern (Sources/README.md is the module map, and
+        // ModuleGraphTests holds these dependencies to it). None of them imports PluginKit.
+        // Logging, file reading, inotify, the named bus errors: what every part shares.
+        .target(name: "PermissionsSupport", dependencies: ["PermissionsModel", "DBusKit"],
                 swiftSettings: strictSettings),
-        .executableTarget(name: "permissionsd", dependencies: ["PermissionsCore", "CLISupport"],
+        // Stored decisions: DecisionStore over SQLite.
+        .target(name: "PermissionsStore", dependencies: ["PermissionsModel", "PermissionsSupport", "DBusKit", "CSQLite"],
+                swiftSettings: strictSettings),
+        // Loads, isolates and watches the plugins; keeps each one's snapshots.
+        .target(name: "PermissionsPluginHost",
+                dependencies: ["PermissionsModel", "PermissionsSupport", "DBusKit", "CPermissionsPlugin", "CShims"],
+                swiftSettings: strictSettings),
+        // Who is calling: credentials, /proc, flatpak/snap, the caller cache, polkit.
+        .target(name: "PermissionsIdentity", dependencies: ["PermissionsModel", "PermissionsSupport", "DBusKit", "CGLib"],
+                swiftSettings: strictSettings),
+        // The configuration files: reading, watching, the daemon's own keys, the last good one.
+        .target(name: "PermissionsConfig", dependencies: ["PermissionsModel", "PermissionsSupport", "CGLib"],
+                swiftSettings: strictSettings),
+        // The org.example.Permissions object: statuses, methods, signals, requests, prompts.
+        .target(name: "PermissionsService",
+                dependencies: ["PermissionsModel", "PermissionsSupport", "PermissionsStore", "PermissionsPluginHost",
+                               "PermissionsIdentity", "DBusKit", "CPermissionsData"],
+                swiftSettings: strictSettings),
+        // Process wiring: options, start-up order, configuration applied, signals, exit.
+        .executableTarget(name: "permissionsd",
+                          dependencies: ["PermissionsModel", "PermissionsSupport", "PermissionsStore",
+                                         "PermissionsPluginHost", "PermissionsIdentity", "PermissionsConfig",
+                                         "PermissionsService", "DBusKit", "CLISupport"],
                           swiftSettings: strictSettings),
         .executableTarget(name: "permissionsctl", dependencies: ["DBusKit", "CLISupport", "PermissionsModel"],
                           swiftSettings: strictSettings),
@@ -83,7 +106,9 @@ let package = Package(
         .target(name: "PermissionsTestSupport", swiftSettings: strictSettings),
 
         .testTarget(name: "DBusKitTests", dependencies: ["DBusKit"], swiftSettings: strictSettings),
-        .testTarget(name: "PermissionsCoreTests", dependencies: ["PermissionsCore", "PermissionsModel"],
+        .testTarget(name: "PermissionsCoreTests",
+                    dependencies: ["PermissionsModel", "PermissionsSupport", "PermissionsStore", "PermissionsPluginHost",
+                                   "PermissionsIdentity", "PermissionsConfig", "PermissionsService"],
                     swiftSettings: strictSettings),
         // The BlueZ plugin's pure parts and its HCI seam, without bus or kernel.
         .testTarget(name: "BluetoothPluginTests", dependencies: ["BluetoothPlugin"], swiftSettings: strictSettings),

@@ -3,7 +3,7 @@
 import CLISupport
 import DBusKit
 import Glibc
-import PermissionsCore
+import PermissionsService
 
 // SIGTERM and SIGINT blocked first, before option parsing or anything else of ours,
 // so that a stop sent the moment the process exists stays pending until

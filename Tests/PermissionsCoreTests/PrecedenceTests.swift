@@ -1,5 +1,4 @@
 import Testing
-@testable import PermissionsCore
 @testable import PermissionsModel
 
 @Suite("Effective status precedence")

@@ -3,6 +3,7 @@ public import PermissionsModel
 internal import CPermissionsPlugin
 internal import Glibc
 public import Dispatch
+public import PermissionsSupport
 
 /// What the daemon knows about one plugin file it found.
 public struct PluginInfo: Sendable, Equatable {
@@ -25,7 +26,7 @@ public struct PluginInfo: Sendable, Equatable {
 
     /// What the Plugins property shows of it: the file and the reason left out, so
     /// that a change of either alone is not announced as a change of the property.
-    var announced: PluginInfo {
+    package var announced: PluginInfo {
         PluginInfo(name: name, version: version, state: state, permissions: permissions, file: "")
     }
 }
@@ -79,15 +80,15 @@ public final class PluginHost: @unchecked Sendable {
     var configRefusals = Set<String>()
 
     /// Publications, on the daemon queue.
-    var onPublish: ((LoadedPlugin, [Snapshot]) -> Void)?
+    package var onPublish: ((LoadedPlugin, [Snapshot]) -> Void)?
     /// A plugin changed state or came or went; on the daemon queue.
-    var onChange: ((LoadedPlugin) -> Void)?
+    package var onChange: ((LoadedPlugin) -> Void)?
     /// The refused files that stand for names changed (the Plugins property); on the
     /// daemon queue.
-    var onListChange: (() -> Void)?
+    package var onListChange: (() -> Void)?
     /// A copy starting refused the configuration in force ("FILE:LINE: reason"); on
     /// the daemon queue.
-    var onConfigurationRefused: ((String) -> Void)?
+    package var onConfigurationRefused: ((String) -> Void)?
 
     struct Refusal: Equatable {
         let reason: String
@@ -142,7 +143,7 @@ public final class PluginHost: @unchecked Sendable {
         openNext(0)
     }
 
-    static func pluginFiles(in directory: String) -> [String] {
+    package static func pluginFiles(in directory: String) -> [String] {
         Files.list(directory).filter(isPluginFile)
     }
 
@@ -210,15 +211,15 @@ public final class PluginHost: @unchecked Sendable {
     }
 
     /// One plugin's answer to a configuration.
-    struct ConfigureResult {
-        let plugin: LoadedPlugin
+    package struct ConfigureResult {
+        package let plugin: LoadedPlugin
         /// Why it rejected the configuration; nil if it took it.
-        let rejection: String?
+        package let rejection: String?
     }
 
     /// Passes a configuration to every loaded plugin (or to `only` those), and to
     /// plugins loaded from now on; `done` gets each one's answer once all answered.
-    func configureAll(_ config: [ConfigEntry], only: [LoadedPlugin]? = nil,
+    package func configureAll(_ config: [ConfigEntry], only: [LoadedPlugin]? = nil,
                       done: @escaping ([ConfigureResult]) -> Void = { _ in }) {
         self.config = config
         configGeneration += 1
@@ -260,12 +261,12 @@ public final class PluginHost: @unchecked Sendable {
     }
 
     /// A plugin file appeared, changed or went (from the directory watcher).
-    func fileChanged(name: String) {
+    package func fileChanged(name: String) {
         resolve(name)
     }
 
     /// Every name looked at again: a directory came or went, or inotify lost events.
-    func rescan() {
+    package func rescan() {
         var names = Set(plugins.map(\.name)).union(starting.keys).union(refusedNames.keys)
         for directory in directories {
             for file in Self.pluginFiles(in: directory) { names.insert(Self.pluginName(file)) }
@@ -294,8 +295,4 @@ public final class PluginHost: @unchecked Sendable {
         logInfo("stopped \(stopping.count) plugins in \((monotonicNanoseconds() - started) / 1_000_000) ms"
                 + (stuck.isEmpty ? "" : "; \(stuck.count) did not return from fini within the deadline"))
     }
-}
-
-func errnoName(_ code: Int32) -> String {
-    "\(String(cString: strerror(code))) (errno \(code))"
 }

@@ -1,6 +1,7 @@
 public import PermissionsModel
 internal import CGLib
 internal import Glibc
+public import PermissionsSupport
 
 /// Who a caller is, from its bus credentials.
 public struct AppIdentity: Sendable, Equatable {

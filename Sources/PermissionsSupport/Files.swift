@@ -1,14 +1,14 @@
-internal import Glibc
+package import Glibc
 
 // Small file-system helpers over Glibc: the daemon does not link Foundation, to keep
 // its start-up time and resident memory small.
 
-enum Files {
-    enum ReadError: Error, CustomStringConvertible {
+package enum Files {
+    package enum ReadError: Error, CustomStringConvertible {
         case system(Int32)
         case notRegular
         case tooLarge(Int)
-        var description: String {
+        package var description: String {
             switch self {
             case .system(let code): String(cString: strerror(code))
             case .notRegular: "not a regular file"
@@ -20,7 +20,7 @@ enum Files {
     /// The whole file. Opened without blocking (a FIFO planted where a file should
     /// be must not hang the daemon) and refused unless it is a regular file of at
     /// most `limit` bytes: a file is never silently cut.
-    static func contents(_ path: String, limit: Int = 1 << 20) -> Result<[UInt8], ReadError> {
+    package static func contents(_ path: String, limit: Int = 1 << 20) -> Result<[UInt8], ReadError> {
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
         guard fd >= 0 else { return .failure(.system(errno)) }
         defer { close(fd) }
@@ -42,28 +42,28 @@ enum Files {
     }
 
     /// `contents`, or nil on any failure.
-    static func read(_ path: String, limit: Int = 1 << 20) -> [UInt8]? {
+    package static func read(_ path: String, limit: Int = 1 << 20) -> [UInt8]? {
         try? contents(path, limit: limit).get()
     }
 
     /// Whether `path` exists (without opening it).
-    static func exists(_ path: String) -> Bool {
+    package static func exists(_ path: String) -> Bool {
         var st = stat()
         return stat(path, &st) == 0
     }
 
-    static func readText(_ path: String, limit: Int = 1 << 20) -> String? {
+    package static func readText(_ path: String, limit: Int = 1 << 20) -> String? {
         read(path, limit: limit).map { String(decoding: $0, as: UTF8.self) }
     }
 
     /// Names in a directory (no "." or ".."), sorted; empty if unreadable.
-    static func list(_ directory: String) -> [String] {
+    package static func list(_ directory: String) -> [String] {
         (try? listing(directory).get()) ?? []
     }
 
     /// Names in a directory (no "." or ".."), sorted, or why it could not be read
     /// whole: for callers to whom "no such name" must not be a guess.
-    static func listing(_ directory: String) -> Result<[String], ReadError> {
+    package static func listing(_ directory: String) -> Result<[String], ReadError> {
         guard let dir = opendir(directory) else { return .failure(.system(errno)) }
         defer { closedir(dir) }
         var names: [String] = []
@@ -81,13 +81,13 @@ enum Files {
         }
     }
 
-    static func isDirectory(_ path: String) -> Bool {
+    package static func isDirectory(_ path: String) -> Bool {
         var st = stat()
         return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
     }
 
     /// `mkdir -p` with the given mode for created directories.
-    static func makeDirectories(_ path: String, mode: mode_t = 0o755) -> Bool {
+    package static func makeDirectories(_ path: String, mode: mode_t = 0o755) -> Bool {
         if isDirectory(path) { return true }
         var prefix = path.hasPrefix("/") ? "" : "."
         for part in path.split(separator: "/") {
@@ -100,7 +100,7 @@ enum Files {
     /// For a path that does not exist (yet): its nearest ancestor that is a directory,
     /// and the name in it that leads on towards the path. Watching that directory for
     /// that name, and so on each step down, is how to wait for the path to appear.
-    static func nearestExistingAncestor(of path: String) -> (directory: String, next: String)? {
+    package static func nearestExistingAncestor(of path: String) -> (directory: String, next: String)? {
         var current = path
         while let slash = current.lastIndex(of: "/") {
             let next = baseName(current)
@@ -111,7 +111,7 @@ enum Files {
         return isDirectory(".") ? (".", current) : nil
     }
 
-    static func readLink(_ path: String) -> String? {
+    package static func readLink(_ path: String) -> String? {
         var buffer = [CChar](repeating: 0, count: 4097)
         let n = readlink(path, &buffer, 4096)
         guard n > 0 else { return nil }
@@ -119,37 +119,37 @@ enum Files {
     }
 
     /// The path with every symbolic link resolved, or nil if it does not exist.
-    static func realPath(_ path: String) -> String? {
+    package static func realPath(_ path: String) -> String? {
         guard let resolved = realpath(path, nil) else { return nil }
         defer { free(resolved) }
         return String(cString: resolved)
     }
 
     /// lstat: what the name itself is (a link is not followed).
-    static func linkStatus(_ path: String) -> stat? {
+    package static func linkStatus(_ path: String) -> stat? {
         var st = stat()
         return lstat(path, &st) == 0 ? st : nil
     }
 
-    static func isSymbolicLink(_ path: String) -> Bool {
+    package static func isSymbolicLink(_ path: String) -> Bool {
         linkStatus(path).map { ($0.st_mode & S_IFMT) == S_IFLNK } ?? false
     }
 
     /// The directory part of a path ("/" for a file at the root, "." for a bare name).
-    static func directoryName(_ path: String) -> String {
+    package static func directoryName(_ path: String) -> String {
         guard let slash = path.lastIndex(of: "/") else { return "." }
         return slash == path.startIndex ? "/" : String(path[..<slash])
     }
 
     /// The last part of a path.
-    static func baseName(_ path: String) -> String {
+    package static func baseName(_ path: String) -> String {
         path.lastIndex(of: "/").map { String(path[path.index(after: $0)...]) } ?? path
     }
 
     /// Replaces `path` with `bytes` so that a crash leaves either the old file or the
     /// new one, never a mix: written to a temporary file in the same directory
     /// (created with `mode`), fsync'd, renamed over `path`, and the directory fsync'd.
-    static func writeAtomically(_ path: String, _ bytes: [UInt8], mode: mode_t = 0o600) -> Result<Void, ReadError> {
+    package static func writeAtomically(_ path: String, _ bytes: [UInt8], mode: mode_t = 0o600) -> Result<Void, ReadError> {
         var template = Array((path + ".XXXXXX").utf8CString)
         let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard fd >= 0 else { return .failure(.system(errno)) }
@@ -181,4 +181,9 @@ enum Files {
         }
         return .success(())
     }
+}
+
+/// "No such file or directory (errno 2)": how log lines and errors name an errno.
+package func errnoName(_ code: Int32) -> String {
+    "\(String(cString: strerror(code))) (errno \(code))"
 }

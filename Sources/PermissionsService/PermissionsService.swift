@@ -3,6 +3,10 @@ public import DBusKit
 internal import CPermissionsData
 internal import Glibc
 import Dispatch
+package import PermissionsSupport
+public import PermissionsStore
+public import PermissionsPluginHost
+public import PermissionsIdentity
 
 /// The org.example.Permissions object: combines plugin snapshots with stored
 /// decisions into statuses, answers the methods, and emits StatusChanged exactly
@@ -26,6 +30,11 @@ public final class PermissionsService {
     let callers: CallerCache
     let authorizer: Authorizer
     var broker: PromptBroker!
+    /// How long an agent may take to answer a prompt ([service] agent-timeout=).
+    package var agentTimeoutMilliseconds: Int32 {
+        get { broker.agentTimeoutMilliseconds }
+        set { broker.agentTimeoutMilliseconds = newValue }
+    }
     private(set) var snapshots: [String: Snapshot] = [:]
     /// "allow-session" grants: (app, permission) -> the requesters' unique names
     /// (see SessionGrants.swift).
@@ -37,11 +46,11 @@ public final class PermissionsService {
     /// Fires at the next decision expiry.
     var expiryTimer: (any DispatchSourceTimer)?
     /// Per-permission answers when no agent is registered ([<permission>] no-agent=).
-    var noAgentDefaults: [String: Status] = [:]
+    package var noAgentDefaults: [String: Status] = [:]
     private var object: ExportedObject!
     private var lastPermissions: [String] = []
     /// While true (start-up, before the name is owned), snapshots are taken without signals.
-    var quiet = false
+    package var quiet = false
     /// While a new configuration is tried (see ConfigApplier), the permissions whose
     /// state changed: clients hear about them (and about Permissions and Plugins)
     /// once the outcome is known, so a configuration that is rolled back sends nothing.
@@ -49,7 +58,7 @@ public final class PermissionsService {
     /// Fail-safe: no configuration could be read at start and none was kept, so every
     /// permission that would be available reads "disabled" (the configuration may
     /// have switched it off or denied apps, and nobody can tell).
-    var disabledForLackOfConfiguration = false {
+    package var disabledForLackOfConfiguration = false {
         didSet {
             if disabledForLackOfConfiguration != oldValue { for permission in permissions { refresh(permission) } }
         }
@@ -95,7 +104,7 @@ public final class PermissionsService {
 
     /// Permissions declared in the configuration ([permissions] declare=), with the
     /// snapshot their own section gives; plugins win a name clash.
-    private(set) var declared: [String: Snapshot] = [:]
+    package private(set) var declared: [String: Snapshot] = [:]
     /// The value of the Plugins property last announced.
     private var lastPlugins: [PluginInfo] = []
 
@@ -164,13 +173,13 @@ public final class PermissionsService {
 
     /// A plugin came, went or changed state: refresh its permissions and announce
     /// the property changes.
-    func pluginChanged(_ plugin: LoadedPlugin) {
+    package func pluginChanged(_ plugin: LoadedPlugin) {
         for permission in Set(plugin.info.permissions).union(plugin.latest.keys) { refresh(permission) }
         pluginsChanged()
     }
 
     /// Replaces the configuration-declared permissions.
-    func setDeclared(_ new: [String: Snapshot]) {
+    package func setDeclared(_ new: [String: Snapshot]) {
         let names = Set(declared.keys).union(new.keys)
         declared = new
         for name in names.sorted() { refresh(name) }
@@ -185,12 +194,12 @@ public final class PermissionsService {
     }
 
     /// Holds back state changes (see `held`) until `releaseChanges`.
-    func holdChanges() {
+    package func holdChanges() {
         if held == nil { held = [] }
     }
 
     /// Applies the changes held back, with their signals.
-    func releaseChanges() {
+    package func releaseChanges() {
         guard let permissions = held else { return }
         held = nil
         for permission in permissions.sorted() { refresh(permission) }
@@ -198,7 +207,7 @@ public final class PermissionsService {
     }
 
     /// Sets ConfigGeneration and ConfigStatus, with PropertiesChanged for what changed.
-    func setConfigState(generation: UInt32, status: String) {
+    package func setConfigState(generation: UInt32, status: String) {
         var changed: [String] = []
         if generation != configGeneration { changed.append("ConfigGeneration") }
         if status != configStatus { changed.append("ConfigStatus") }
@@ -293,7 +302,7 @@ public final class PermissionsService {
     /// the agents are told to close their open prompts, and none starts any more.
     /// Answered first, so that a prompt's end cannot run a waiter's continuation
     /// (RequestMany's next permission).
-    func shutdown() {
+    package func shutdown() {
         stopping = true
         for call in waitingCalls.held { call.fail(Self.stoppingError) }
         broker.shutdown()

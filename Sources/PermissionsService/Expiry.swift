@@ -1,5 +1,7 @@
-public import PermissionsModel
+package import PermissionsModel
 import Dispatch
+package import PermissionsSupport
+package import PermissionsStore
 
 // Decisions with an end (an agent's answer may carry one): a timer armed for the
 // next one, which removes it with the signals that implies. Part of
@@ -20,7 +22,7 @@ extension PermissionsService {
     }
 
     /// Removes decisions whose time has come, with the signals that implies.
-    func expireDecisions() {
+    package func expireDecisions() {
         for row in store.expired() {
             let s = snapshot(row.permission)
             let before = effectiveStatus(service: s.service, policy: s.policy(for: row.appID), decision: row.decision)

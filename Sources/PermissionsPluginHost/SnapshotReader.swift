@@ -1,5 +1,6 @@
 public import PermissionsModel
 internal import CPermissionsPlugin
+public import PermissionsSupport
 
 /// Checks a `struct permissions_snapshot` against the ABI and copies it into a
 /// Swift `Snapshot`, during the plugin's publish call.

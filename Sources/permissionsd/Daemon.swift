@@ -2,6 +2,12 @@ internal import PermissionsModel
 public import DBusKit
 internal import Glibc
 internal import Dispatch
+import PermissionsSupport
+import PermissionsStore
+import PermissionsPluginHost
+import PermissionsIdentity
+import PermissionsConfig
+import PermissionsService
 
 /// How permissionsd was asked to run (its command-line options).
 public struct DaemonOptions: Sendable {

@@ -1,4 +1,5 @@
 public import PermissionsModel
+package import PermissionsSupport
 
 /// The keys of the configuration that the daemon itself reads; every other key
 /// goes to the plugins.
@@ -29,7 +30,7 @@ public struct CoreConfig: Equatable, Sendable {
     /// value goes to `reject` ("FILE:LINE: [section] key=value: why"), and the
     /// previous setting is kept in the result; the daemon refuses the whole
     /// configuration when anything was rejected. Unknown keys are logged and ignored.
-    public static func split(_ entries: [ConfigEntry], previous: CoreConfig,
+    package static func split(_ entries: [ConfigEntry], previous: CoreConfig,
                              reject: (String) -> Void = { logError($0) }) -> (CoreConfig, [ConfigEntry]) {
         // A key absent from the files takes its default; a bad value keeps what the
         // key had before it (an earlier file of this load, else the last good load).
@@ -85,7 +86,7 @@ extension CoreConfig {
     /// section (enabled=, allow=, deny=). A section with a bad value goes to `reject`
     /// and keeps that permission's previous snapshot in the result (the daemon then
     /// refuses the whole configuration).
-    func declaredSnapshots(entries: [ConfigEntry], providedByPlugins: Set<String>,
+    package func declaredSnapshots(entries: [ConfigEntry], providedByPlugins: Set<String>,
                            previous: [String: Snapshot] = [:],
                            reject: (String) -> Void = { logError($0) }) -> [String: Snapshot] {
         var result: [String: Snapshot] = [:]

@@ -1,12 +1,13 @@
-internal import PermissionsModel
+package import PermissionsModel
+package import PermissionsSupport
 /// A copy of the last configuration the daemon applied, in the state directory
 /// (`last-good.conf`, keyfile syntax, mode 0600). It is read only at start-up, when
 /// the configuration itself cannot be read: an unreadable file must not mean "no
 /// restrictions" until someone fixes it.
-struct LastGoodConfiguration {
-    let path: String
+package struct LastGoodConfiguration {
+    package let path: String
 
-    init(stateDirectory: String) {
+    package init(stateDirectory: String) {
         path = stateDirectory + "/last-good.conf"
     }
 
@@ -18,7 +19,7 @@ struct LastGoodConfiguration {
 
     /// Writes `entries` (all of them: the daemon's keys too) unless the copy already
     /// holds them; atomically, so that a crash leaves the old copy or the new one.
-    func save(_ entries: [ConfigEntry]) {
+    package func save(_ entries: [ConfigEntry]) {
         let bytes = ConfigFiles.render(entries, comment: Self.comment)
         if Files.read(path) == bytes { return }
         if case .failure(let error) = Files.writeAtomically(path, bytes, mode: 0o600) {
@@ -27,7 +28,7 @@ struct LastGoodConfiguration {
     }
 
     /// The copy's entries (their origins point into the copy); nil if there is none.
-    func load() -> Result<[ConfigEntry], ConfigFiles.ParseError>? {
+    package func load() -> Result<[ConfigEntry], ConfigFiles.ParseError>? {
         guard Files.exists(path) else { return nil }
         do {
             return .success(try ConfigFiles.parse(path))

@@ -1,4 +1,5 @@
 internal import Glibc
+public import PermissionsSupport
 
 // Which copy of a plugin serves its name: the first one, in directory order, that
 // loads. A copy is looked at again whenever anything happens to its name (a file
@@ -202,7 +203,7 @@ extension PluginHost {
 
     /// Another configuration is in force: the copies that refused the last one are
     /// loaded again (started, validated and configured anew).
-    func retryConfigurationRefusals() {
+    package func retryConfigurationRefusals() {
         let names = configRefusals
         configRefusals = []
         for name in names.sorted() {

@@ -1,6 +1,10 @@
-public import PermissionsModel
+import PermissionsModel
 internal import DBusKit
 internal import Dispatch
+import PermissionsSupport
+import PermissionsPluginHost
+import PermissionsConfig
+import PermissionsService
 
 /// Decides which configuration is in force, and applies each one whole or not at all.
 ///
@@ -259,7 +263,7 @@ final class ConfigApplier {
                 }
                 core = newCore
                 service.noAgentDefaults = newCore.noAgent
-                service.broker.agentTimeoutMilliseconds = Int32(newCore.agentTimeoutSeconds * 1000)
+                service.agentTimeoutMilliseconds = Int32(newCore.agentTimeoutSeconds * 1000)
                 service.setDeclared(declared)
                 service.disabledForLackOfConfiguration = false
                 applied = entries

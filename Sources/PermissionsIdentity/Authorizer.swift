@@ -26,7 +26,7 @@ public final class Authorizer {
     }
 
     /// Calls `done(nil)` if allowed, else `done(reason)`.
-    func check(_ identity: AppIdentity, sender: String, action: Action, done: @escaping (String?) -> Void) {
+    package func check(_ identity: AppIdentity, sender: String, action: Action, done: @escaping (String?) -> Void) {
         if identity.kind == .flatpak || identity.kind == .snap {
             return done("sandboxed apps (\(identity.appID)) may not do this")
         }

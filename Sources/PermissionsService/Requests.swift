@@ -1,5 +1,7 @@
-internal import PermissionsModel
+package import PermissionsModel
 internal import DBusKit
+package import PermissionsSupport
+package import PermissionsIdentity
 
 // Request and RequestMany: the caller's status, or, when nobody has decided yet,
 // a prompt through the registered agent; what the user answered, stored; and agent

@@ -1,5 +1,7 @@
 internal import DBusKit
-internal import PermissionsModel
+package import PermissionsModel
+package import PermissionsSupport
+package import PermissionsStore
 
 /// What an agent answered.
 public enum AgentAnswer: String, Sendable {

@@ -1,5 +1,6 @@
 internal import CSQLite
 internal import Glibc
+public import PermissionsSupport
 
 public struct StoreError: Error, CustomStringConvertible {
     public let message: String

@@ -13,10 +13,10 @@ public final class InotifyWatcher {
     private var source: (any DispatchSourceRead)?
     private var directories: [Int32: String] = [:]
     /// Called on the queue for each event.
-    var onEvent: ((String, String, UInt32) -> Void)?
+    package var onEvent: ((String, String, UInt32) -> Void)?
     /// Called on the queue when events were lost: every watched directory must be
     /// looked at again.
-    var onOverflow: (() -> Void)?
+    package var onOverflow: (() -> Void)?
 
     public init?(queue: DispatchQueue) {
         fd = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
@@ -33,7 +33,7 @@ public final class InotifyWatcher {
     /// Watches `directory` for the events in `mask`; false if it cannot (it does not
     /// exist yet, say). IN_IGNORED is reported when a watched directory goes.
     @discardableResult
-    func watch(_ directory: String, mask: UInt32) -> Bool {
+    package func watch(_ directory: String, mask: UInt32) -> Bool {
         let wd = inotify_add_watch(fd, directory, mask)
         guard wd >= 0 else { return false }
         // A path now naming another directory: forget the old watch's name.
@@ -43,7 +43,7 @@ public final class InotifyWatcher {
     }
 
     /// Stops watching `directory` (watched under that name).
-    func unwatch(_ directory: String) {
+    package func unwatch(_ directory: String) {
         for (wd, path) in directories where path == directory {
             inotify_rm_watch(fd, wd)
             directories[wd] = nil
@@ -51,7 +51,7 @@ public final class InotifyWatcher {
     }
 
     /// Reads and reports every event queued now (also called directly, to catch up).
-    func drain() {
+    package func drain() {
         var buffer = [UInt8](repeating: 0, count: 8192)
         while true {
             let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }

@@ -1,5 +1,6 @@
 internal import Glibc
 public import Dispatch
+public import PermissionsSupport
 
 /// Watches the plugin directories, including those that do not exist yet.
 ///

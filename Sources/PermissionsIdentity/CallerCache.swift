@@ -1,4 +1,5 @@
 public import DBusKit
+public import PermissionsSupport
 
 /// App identities of connected callers, keyed by unique bus name, so that only a
 /// caller's first call costs a round trip to the bus daemon

@@ -1,6 +1,7 @@
 public import PermissionsModel
 internal import CGLib
 internal import Glibc
+public import PermissionsSupport
 
 /// The daemon's configuration: `permissions.conf` in the config directory, then the
 /// drop-ins `permissions.conf.d/*.conf` in name order, a later file overriding a key

@@ -1,9 +1,10 @@
-internal import PermissionsModel
+public import PermissionsModel
 internal import CPermissionsPlugin
 internal import CShims
 internal import Glibc
 import Dispatch
 internal import DBusKit
+public import PermissionsSupport
 
 /// One plugin library: its descriptor, its private state, the `permissions_host`
 /// struct handed to it, and what it last published.
@@ -29,7 +30,7 @@ public final class LoadedPlugin: @unchecked Sendable {
     /// Called (on the daemon queue) whenever `info` changes.
     var infoChanged: (() -> Void)?
     /// Snapshots published so far, by permission (daemon queue).
-    var latest: [String: Snapshot] = [:]
+    package var latest: [String: Snapshot] = [:]
 
     /// The hash of the content it was loaded from (daemon queue).
     var contentHash: UInt64?

@@ -1,5 +1,6 @@
 internal import Glibc
 public import Dispatch
+public import PermissionsSupport
 
 /// Watches everything the configuration is made of and calls `changed` on the queue
 /// when any of it may have changed: the config directory and its drop-in

@@ -1,5 +1,6 @@
 public import PermissionsModel
 internal import Glibc
+public import PermissionsSupport
 
 /// A stored user decision and where it came from.
 public struct StoredDecision: Sendable, Equatable {

@@ -1,5 +1,5 @@
 public import DBusKit
-internal import PermissionsModel
+public import PermissionsModel
 
 /// The service's named errors (org.example.Permissions.Error.*). Messages quote the
 /// offending value, escaped.

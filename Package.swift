@@ -18,7 +18,7 @@ let root = String(#filePath.dropLast("/Package.swift".count))
 func plugin(_ name: String, target: String, dir: String,
             dependencies: [Target.Dependency] = [], exclude: [String] = []) -> (Product, Target) {
     (.library(name: "permissions-\(name)", type: .dynamic, targets: [target]),
-     .target(name: target, dependencies: ["PluginKit"] + dependencies, path: "Plugins/\(dir)", exclude: exclude,
+     .target(name: target, dependencies: ["PluginKit", "CPermissionsPlugin"] + dependencies, path: "Plugins/\(dir)", exclude: exclude,
              swiftSettings: strictSettings,
              linkerSettings: [.unsafeFlags(["-Xlinker", "--version-script=\(root)/Plugins/plugin.map"])]))
 }
@@ -105,13 +105,15 @@ let package = Package(
         // bench executable can use it too.
         .target(name: "PermissionsTestSupport", swiftSettings: strictSettings),
 
-        .testTarget(name: "DBusKitTests", dependencies: ["DBusKit"], swiftSettings: strictSettings),
+        .testTarget(name: "DBusKitTests", dependencies: ["DBusKit", "CDBus"], swiftSettings: strictSettings),
+        // Holds the dependencies above to the module map in Sources/README.md.
+        .testTarget(name: "ModuleGraphTests", swiftSettings: strictSettings),
         .testTarget(name: "PermissionsCoreTests",
                     dependencies: ["PermissionsModel", "PermissionsSupport", "PermissionsStore", "PermissionsPluginHost",
                                    "PermissionsIdentity", "PermissionsConfig", "PermissionsService"],
                     swiftSettings: strictSettings),
         // The BlueZ plugin's pure parts and its HCI seam, without bus or kernel.
-        .testTarget(name: "BluetoothPluginTests", dependencies: ["BluetoothPlugin"], swiftSettings: strictSettings),
+        .testTarget(name: "BluetoothPluginTests", dependencies: ["BluetoothPlugin", "PluginKit", "DBusKit"], swiftSettings: strictSettings),
         .testTarget(name: "IntegrationTests", dependencies: ["DBusKit", "CPermissionsPlugin", "PermissionsTestSupport"],
                     swiftSettings: strictSettings),
     ] + plugins.map(\.1),

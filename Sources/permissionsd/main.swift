@@ -1,5 +1,5 @@
 // permissionsd: the permissions service. Options are PRODUCT.md's; everything else
-// lives in PermissionsCore.Daemon.
+// lives in Daemon.swift (start-up and wiring) and the Permissions* targets (Sources/README.md).
 import CLISupport
 import DBusKit
 import Glibc

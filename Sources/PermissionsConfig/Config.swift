@@ -1,7 +1,7 @@
-public import PermissionsModel
+package import PermissionsModel
 internal import CGLib
 internal import Glibc
-public import PermissionsSupport
+internal import PermissionsSupport
 
 /// The daemon's configuration: `permissions.conf` in the config directory, then the
 /// drop-ins `permissions.conf.d/*.conf` in name order, a later file overriding a key
@@ -15,35 +15,35 @@ public import PermissionsSupport
 ///
 /// Each `[section]` names a permission or a plugin; the host hands each plugin the
 /// sections that are its own.
-public struct ConfigFiles: Sendable {
-    public let directory: String
+package struct ConfigFiles: Sendable {
+    package let directory: String
 
-    public init(directory: String) { self.directory = directory }
+    package init(directory: String) { self.directory = directory }
 
-    public var mainFile: String { directory + "/permissions.conf" }
-    public var dropInDirectory: String { directory + "/permissions.conf.d" }
+    package var mainFile: String { directory + "/permissions.conf" }
+    package var dropInDirectory: String { directory + "/permissions.conf.d" }
 
-    public struct ParseError: Error, CustomStringConvertible {
-        public let file: String
-        public let line: Int?
-        public let reason: String
+    package struct ParseError: Error, CustomStringConvertible {
+        package let file: String
+        package let line: Int?
+        package let reason: String
         /// The file went between listing the directory and opening it.
         var vanished = false
-        public var description: String { "\(file)\(line.map { ":\($0)" } ?? ""): \(reason)" }
+        package var description: String { "\(file)\(line.map { ":\($0)" } ?? ""): \(reason)" }
     }
 
     /// What the configuration directory holds at one moment: the files that make up
     /// the configuration, and their merged entries or the first problem.
-    public struct Reading: Sendable {
-        public var files: [String]
-        public var entries: Result<[ConfigEntry], ParseError>
+    package struct Reading: Sendable {
+        package var files: [String]
+        package var entries: Result<[ConfigEntry], ParseError>
         /// A drop-in directory that exists but cannot be listed: which of its files
         /// are there is not known (none of them counts as gone).
-        public var unlisted: String?
+        package var unlisted: String?
     }
 
     /// The files that make up the configuration now, in the order they apply.
-    public var files: [String] { listing().files }
+    package var files: [String] { listing().files }
 
     /// The files that make up the configuration now, and the first name that exists
     /// but cannot be looked at. Only a name that does not exist (ENOENT on lstat)
@@ -84,7 +84,7 @@ public struct ConfigFiles: Sendable {
 
     /// Reads and merges every file. Throws for the first malformed one, so the caller
     /// keeps its last good configuration.
-    public func load() throws(ParseError) -> [ConfigEntry] {
+    package func load() throws(ParseError) -> [ConfigEntry] {
         try read().entries.get()
     }
 
@@ -93,7 +93,7 @@ public struct ConfigFiles: Sendable {
     /// name goes between listing and reading counts as absent (an editor's save is
     /// under way: the caller waits for it to come back); a name that stays but cannot
     /// be read (a dangling link, EACCES, ELOOP) is an error.
-    public func read() -> Reading {
+    package func read() -> Reading {
         var present: [String] = []
         var merged: [ConfigKey: ConfigEntry] = [:]
         var order: [ConfigKey] = []
@@ -124,7 +124,7 @@ public struct ConfigFiles: Sendable {
 
     /// Whether two configurations say the same: the same value for every key, wherever
     /// it was written (origins and order do not change what applies).
-    public static func sameSettings(_ a: [ConfigEntry], _ b: [ConfigEntry]) -> Bool {
+    package static func sameSettings(_ a: [ConfigEntry], _ b: [ConfigEntry]) -> Bool {
         func settings(_ entries: [ConfigEntry]) -> [ConfigKey: String] {
             Dictionary(entries.map { (ConfigKey(section: $0.section, key: $0.key), $0.value) }) { $1 }
         }

@@ -1,6 +1,6 @@
 internal import Glibc
-public import Dispatch
-public import PermissionsSupport
+package import Dispatch
+internal import PermissionsSupport
 
 /// Watches everything the configuration is made of and calls `changed` on the queue
 /// when any of it may have changed: the config directory and its drop-in
@@ -17,9 +17,9 @@ public import PermissionsSupport
 /// A regular file just created is not whole yet: its writer's close (IN_CLOSE_WRITE)
 /// says when it is, and until then it is in `beingWritten`. A link, a hard link or a
 /// directory counts at once (creating them gives IN_CREATE only).
-public final class ConfigWatcher {
+package final class ConfigWatcher {
     /// Parts of the configuration created and not yet closed by their writer.
-    public private(set) var beingWritten: Set<String> = []
+    package private(set) var beingWritten: Set<String> = []
     /// Events about the configuration handled so far.
     private var eventCount: UInt64 = 0
     let inotify: InotifyWatcher
@@ -36,7 +36,7 @@ public final class ConfigWatcher {
     }
     private var interests: [String: Interest] = [:]
 
-    public init?(files: ConfigFiles, queue: DispatchQueue, changed: @escaping () -> Void) {
+    package init?(files: ConfigFiles, queue: DispatchQueue, changed: @escaping () -> Void) {
         guard let inotify = InotifyWatcher(queue: queue) else { return nil }
         self.inotify = inotify
         self.files = files
@@ -52,7 +52,7 @@ public final class ConfigWatcher {
     /// Handles the events queued now; returns how many events about the configuration
     /// were handled so far. A reader compares the counts before and after reading:
     /// equal, nothing changed under it.
-    public func catchUp() -> UInt64 {
+    package func catchUp() -> UInt64 {
         inotify.drain()
         return eventCount
     }

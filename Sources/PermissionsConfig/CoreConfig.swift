@@ -1,5 +1,5 @@
-public import PermissionsModel
-package import PermissionsSupport
+package import PermissionsModel
+internal import PermissionsSupport
 
 /// The keys of the configuration that the daemon itself reads; every other key
 /// goes to the plugins.
@@ -18,13 +18,13 @@ package import PermissionsSupport
 ///     no-agent=not-determined  the answer to Request while no agent is registered:
 ///                              not-determined (default), denied or authorized;
 ///                              nothing is stored either way
-public struct CoreConfig: Equatable, Sendable {
-    public var agentTimeoutSeconds = 120
-    public var noAgent: [String: Status] = [:]
+package struct CoreConfig: Equatable, Sendable {
+    package var agentTimeoutSeconds = 120
+    package var noAgent: [String: Status] = [:]
     /// Names from [permissions] declare=, valid ones only, in order.
-    public var declared: [String] = []
+    package var declared: [String] = []
 
-    public init() {}
+    package init() {}
 
     /// Splits `entries` into the daemon's settings and the plugins' entries. A bad
     /// value goes to `reject` ("FILE:LINE: [section] key=value: why"), and the

@@ -1,5 +1,5 @@
 package import PermissionsModel
-package import PermissionsSupport
+internal import PermissionsSupport
 /// A copy of the last configuration the daemon applied, in the state directory
 /// (`last-good.conf`, keyfile syntax, mode 0600). It is read only at start-up, when
 /// the configuration itself cannot be read: an unreadable file must not mean "no

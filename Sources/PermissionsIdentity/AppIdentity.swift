@@ -1,11 +1,11 @@
-public import PermissionsModel
+internal import PermissionsModel
 internal import CGLib
 internal import Glibc
-public import PermissionsSupport
+internal import PermissionsSupport
 
 /// Who a caller is, from its bus credentials.
-public struct AppIdentity: Sendable, Equatable {
-    public enum Kind: String, Sendable {
+package struct AppIdentity: Sendable, Equatable {
+    package enum Kind: String, Sendable {
         /// From the sandbox's /.flatpak-info ([Application] name).
         case flatpak
         /// From the snap's AppArmor label (snap.<name>.<app>); the app id is "snap.<name>".
@@ -16,10 +16,10 @@ public struct AppIdentity: Sendable, Equatable {
         case executable
     }
 
-    public var appID: String
-    public var kind: Kind
-    public var uid: UInt32
-    public var pid: UInt32
+    package var appID: String
+    package var kind: Kind
+    package var uid: UInt32
+    package var pid: UInt32
 }
 
 /// Works out an app id from a process, reading `/proc` (or a stand-in tree for tests).
@@ -35,22 +35,22 @@ public struct AppIdentity: Sendable, Equatable {
 /// the rest; if it changed, the PID now names another process and the caller is
 /// refused. (The caller cache also checks that the connection still exists after
 /// identification.)
-public struct IdentityReader: Sendable {
-    public var procRoot: String
+package struct IdentityReader: Sendable {
+    package var procRoot: String
     /// Runs between the two reads of the start time; a seam for tests that replace
     /// the process in the middle of identification.
     var betweenReads: (@Sendable () -> Void)?
 
-    public init(procRoot: String = "/proc") { self.procRoot = procRoot }
+    package init(procRoot: String = "/proc") { self.procRoot = procRoot }
 
-    public enum Failure: Error, Equatable {
+    package enum Failure: Error, Equatable {
         /// The process is gone, or its entries cannot be read.
         case unreadable(String)
         /// What it claims as an app id is not one.
         case invalid(String)
     }
 
-    public func identify(pid: UInt32, uid: UInt32) -> Result<AppIdentity, Failure> {
+    package func identify(pid: UInt32, uid: UInt32) -> Result<AppIdentity, Failure> {
         let base = "\(procRoot)/\(pid)"
         guard let started = startTime(base) else { return .failure(.unreadable("cannot read \(base)/stat")) }
         let result = identifyUnchecked(base: base, pid: pid, uid: uid)

@@ -1,4 +1,4 @@
-public import DBusKit
+package import DBusKit
 internal import Glibc
 
 /// Decides who may use admin methods and register agents.
@@ -11,8 +11,8 @@ internal import Glibc
 ///
 /// Sandboxed callers (flatpak, snap) are never admins and never agents, whatever
 /// their uid: the sandbox is the boundary the user relies on.
-public final class Authorizer {
-    public enum Action: String, Sendable {
+package final class Authorizer {
+    package enum Action: String, Sendable {
         case manage = "org.example.permissions.manage"
         case agent = "org.example.permissions.agent"
     }
@@ -20,7 +20,7 @@ public final class Authorizer {
     let connection: Connection
     let systemBus: Bool
 
-    public init(connection: Connection, systemBus: Bool) {
+    package init(connection: Connection, systemBus: Bool) {
         self.connection = connection
         self.systemBus = systemBus
     }

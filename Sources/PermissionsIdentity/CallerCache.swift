@@ -1,5 +1,5 @@
-public import DBusKit
-public import PermissionsSupport
+package import DBusKit
+internal import PermissionsSupport
 
 /// App identities of connected callers, keyed by unique bus name, so that only a
 /// caller's first call costs a round trip to the bus daemon
@@ -12,15 +12,15 @@ public import PermissionsSupport
 ///
 /// Confined to the service queue, like the connection; so is every piece of its
 /// state (the resolver's included).
-public final class CallerCache {
+package final class CallerCache {
     private let connection: Connection
     let resolver: IdentityResolver
     private var known: [String: AppIdentity] = [:]
     private var waiting: [String: [(Result<AppIdentity, BusError>) -> Void]] = [:]
     /// Called with a unique name when it leaves the bus (one match rule for all).
-    public var onLeave: [(String) -> Void] = []
+    package var onLeave: [(String) -> Void] = []
 
-    public init(connection: Connection, reader: IdentityReader) {
+    package init(connection: Connection, reader: IdentityReader) {
         self.connection = connection
         resolver = IdentityResolver(queue: connection.queue) { reader.identify(pid: $0, uid: $1) }
         connection.subscribe(SignalMatch(sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
@@ -34,12 +34,12 @@ public final class CallerCache {
         }
     }
 
-    public var count: Int { known.count }
+    package var count: Int { known.count }
 
     /// Calls `done` with the caller's identity: at once if known, else after asking
     /// the bus. A caller that has left the bus (or whose process is gone) gets
     /// `UnknownCaller`, never a fallback identity.
-    public func identify(_ sender: String, done: @escaping (Result<AppIdentity, BusError>) -> Void) {
+    package func identify(_ sender: String, done: @escaping (Result<AppIdentity, BusError>) -> Void) {
         if let identity = known[sender] { return done(.success(identity)) }
         if waiting[sender] != nil {
             waiting[sender]!.append(done)

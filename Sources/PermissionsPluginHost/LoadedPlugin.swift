@@ -1,10 +1,10 @@
-public import PermissionsModel
+package import PermissionsModel
 internal import CPermissionsPlugin
 internal import CShims
 internal import Glibc
 import Dispatch
 internal import DBusKit
-public import PermissionsSupport
+internal import PermissionsSupport
 
 /// One plugin library: its descriptor, its private state, the `permissions_host`
 /// struct handed to it, and what it last published.
@@ -19,12 +19,12 @@ public import PermissionsSupport
 /// which a Mutex guards. `file`, `state`, `host`, `handle`, `functions` and `started`
 /// are touched only on `callQueue`; `info`, `latest` and `contentHash` only on the
 /// daemon queue.
-public final class LoadedPlugin: @unchecked Sendable {
-    public let path: String
-    public let name: String
+package final class LoadedPlugin: @unchecked Sendable {
+    package let path: String
+    package let name: String
     let callQueue: DispatchQueue
     let daemonQueue: DispatchQueue
-    public internal(set) var info: PluginInfo {
+    package internal(set) var info: PluginInfo {
         didSet { infoChanged?() }
     }
     /// Called (on the daemon queue) whenever `info` changes.

@@ -1,6 +1,6 @@
 internal import Glibc
-public import Dispatch
-public import PermissionsSupport
+package import Dispatch
+internal import PermissionsSupport
 
 /// Watches the plugin directories, including those that do not exist yet.
 ///
@@ -18,7 +18,7 @@ public import PermissionsSupport
 ///   directory itself (chmod, chown) has every name looked at again, since the trust
 ///   checks depend on the directory's mode and owner.
 /// - When inotify lost events (IN_Q_OVERFLOW), every name is looked at again.
-public final class PluginDirectoryWatcher {
+package final class PluginDirectoryWatcher {
     let inotify: InotifyWatcher
     private let directories: [String]
     private let fileChanged: (_ name: String) -> Void
@@ -33,7 +33,7 @@ public final class PluginDirectoryWatcher {
     private static let parentMask = UInt32(IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_ONLYDIR)
     private static let ancestorMask = UInt32(IN_CREATE | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
 
-    public init?(directories: [String], queue: DispatchQueue, fileChanged: @escaping (_ name: String) -> Void,
+    package init?(directories: [String], queue: DispatchQueue, fileChanged: @escaping (_ name: String) -> Void,
                  rescan: @escaping () -> Void) {
         guard let inotify = InotifyWatcher(queue: queue) else { return nil }
         self.inotify = inotify

@@ -1,5 +1,5 @@
 internal import Glibc
-public import PermissionsSupport
+internal import PermissionsSupport
 
 /// A plugin file as the daemon loads it: opened, checked on the opened file (never
 /// the path again, which may name another file by then), read whole, and hashed.

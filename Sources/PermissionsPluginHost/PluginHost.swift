@@ -1,13 +1,13 @@
 internal import DBusKit
-public import PermissionsModel
+package import PermissionsModel
 internal import CPermissionsPlugin
 internal import Glibc
-public import Dispatch
-public import PermissionsSupport
+package import Dispatch
+internal import PermissionsSupport
 
 /// What the daemon knows about one plugin file it found.
-public struct PluginInfo: Sendable, Equatable {
-    public enum State: String, Sendable {
+package struct PluginInfo: Sendable, Equatable {
+    package enum State: String, Sendable {
         /// Being opened and started.
         case loading
         /// Serving its permissions.
@@ -16,13 +16,13 @@ public struct PluginInfo: Sendable, Equatable {
         /// Its permissions, if it declared any, are "unsupported".
         case unavailable
     }
-    public var name: String
-    public var version: String
-    public var state: State
-    public var permissions: [String]
-    public var file: String
+    package var name: String
+    package var version: String
+    package var state: State
+    package var permissions: [String]
+    package var file: String
     /// Why it is unavailable.
-    public var reason = ""
+    package var reason = ""
 
     /// What the Plugins property shows of it: the file and the reason left out, so
     /// that a change of either alone is not announced as a change of the property.
@@ -48,9 +48,9 @@ public struct PluginInfo: Sendable, Equatable {
 /// `@unchecked Sendable`: every property is touched only on `queue`; the closures
 /// that capture the host and cross to a plugin's call queue only hop back to
 /// `queue` before touching it.
-public final class PluginHost: @unchecked Sendable {
+package final class PluginHost: @unchecked Sendable {
     /// The plugins serving (or unavailable), one per name.
-    public internal(set) var plugins: [LoadedPlugin] = [] {
+    package internal(set) var plugins: [LoadedPlugin] = [] {
         didSet { providersCache = nil }
     }
     /// `providers`, rebuilt when a plugin comes, goes or changes: every GetStatus asks.
@@ -59,7 +59,7 @@ public final class PluginHost: @unchecked Sendable {
     /// name in the Plugins property.
     var refusedNames: [String: PluginInfo] = [:]
     /// Files that never became plugins (not a library, wrong ABI, …), one per name.
-    public var rejected: [PluginInfo] { refusedNames.values.sorted { $0.name < $1.name } }
+    package var rejected: [PluginInfo] { refusedNames.values.sorted { $0.name < $1.name } }
     /// Copies being started to take over their name (not serving yet), by name.
     var starting: [String: LoadedPlugin] = [:]
     /// The last refusal of each file, so that a file still refused for the same
@@ -96,16 +96,16 @@ public final class PluginHost: @unchecked Sendable {
         let hash: UInt64?
     }
 
-    public init(queue: DispatchQueue) {
+    package init(queue: DispatchQueue) {
         self.queue = queue
     }
 
-    public var infos: [PluginInfo] {
+    package var infos: [PluginInfo] {
         (plugins.map(\.info) + rejected).sorted { $0.name < $1.name }
     }
 
     /// Permission name to the plugin that declared it (loaded or not).
-    public var providers: [String: LoadedPlugin] {
+    package var providers: [String: LoadedPlugin] {
         if let providersCache { return providersCache }
         var map: [String: LoadedPlugin] = [:]
         for plugin in plugins where plugin.info.state != .loading {
@@ -120,7 +120,7 @@ public final class PluginHost: @unchecked Sendable {
     /// permission wins. Each refused file gets one log line naming it and the
     /// reason; the others still load. `done` runs once every plugin has started,
     /// failed or passed its deadline.
-    public func loadAll(from directories: [String], config: [ConfigEntry], done: @escaping () -> Void) {
+    package func loadAll(from directories: [String], config: [ConfigEntry], done: @escaping () -> Void) {
         self.config = config
         self.directories = directories
         var names: [String] = []
@@ -243,7 +243,7 @@ public final class PluginHost: @unchecked Sendable {
     /// every plugin accepts. With nothing to ask, it runs before validateAll
     /// returns. A plugin that does not answer within the deadline is made
     /// unavailable (it will never be configured) and reports nothing.
-    public func validateAll(_ config: [ConfigEntry], completion: @escaping ([String]) -> Void) {
+    package func validateAll(_ config: [ConfigEntry], completion: @escaping ([String]) -> Void) {
         let asked = plugins.filter { $0.info.state == .loaded }.sorted { $0.name < $1.name }
         var answers = [[String]](repeating: [], count: asked.count)
         var remaining = asked.count + 1
@@ -277,7 +277,7 @@ public final class PluginHost: @unchecked Sendable {
     /// Stops every plugin (fini), before exit: all at once, each on its own call
     /// queue, and waits for them under one deadline, so that plugins stuck in fini
     /// delay the exit by one deadline in all, not one each.
-    public func stopAll() {
+    package func stopAll() {
         let started = monotonicNanoseconds()
         let end = DispatchTime.now() + deadline
         let stopping = plugins.filter { $0.info.state == .loaded }.map { plugin in

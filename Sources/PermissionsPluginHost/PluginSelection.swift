@@ -1,5 +1,5 @@
 internal import Glibc
-public import PermissionsSupport
+internal import PermissionsSupport
 
 // Which copy of a plugin serves its name: the first one, in directory order, that
 // loads. A copy is looked at again whenever anything happens to its name (a file

@@ -1,6 +1,6 @@
-public import PermissionsModel
+internal import PermissionsModel
 internal import CPermissionsPlugin
-public import PermissionsSupport
+internal import PermissionsSupport
 
 /// Checks a `struct permissions_snapshot` against the ABI and copies it into a
 /// Swift `Snapshot`, during the plugin's publish call.

@@ -1,7 +1,7 @@
-package import PermissionsModel
+internal import PermissionsModel
 import Dispatch
-package import PermissionsSupport
-package import PermissionsStore
+internal import PermissionsSupport
+internal import PermissionsStore
 
 // Decisions with an end (an agent's answer may carry one): a timer armed for the
 // next one, which removes it with the signals that implies. Part of

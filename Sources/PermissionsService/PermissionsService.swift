@@ -1,12 +1,12 @@
-public import PermissionsModel
-public import DBusKit
+package import PermissionsModel
+package import DBusKit
 internal import CPermissionsData
 internal import Glibc
 import Dispatch
-package import PermissionsSupport
-public import PermissionsStore
-public import PermissionsPluginHost
-public import PermissionsIdentity
+internal import PermissionsSupport
+package import PermissionsStore
+package import PermissionsPluginHost
+package import PermissionsIdentity
 
 /// The org.example.Permissions object: combines plugin snapshots with stored
 /// decisions into statuses, answers the methods, and emits StatusChanged exactly
@@ -18,11 +18,11 @@ public import PermissionsIdentity
 ///
 /// Confined to the connection's queue: the bus, the plugin host and the store are
 /// all used from there only.
-public final class PermissionsService {
-    public static let busName = BusNames.busName
-    public static let objectPath = BusNames.objectPath
-    public static let interfaceName = BusNames.interfaceName
-    public static let interfaceVersion: UInt32 = 1
+package final class PermissionsService {
+    package static let busName = BusNames.busName
+    package static let objectPath = BusNames.objectPath
+    package static let interfaceName = BusNames.interfaceName
+    package static let interfaceVersion: UInt32 = 1
 
     let connection: Connection
     let store: DecisionStore
@@ -72,7 +72,7 @@ public final class PermissionsService {
     /// Set by shutdown: nothing new is started.
     private(set) var stopping = false
 
-    public init(connection: Connection, store: DecisionStore, plugins: PluginHost, callers: CallerCache,
+    package init(connection: Connection, store: DecisionStore, plugins: PluginHost, callers: CallerCache,
                 authorizer: Authorizer) {
         self.connection = connection
         self.store = store
@@ -110,7 +110,7 @@ public final class PermissionsService {
 
     /// Known permissions: those the plugins declare (served or not) and those the
     /// configuration declares.
-    public var permissions: [String] { Set(plugins.providers.keys).union(declared.keys).sorted() }
+    package var permissions: [String] { Set(plugins.providers.keys).union(declared.keys).sorted() }
 
     func isKnown(_ permission: String) -> Bool {
         plugins.providers[permission] != nil || declared[permission] != nil
@@ -135,7 +135,7 @@ public final class PermissionsService {
         return snapshot
     }
 
-    public func status(app: String, permission: String) -> Status {
+    package func status(app: String, permission: String) -> Status {
         let s = snapshot(permission)
         return effectiveStatus(service: s.service, policy: s.policy(for: app), decision: decision(app, permission))
     }
@@ -147,7 +147,7 @@ public final class PermissionsService {
     }
 
     /// Recomputes a permission's snapshot and signals what really changed for apps.
-    public func refresh(_ permission: String) {
+    package func refresh(_ permission: String) {
         if held != nil {
             held?.insert(permission)
             return
@@ -219,7 +219,7 @@ public final class PermissionsService {
     }
 
     /// Emits PropertiesChanged for Permissions and Plugins, each if it changed.
-    public func pluginsChanged() {
+    package func pluginsChanged() {
         if held != nil { return }  // announced after the held changes, by releaseChanges
         let now = permissions
         let pluginsNow = plugins.infos.map(\.announced)

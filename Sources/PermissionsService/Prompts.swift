@@ -1,10 +1,10 @@
 internal import DBusKit
-package import PermissionsModel
-package import PermissionsSupport
-package import PermissionsStore
+internal import PermissionsModel
+internal import PermissionsSupport
+internal import PermissionsStore
 
 /// What an agent answered.
-public enum AgentAnswer: String, Sendable {
+package enum AgentAnswer: String, Sendable {
     case allowOnce = "allow-once"
     case allowSession = "allow-session"
     case allowAlways = "allow-always"

@@ -1,7 +1,7 @@
-package import PermissionsModel
+internal import PermissionsModel
 internal import DBusKit
-package import PermissionsSupport
-package import PermissionsIdentity
+internal import PermissionsSupport
+internal import PermissionsIdentity
 
 // Request and RequestMany: the caller's status, or, when nobody has decided yet,
 // a prompt through the registered agent; what the user answered, stored; and agent

@@ -1,4 +1,4 @@
-package import PermissionsStore
+internal import PermissionsStore
 
 // "allow-session" grants: a user decision kept in memory only, which ends when the
 // last requester it was given to leaves the bus (the app's process ended). Part of

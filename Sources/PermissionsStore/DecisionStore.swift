@@ -1,18 +1,18 @@
-public import PermissionsModel
+package import PermissionsModel
 internal import Glibc
-public import PermissionsSupport
+internal import PermissionsSupport
 
 /// A stored user decision and where it came from.
-public struct StoredDecision: Sendable, Equatable {
-    public var appID: String
-    public var permission: String
-    public var decision: Decision
+package struct StoredDecision: Sendable, Equatable {
+    package var appID: String
+    package var permission: String
+    package var decision: Decision
     /// Microseconds since the Unix epoch.
-    public var setAt: Int64
+    package var setAt: Int64
     /// Free text naming who made it, e.g. "uid 0 (/usr/bin/permissionsctl)".
-    public var setBy: String
+    package var setBy: String
     /// When it stops applying, in microseconds since the Unix epoch; nil = never.
-    public var expiresAt: Int64? = nil
+    package var expiresAt: Int64? = nil
 }
 
 /// Per-app decisions: one row per (app id, permission) in SQLite, and all of them
@@ -45,17 +45,17 @@ public struct StoredDecision: Sendable, Equatable {
 /// this version does not understand) fails the open and leaves the file as it is.
 ///
 /// Not thread-safe: owned by the service and used only on its queue.
-public final class DecisionStore {
+package final class DecisionStore {
     private let db: SQLiteDatabase
     private var index: [DecisionKey: StoredDecision]
     /// The serial epoch stored in the meta table (0 if none yet).
     private var epoch: Int64
-    public let path: String
+    package let path: String
     /// Why the store is degraded, naming the file moved aside; nil when the store
     /// was read whole and no store moved aside is left beside it.
-    public private(set) var degradedReason: String?
+    package private(set) var degradedReason: String?
 
-    public init(path: String) throws {
+    package init(path: String) throws {
         self.path = path
         let loaded: Loaded
         let reason: String?
@@ -239,7 +239,7 @@ public final class DecisionStore {
     // MARK: Reads, from memory
 
     /// The decision in force for the pair: an expired one does not count.
-    public func decision(app: String, permission: String, now: Int64 = currentMicroseconds()) -> StoredDecision? {
+    package func decision(app: String, permission: String, now: Int64 = currentMicroseconds()) -> StoredDecision? {
         guard let stored = index[DecisionKey(app, permission)] else { return nil }
         if let expires = stored.expiresAt, expires <= now { return nil }
         return stored
@@ -247,25 +247,25 @@ public final class DecisionStore {
 
     /// Every stored decision, or one app's, sorted by app id then permission (expired
     /// ones too, until the expiry timer removes them).
-    public func list(app: String? = nil) -> [StoredDecision] {
+    package func list(app: String? = nil) -> [StoredDecision] {
         let rows = app.map { app in index.filter { $0.key.app.utf8.elementsEqual(app.utf8) } } ?? index
         return rows.sorted { $0.key < $1.key }.map(\.value)
     }
 
     /// Decisions whose time has come (expires_at <= now), for the expiry timer.
-    public func expired(now: Int64 = currentMicroseconds()) -> [StoredDecision] {
+    package func expired(now: Int64 = currentMicroseconds()) -> [StoredDecision] {
         index.values.filter { $0.expiresAt.map { $0 <= now } ?? false }
     }
 
     /// The earliest expiry of a stored decision, if any (it may already be due).
-    public func nextExpiry() -> Int64? {
+    package func nextExpiry() -> Int64? {
         index.values.compactMap(\.expiresAt).min()
     }
 
     // MARK: Writes, to the file and then to memory
 
     /// Stores a decision durably (replaces an earlier one for the same pair).
-    public func set(app: String, permission: String, decision: Decision, setBy: String,
+    package func set(app: String, permission: String, decision: Decision, setBy: String,
                     expiresAt: Int64? = nil) throws {
         try db.endStrayTransaction()
         let row = StoredDecision(appID: app, permission: permission, decision: decision,
@@ -279,7 +279,7 @@ public final class DecisionStore {
 
     /// Deletes one decision if it is still the same (an expiry must not remove a
     /// newer decision made meanwhile).
-    public func remove(_ decision: StoredDecision) throws {
+    package func remove(_ decision: StoredDecision) throws {
         try db.endStrayTransaction()
         try db.execute("DELETE FROM decisions WHERE app_id = ?1 AND permission = ?2 AND set_at = ?3",
                        [.text(decision.appID), .text(decision.permission), .int(decision.setAt)])
@@ -289,7 +289,7 @@ public final class DecisionStore {
 
     /// Removes an app's decisions for the given permissions (all when empty); returns
     /// how many rows went, in one transaction.
-    public func reset(app: String, permissions: [String]) throws -> Int {
+    package func reset(app: String, permissions: [String]) throws -> Int {
         try db.endStrayTransaction()
         let keys: [DecisionKey]
         let removed: Int
@@ -315,7 +315,7 @@ public final class DecisionStore {
 
     /// Moves the serial epoch on: the larger of the stored one plus one and
     /// `atLeast`; stored, and returned. One write per daemon start.
-    public func nextEpoch(atLeast: Int64) throws -> Int64 {
+    package func nextEpoch(atLeast: Int64) throws -> Int64 {
         try db.endStrayTransaction()
         let next = max(epoch + 1, atLeast)
         try db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('serial-epoch', ?1)", [.int(next)])
@@ -330,7 +330,7 @@ public final class DecisionStore {
     /// stuck in the kernel on a caller's FUSE file system keeps the fd table alive).
     /// A checkpoint that fails is logged and the store closed anyway; SQLite's
     /// close tries the checkpoint once more. Every write after this throws.
-    public func close() {
+    package func close() {
         guard !db.isClosed else { return }
         do {
             // One row: busy (1 if it could not finish), WAL frames, frames checkpointed.
@@ -349,7 +349,7 @@ public final class DecisionStore {
     }
 }
 
-public func currentMicroseconds() -> Int64 {
+package func currentMicroseconds() -> Int64 {
     var ts = timespec()
     clock_gettime(CLOCK_REALTIME, &ts)
     return Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1000

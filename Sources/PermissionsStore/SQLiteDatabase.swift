@@ -1,12 +1,12 @@
 internal import CSQLite
 internal import Glibc
-public import PermissionsSupport
+internal import PermissionsSupport
 
-public struct StoreError: Error, CustomStringConvertible {
-    public let message: String
+package struct StoreError: Error, CustomStringConvertible {
+    package let message: String
     /// SQLite's primary result code, when the error came from SQLite.
-    public var code: Int32 = 0
-    public var description: String { message }
+    package var code: Int32 = 0
+    package var description: String { message }
     /// The file is not a database or is damaged (as opposed to unwritable, say).
     var isCorruption: Bool { code == SQLITE_CORRUPT || code == SQLITE_NOTADB }
 

@@ -1,42 +1,42 @@
-public import DBusKit
-public import PermissionsModel
+package import DBusKit
+internal import PermissionsModel
 
 /// The service's named errors (org.example.Permissions.Error.*). Messages quote the
 /// offending value, escaped.
-public enum PermissionsError {
-    public static let prefix = BusNames.errorPrefix
+package enum PermissionsError {
+    package static let prefix = BusNames.errorPrefix
 
-    public static func unknownPermission(_ name: String) -> BusError {
+    package static func unknownPermission(_ name: String) -> BusError {
         BusError(prefix + ErrorName.unknownPermission, "unknown permission \"\(name.escapedForMessage)\"")
     }
 
-    public static func invalidArgument(_ message: String) -> BusError {
+    package static func invalidArgument(_ message: String) -> BusError {
         BusError(prefix + ErrorName.invalidArgument, message)
     }
 
-    public static func invalidPermissionName(_ name: String) -> BusError {
+    package static func invalidPermissionName(_ name: String) -> BusError {
         invalidArgument("invalid permission name \"\(name.escapedForMessage)\": expected [a-z][a-z0-9-]{0,63}")
     }
 
-    public static func invalidAppID(_ id: String) -> BusError {
+    package static func invalidAppID(_ id: String) -> BusError {
         invalidArgument("invalid app id \"\(id.escapedForMessage)\"")
     }
 
-    public static func notAuthorized(_ what: String) -> BusError {
+    package static func notAuthorized(_ what: String) -> BusError {
         BusError(prefix + ErrorName.notAuthorized, what)
     }
 
-    public static func unknownCaller(_ message: String) -> BusError {
+    package static func unknownCaller(_ message: String) -> BusError {
         BusError(prefix + ErrorName.unknownCaller, message)
     }
 
-    public static func storageFailed(_ message: String) -> BusError {
+    package static func storageFailed(_ message: String) -> BusError {
         BusError(prefix + ErrorName.storageFailed, message)
     }
 
     /// The answer to a call still waiting (for its caller's identity, polkit or a
     /// prompt) when the daemon stops.
-    public static func cancelled(_ message: String) -> BusError {
+    package static func cancelled(_ message: String) -> BusError {
         BusError(prefix + ErrorName.cancelled, message)
     }
 }

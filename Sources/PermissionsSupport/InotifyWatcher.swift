@@ -1,5 +1,5 @@
 internal import Glibc
-public import Dispatch
+package import Dispatch
 
 /// inotify on a few directories, read by a dispatch source on the daemon queue.
 /// Reports each event as (directory, file name, mask).
@@ -8,7 +8,7 @@ public import Dispatch
 /// /proc/sys/fs/inotify/max_queued_events unread), it drops events and queues one
 /// IN_Q_OVERFLOW instead: what changed meanwhile is unknown, so the users re-read
 /// everything they watch (`onOverflow`).
-public final class InotifyWatcher {
+package final class InotifyWatcher {
     private let fd: Int32
     private var source: (any DispatchSourceRead)?
     private var directories: [Int32: String] = [:]
@@ -18,7 +18,7 @@ public final class InotifyWatcher {
     /// looked at again.
     package var onOverflow: (() -> Void)?
 
-    public init?(queue: DispatchQueue) {
+    package init?(queue: DispatchQueue) {
         fd = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
         guard fd >= 0 else { return nil }
         let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)

@@ -5,13 +5,13 @@ internal import Glibc
 ///
 /// `@unchecked Sendable`: `verbose` is set once at start-up before any other
 /// thread exists; each line is written with one `write(2)`, which does not interleave.
-public final class Log: @unchecked Sendable {
-    public static let shared = Log()
-    public var verbose = false
+package final class Log: @unchecked Sendable {
+    package static let shared = Log()
+    package var verbose = false
 
-    public enum Priority: Int32 { case error = 3, warning = 4, notice = 5, info = 6, debug = 7 }
+    package enum Priority: Int32 { case error = 3, warning = 4, notice = 5, info = 6, debug = 7 }
 
-    public func log(_ priority: Priority, _ message: String) {
+    package func log(_ priority: Priority, _ message: String) {
         if priority == .debug, !verbose { return }
         let line = "<\(priority.rawValue)>permissionsd: \(message)\n"
         line.utf8CString.withUnsafeBufferPointer { buf in
@@ -20,7 +20,7 @@ public final class Log: @unchecked Sendable {
     }
 }
 
-public func logError(_ m: String) { Log.shared.log(.error, m) }
-public func logWarning(_ m: String) { Log.shared.log(.warning, m) }
-public func logInfo(_ m: String) { Log.shared.log(.info, m) }
-public func logDebug(_ m: String) { Log.shared.log(.debug, m) }
+package func logError(_ m: String) { Log.shared.log(.error, m) }
+package func logWarning(_ m: String) { Log.shared.log(.warning, m) }
+package func logInfo(_ m: String) { Log.shared.log(.info, m) }
+package func logDebug(_ m: String) { Log.shared.log(.debug, m) }

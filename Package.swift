@@ -18,7 +18,7 @@ let root = String(#filePath.dropLast("/Package.swift".count))
 func plugin(_ name: String, target: String, dir: String,
             dependencies: [Target.Dependency] = [], exclude: [String] = []) -> (Product, Target) {
     (.library(name: "permissions-\(name)", type: .dynamic, targets: [target]),
-     .target(name: target, dependencies: ["PluginKit"] + dependencies, path: "Plugins/\(dir)", exclude: exclude,
+     .target(name: target, dependencies: ["PluginKit", "CPermissionsPlugin"] + dependencies, path: "Plugins/\(dir)", exclude: exclude,
              swiftSettings: strictSettings,
              linkerSettings: [.unsafeFlags(["-Xlinker", "--version-script=\(root)/Plugins/plugin.map"])]))
 }
@@ -56,13 +56,39 @@ let package = Package(
         .target(name: "CShims"),
         .target(name: "CLISupport", dependencies: ["CShims"], swiftSettings: strictSettings),
         .target(name: "DBusKit", dependencies: ["CDBus"], swiftSettings: strictSettings),
-        .target(name: "PermissionsCore",
-                dependencies: ["DBusKit", "CSQLite", "CGLib", "CPermissionsPlugin", "CPermissionsData", "CShims",
-                               "PluginKit"],
+        // The shared vocabulary: status words and precedence, names and their checks,
+        // configuration entries, bus names. Imports nothing, so plugins can use it.
+        .target(name: "PermissionsModel", swiftSettings: strictSettings),
+        // The daemon, one target per concern (Sources/README.md is the module map, and
+        // ModuleGraphTests holds these dependencies to it). None of them imports PluginKit.
+        // Logging, file reading, inotify, the named bus errors: what every part shares.
+        .target(name: "PermissionsSupport", dependencies: ["PermissionsModel", "DBusKit"],
                 swiftSettings: strictSettings),
-        .executableTarget(name: "permissionsd", dependencies: ["PermissionsCore", "CLISupport"],
+        // Stored decisions: DecisionStore over SQLite.
+        .target(name: "PermissionsStore", dependencies: ["PermissionsModel", "PermissionsSupport", "DBusKit", "CSQLite"],
+                swiftSettings: strictSettings),
+        // Loads, isolates and watches the plugins; keeps each one's snapshots.
+        .target(name: "PermissionsPluginHost",
+                dependencies: ["PermissionsModel", "PermissionsSupport", "DBusKit", "CPermissionsPlugin", "CShims"],
+                swiftSettings: strictSettings),
+        // Who is calling: credentials, /proc, flatpak/snap, the caller cache, polkit.
+        .target(name: "PermissionsIdentity", dependencies: ["PermissionsModel", "PermissionsSupport", "DBusKit", "CGLib"],
+                swiftSettings: strictSettings),
+        // The configuration files: reading, watching, the daemon's own keys, the last good one.
+        .target(name: "PermissionsConfig", dependencies: ["PermissionsModel", "PermissionsSupport", "CGLib"],
+                swiftSettings: strictSettings),
+        // The org.example.Permissions object: statuses, methods, signals, requests, prompts.
+        .target(name: "PermissionsService",
+                dependencies: ["PermissionsModel", "PermissionsSupport", "PermissionsStore", "PermissionsPluginHost",
+                               "PermissionsIdentity", "DBusKit", "CPermissionsData"],
+                swiftSettings: strictSettings),
+        // Process wiring: options, start-up order, configuration applied, signals, exit.
+        .executableTarget(name: "permissionsd",
+                          dependencies: ["PermissionsModel", "PermissionsSupport", "PermissionsStore",
+                                         "PermissionsPluginHost", "PermissionsIdentity", "PermissionsConfig",
+                                         "PermissionsService", "DBusKit", "CLISupport"],
                           swiftSettings: strictSettings),
-        .executableTarget(name: "permissionsctl", dependencies: ["DBusKit", "CLISupport"],
+        .executableTarget(name: "permissionsctl", dependencies: ["DBusKit", "CLISupport", "PermissionsModel"],
                           swiftSettings: strictSettings),
 
         // Benchmarks (not tests): scripts/bench runs them.
@@ -71,7 +97,7 @@ let package = Package(
                           swiftSettings: [.enableUpcomingFeature("ExistentialAny")]),
 
         // Linked statically into each Swift plugin; never into the daemon.
-        .target(name: "PluginKit", dependencies: ["CPermissionsPlugin"], path: "Plugins/PluginKit",
+        .target(name: "PluginKit", dependencies: ["CPermissionsPlugin", "PermissionsModel"], path: "Plugins/PluginKit",
                 swiftSettings: strictSettings),
 
         // What the integration tests and the benches start: a private bus, the
@@ -79,11 +105,15 @@ let package = Package(
         // bench executable can use it too.
         .target(name: "PermissionsTestSupport", swiftSettings: strictSettings),
 
-        .testTarget(name: "DBusKitTests", dependencies: ["DBusKit"], swiftSettings: strictSettings),
-        .testTarget(name: "PermissionsCoreTests", dependencies: ["PermissionsCore"],
+        .testTarget(name: "DBusKitTests", dependencies: ["DBusKit", "CDBus"], swiftSettings: strictSettings),
+        // Holds the dependencies above to the module map in Sources/README.md.
+        .testTarget(name: "ModuleGraphTests", swiftSettings: strictSettings),
+        .testTarget(name: "PermissionsCoreTests",
+                    dependencies: ["PermissionsModel", "PermissionsSupport", "PermissionsStore", "PermissionsPluginHost",
+                                   "PermissionsIdentity", "PermissionsConfig", "PermissionsService"],
                     swiftSettings: strictSettings),
         // The BlueZ plugin's pure parts and its HCI seam, without bus or kernel.
-        .testTarget(name: "BluetoothPluginTests", dependencies: ["BluetoothPlugin"], swiftSettings: strictSettings),
+        .testTarget(name: "BluetoothPluginTests", dependencies: ["BluetoothPlugin", "PluginKit", "DBusKit"], swiftSettings: strictSettings),
         .testTarget(name: "IntegrationTests", dependencies: ["DBusKit", "CPermissionsPlugin", "PermissionsTestSupport"],
                     swiftSettings: strictSettings),
     ] + plugins.map(\.1),

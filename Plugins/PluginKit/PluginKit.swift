@@ -1,4 +1,5 @@
 public import CPermissionsPlugin
+public import PermissionsModel
 internal import Glibc
 
 // Helpers for writing a permissions plugin in Swift. They build the C structs of
@@ -132,20 +133,13 @@ private func withDeviceArray<R>(_ devices: [[permissions_kv]],
     return array.withUnsafeBufferPointer(body)
 }
 
-/// One configuration key as the host passed it.
-public struct PluginConfigEntry: Sendable, Equatable {
-    public var section: String
-    public var key: String
-    public var value: String
-    public var origin: String
+/// One configuration key as the host passed it: the daemon's own `ConfigEntry`
+/// (PermissionsModel), so that plugins and the daemon read configuration alike.
+public typealias PluginConfigEntry = ConfigEntry
 
-    public init(section: String, key: String, value: String, origin: String) {
-        self.section = section
-        self.key = key
-        self.value = value
-        self.origin = origin
-    }
-}
+/// The enabled=/allow=/deny= shape (PermissionsModel), shared with the daemon's
+/// config-declared permissions.
+public typealias SwitchConfig = PermissionsModel.SwitchConfig
 
 /// Reports one problem of a configuration to the host, in a `validate` call: a line
 /// "FILE:LINE: reason". Does nothing when the host's struct has no reporter (an

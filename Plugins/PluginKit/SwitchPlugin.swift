@@ -1,3 +1,4 @@
+public import PermissionsModel
 public import CPermissionsPlugin
 internal import Glibc
 

@@ -2,6 +2,7 @@ import CLISupport
 import Dispatch
 import DBusKit
 import Glibc
+import PermissionsModel
 
 /// `permissionsctl agent`: a terminal prompt agent. It registers an
 /// org.example.Permissions.Agent object, prints each prompt, and reads the answer
@@ -32,7 +33,7 @@ final class TerminalAgent: @unchecked Sendable {
     private func start() {
         connection.onDisconnect = { exit(1) }
         connection.onError = { [unowned self] error in self.print("D-Bus: \(error.message)") }
-        connection.export(ExportedObject(path: Self.path, interfaces: [Interface("org.example.Permissions.Agent", methods: [
+        connection.export(ExportedObject(path: Self.path, interfaces: [Interface(BusNames.agentInterfaceName, methods: [
             Method("Ask", input: "ssssa{sv}") { [unowned self] in self.ask($0) },
             Method("Cancel", input: "s") { [unowned self] in self.cancel($0) },
         ])], introspection: ""))
@@ -53,7 +54,7 @@ final class TerminalAgent: @unchecked Sendable {
     private func register(first: Bool) {
         let register: Message
         do {
-            register = try Message.methodCall(destination: Client.name, path: Client.path, interface: Client.name,
+            register = try Message.methodCall(destination: Client.name, path: Client.path, interface: Client.interface,
                                               member: "RegisterAgent")
             try register.append(.objectPath(Self.path))
         } catch {

@@ -1,10 +1,12 @@
 import DBusKit
 import Glibc
+import PermissionsModel
 
 /// Blocking calls to org.example.Permissions, for a command-line tool.
 struct Client {
-    static let name = "org.example.Permissions"
-    static let path = "/org/example/Permissions"
+    static let name = BusNames.busName
+    static let path = BusNames.objectPath
+    static let interface = BusNames.interfaceName
     let connection: Connection
 
     init(bus: Bus) throws(BusError) {
@@ -15,7 +17,7 @@ struct Client {
     static let noTimeout: Int32 = 0x7fff_ffff
 
     func call(_ member: String, _ arguments: DBusValue..., timeout: Int32 = 25_000) throws(BusError) -> [DBusValue] {
-        let message = try Message.methodCall(destination: Self.name, path: Self.path, interface: Self.name,
+        let message = try Message.methodCall(destination: Self.name, path: Self.path, interface: Self.interface,
                                              member: member)
         try message.append(arguments)
         let reply = try connection.callBlocking(message, timeoutMilliseconds: timeout)
@@ -26,7 +28,7 @@ struct Client {
     func property(_ name: String) throws(BusError) -> DBusValue {
         let message = try Message.methodCall(destination: Self.name, path: Self.path,
                                              interface: "org.freedesktop.DBus.Properties", member: "Get")
-        try message.append(.string(Self.name), .string(name))
+        try message.append(.string(Self.interface), .string(name))
         let reply = try connection.callBlocking(message)
         if let error = reply.asError { throw error }
         guard case .variant(let value)? = reply.arguments().first else { return .strings([]) }
@@ -42,7 +44,7 @@ struct Client {
         // calls returned without an error, the rules are in force.
         var refused: BusError?
         let added = { (error: BusError?) in refused = refused ?? error }
-        connection.subscribe(SignalMatch(sender: Self.name, path: Self.path, interface: Self.name,
+        connection.subscribe(SignalMatch(sender: Self.name, path: Self.path, interface: Self.interface,
                                          member: "StatusChanged"), added: added) { message in
             let args = message.arguments()
             let a = args.map { $0.stringValue ?? "" }

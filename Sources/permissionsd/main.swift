@@ -1,9 +1,9 @@
 // permissionsd: the permissions service. Options are PRODUCT.md's; everything else
-// lives in PermissionsCore.Daemon.
+// lives in Daemon.swift (start-up and wiring) and the Permissions* targets (Sources/README.md).
 import CLISupport
 import DBusKit
 import Glibc
-import PermissionsCore
+import PermissionsService
 
 // SIGTERM and SIGINT blocked first, before option parsing or anything else of ours,
 // so that a stop sent the moment the process exists stays pending until

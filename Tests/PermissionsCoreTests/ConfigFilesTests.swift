@@ -1,5 +1,6 @@
 import Testing
-@testable import PermissionsCore
+@testable import PermissionsModel
+@testable import PermissionsConfig
 
 @Suite("Config files")
 struct ConfigFilesTests {

@@ -1,5 +1,6 @@
 import Testing
-@testable import PermissionsCore
+@testable import PermissionsModel
+@testable import PermissionsConfig
 
 /// `CoreConfig.split`: the daemon's own keys ([service] agent-timeout, [<permission>]
 /// no-agent) taken out of the configuration before the rest goes to the plugins.

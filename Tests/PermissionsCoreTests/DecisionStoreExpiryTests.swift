@@ -1,6 +1,7 @@
 import Foundation
 import Testing
-@testable import PermissionsCore
+@testable import PermissionsModel
+@testable import PermissionsStore
 
 /// The decision store's expiry (expires_at), removal of one row, the serial
 /// epoch, and the upgrade of a store file written before expires_at existed.

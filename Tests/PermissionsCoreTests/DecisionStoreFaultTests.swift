@@ -1,6 +1,7 @@
 import Foundation
 import Testing
-@testable import PermissionsCore
+@testable import PermissionsModel
+@testable import PermissionsStore
 
 /// The decision store under faults: reads come from memory whatever happens to the
 /// files, a failed write changes nothing, and a store that cannot be read whole

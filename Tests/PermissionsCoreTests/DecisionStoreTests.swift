@@ -1,6 +1,7 @@
 import Foundation
 import Testing
-@testable import PermissionsCore
+@testable import PermissionsModel
+@testable import PermissionsStore
 
 @Suite("Decision store")
 struct DecisionStoreTests {

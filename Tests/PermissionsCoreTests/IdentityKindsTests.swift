@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import PermissionsCore
+@testable import PermissionsIdentity
 
 /// `IdentityReader` for sandboxed callers (flatpak, snap) and its PID-reuse check,
 /// over a stand-in /proc tree.

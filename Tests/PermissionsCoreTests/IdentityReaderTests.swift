@@ -1,6 +1,6 @@
 import Glibc
 import Testing
-@testable import PermissionsCore
+@testable import PermissionsIdentity
 
 /// `IdentityReader` over a stand-in /proc tree.
 @Suite("App identity from /proc")

@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
 import Testing
-@testable import PermissionsCore
+@testable import PermissionsIdentity
 
 /// `IdentityResolver` against reads that never return: a real blocking open of a
 /// FIFO that has no writer (what a caller's FUSE file system can do to an open of

@@ -2,7 +2,9 @@ import Dispatch
 import Foundation
 import Glibc
 import Testing
-@testable import PermissionsCore
+@testable import PermissionsSupport
+@testable import PermissionsPluginHost
+@testable import PermissionsConfig
 
 /// When inotify's queue overflows, the kernel drops events and queues one
 /// IN_Q_OVERFLOW: the watchers must look at everything again. A real overflow needs

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import PermissionsCore
+@testable import PermissionsPluginHost
 
 /// The pure parts of reading a plugin file: the ELF bounds check that keeps a
 /// truncated library (an interrupted copy) away from dlopen, where touching a page

@@ -2,7 +2,8 @@ import Dispatch
 import Foundation
 import Glibc
 import Testing
-@testable import PermissionsCore
+@testable import PermissionsModel
+@testable import PermissionsPluginHost
 
 /// validate (ABI 1.1) through the host: real plugin libraries loaded by a real
 /// PluginHost. The location plugin of this build, and C plugins compiled here: one

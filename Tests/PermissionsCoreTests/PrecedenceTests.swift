@@ -1,5 +1,5 @@
 import Testing
-@testable import PermissionsCore
+@testable import PermissionsModel
 
 @Suite("Effective status precedence")
 struct PrecedenceTests {

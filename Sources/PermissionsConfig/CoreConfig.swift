@@ -1,0 +1,112 @@
+package import PermissionsModel
+internal import PermissionsSupport
+
+/// The keys of the configuration that the daemon itself reads; every other key
+/// goes to the plugins.
+///
+///     [permissions]
+///     declare=contacts;photos;screen-capture
+///                              permissions that no plugin provides, declared by the
+///                              administrator: each behaves like any other (decisions,
+///                              requests, signals), configured by its own section
+///                              with enabled=, allow=, deny= as for notifications
+///
+///     [service]
+///     agent-timeout=120        seconds an agent may take to answer a prompt (1-3600)
+///
+///     [<permission>]
+///     no-agent=not-determined  the answer to Request while no agent is registered:
+///                              not-determined (default), denied or authorized;
+///                              nothing is stored either way
+package struct CoreConfig: Equatable, Sendable {
+    package var agentTimeoutSeconds = 120
+    package var noAgent: [String: Status] = [:]
+    /// Names from [permissions] declare=, valid ones only, in order.
+    package var declared: [String] = []
+
+    package init() {}
+
+    /// Splits `entries` into the daemon's settings and the plugins' entries. A bad
+    /// value goes to `reject` ("FILE:LINE: [section] key=value: why"), and the
+    /// previous setting is kept in the result; the daemon refuses the whole
+    /// configuration when anything was rejected. Unknown keys are logged and ignored.
+    package static func split(_ entries: [ConfigEntry], previous: CoreConfig,
+                             reject: (String) -> Void = { logError($0) }) -> (CoreConfig, [ConfigEntry]) {
+        // A key absent from the files takes its default; a bad value keeps what the
+        // key had before it (an earlier file of this load, else the last good load).
+        var core = CoreConfig()
+        var rest: [ConfigEntry] = []
+        var timeoutSet = false
+        for entry in entries {
+            if entry.section == "permissions" {
+                if entry.key == "declare" {
+                    let names = entry.value.split(separator: ";").map { $0.trimmingCharacters(in: " \t") }.filter { !$0.isEmpty }
+                    for name in names {
+                        if Validate.isPermissionName(name), !Validate.reservedSections.contains(name) {
+                            if !core.declared.contains(name) { core.declared.append(name) }
+                        } else {
+                            reject("\(entry.origin): [permissions] declare: invalid permission name \"\(name.escapedForMessage)\"")
+                        }
+                    }
+                } else {
+                    logError("\(entry.origin): unknown key \"\(entry.key.escapedForMessage)\" in [permissions]; ignored")
+                }
+            } else if entry.section == "service" {
+                if entry.key == "agent-timeout", let seconds = Int(entry.value), (1...3600).contains(seconds) {
+                    core.agentTimeoutSeconds = seconds
+                    timeoutSet = true
+                } else if entry.key == "agent-timeout" {
+                    if !timeoutSet { core.agentTimeoutSeconds = previous.agentTimeoutSeconds }
+                    timeoutSet = true
+                    reject("\(entry.origin): [service] agent-timeout=\(entry.value.escapedForMessage): "
+                           + "expected 1..3600 seconds")
+                } else {
+                    logError("\(entry.origin): unknown key \"\(entry.key.escapedForMessage)\" in [service]; ignored")
+                }
+            } else if entry.key == "no-agent" {
+                let allowed: [Status] = [.notDetermined, .denied, .authorized]
+                if let status = Status(rawValue: entry.value), allowed.contains(status) {
+                    core.noAgent[entry.section] = status
+                } else {
+                    let kept = core.noAgent[entry.section] ?? previous.noAgent[entry.section]
+                    core.noAgent[entry.section] = kept
+                    reject("\(entry.origin): [\(entry.section)] no-agent=\(entry.value.escapedForMessage): expected "
+                           + "not-determined, denied or authorized")
+                }
+            } else {
+                rest.append(entry)
+            }
+        }
+        return (core, rest)
+    }
+}
+
+extension CoreConfig {
+    /// The snapshot of each declared permission that no plugin provides, from its
+    /// section (enabled=, allow=, deny=). A section with a bad value goes to `reject`
+    /// and keeps that permission's previous snapshot in the result (the daemon then
+    /// refuses the whole configuration).
+    package func declaredSnapshots(entries: [ConfigEntry], providedByPlugins: Set<String>,
+                           previous: [String: Snapshot] = [:],
+                           reject: (String) -> Void = { logError($0) }) -> [String: Snapshot] {
+        var result: [String: Snapshot] = [:]
+        for name in declared {
+            if providedByPlugins.contains(name) {
+                logWarning("[permissions] declare: \"\(name)\" is provided by a plugin; the plugin serves it")
+                continue
+            }
+            do {
+                let config = try SwitchConfig.parse(entries, section: name, warn: { logWarning($0) })
+                var policies: [String: Policy] = [:]
+                for app in config.allow where Validate.isAppID(app) { policies[app] = .allow }
+                for app in config.deny where Validate.isAppID(app) { policies[app] = .restricted }
+                result[name] = Snapshot(permission: name, service: config.enabled ? .available : .disabled,
+                                        policies: policies)
+            } catch {
+                reject(error.description)
+                result[name] = previous[name] ?? Snapshot(permission: name, service: .available)
+            }
+        }
+        return result
+    }
+}

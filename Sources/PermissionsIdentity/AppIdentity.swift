@@ -1,0 +1,215 @@
+internal import PermissionsModel
+internal import CGLib
+internal import Glibc
+internal import PermissionsSupport
+
+/// Who a caller is, from its bus credentials.
+package struct AppIdentity: Sendable, Equatable {
+    package enum Kind: String, Sendable {
+        /// From the sandbox's /.flatpak-info ([Application] name).
+        case flatpak
+        /// From the snap's AppArmor label (snap.<name>.<app>); the app id is "snap.<name>".
+        case snap
+        /// From a systemd app scope or service (XDG desktop spec naming).
+        case systemdUnit = "systemd-unit"
+        /// The caller's executable path.
+        case executable
+    }
+
+    package var appID: String
+    package var kind: Kind
+    package var uid: UInt32
+    package var pid: UInt32
+}
+
+/// Works out an app id from a process, reading `/proc` (or a stand-in tree for tests).
+///
+/// Order (PRODUCT.md): flatpak (`/proc/PID/root/.flatpak-info`, opened without
+/// following a link); snap (AppArmor label `snap.<name>.<app>`, then the cgroup);
+/// a systemd app scope or service named by the XDG desktop spec,
+/// `app[-<launcher>]-<app id>-<random>.scope` or `app[-<launcher>]-<app id>[@<random>].service`;
+/// then the executable path. The first kind that applies decides: a process that
+/// has a .flatpak-info with a bad name is refused, never identified by a weaker kind.
+///
+/// PID reuse: the process's start time (/proc/PID/stat) is read before and after
+/// the rest; if it changed, the PID now names another process and the caller is
+/// refused. (The caller cache also checks that the connection still exists after
+/// identification.)
+package struct IdentityReader: Sendable {
+    package var procRoot: String
+    /// Runs between the two reads of the start time; a seam for tests that replace
+    /// the process in the middle of identification.
+    var betweenReads: (@Sendable () -> Void)?
+
+    package init(procRoot: String = "/proc") { self.procRoot = procRoot }
+
+    package enum Failure: Error, Equatable {
+        /// The process is gone, or its entries cannot be read.
+        case unreadable(String)
+        /// What it claims as an app id is not one.
+        case invalid(String)
+    }
+
+    package func identify(pid: UInt32, uid: UInt32) -> Result<AppIdentity, Failure> {
+        let base = "\(procRoot)/\(pid)"
+        guard let started = startTime(base) else { return .failure(.unreadable("cannot read \(base)/stat")) }
+        let result = identifyUnchecked(base: base, pid: pid, uid: uid)
+        betweenReads?()
+        guard startTime(base) == started else {
+            return .failure(.unreadable("process \(pid) was replaced while it was being identified"))
+        }
+        return result
+    }
+
+    private func identifyUnchecked(base: String, pid: UInt32, uid: UInt32) -> Result<AppIdentity, Failure> {
+        func found(_ id: String, _ kind: AppIdentity.Kind) -> Result<AppIdentity, Failure> {
+            // Names from a sandbox or a unit are app names, never paths.
+            guard Validate.isAppID(id), !id.hasPrefix("/") else { return .failure(.invalid(id)) }
+            return .success(AppIdentity(appID: id, kind: kind, uid: uid, pid: pid))
+        }
+        switch flatpakInfo(base) {
+        case .absent: break
+        case .refused(let why): return .failure(.unreadable(why))
+        case .present(let text):
+            guard let name = Self.flatpakName(text) else { return .failure(.invalid("no [Application] name in .flatpak-info")) }
+            return found(name, .flatpak)
+        }
+        let cgroup = Files.readText(base + "/cgroup", limit: 65536)
+        if let label = Files.readText(base + "/attr/current", limit: 4096), let snap = Self.snapName(fromLabel: label) {
+            return found("snap." + snap, .snap)
+        }
+        if let cgroup, let unit = Self.unitName(fromCgroup: cgroup) {
+            if let snap = Self.snapName(fromUnit: unit) { return found("snap." + snap, .snap) }
+            if let appID = Self.appID(fromUnit: unit) { return found(appID, .systemdUnit) }
+        }
+        guard var exe = Files.readLink(base + "/exe") else {
+            return .failure(.unreadable("cannot read \(base)/exe"))
+        }
+        // The kernel marks an executable unlinked since it started (a package update)
+        // with " (deleted)". A file can also be *named* that way to pass for another
+        // app: strip the mark only when the running executable really has no links.
+        if exe.hasSuffix(" (deleted)"), linkCount(base + "/exe") == 0 { exe.removeLast(" (deleted)".count) }
+        guard Validate.isAppID(exe), exe.hasPrefix("/") else { return .failure(.invalid(exe)) }
+        return .success(AppIdentity(appID: exe, kind: .executable, uid: uid, pid: pid))
+    }
+
+    /// st_nlink of what a /proc/PID/exe link points at (the running file itself).
+    func linkCount(_ path: String) -> Int? {
+        var st = stat()
+        return stat(path, &st) == 0 ? Int(st.st_nlink) : nil
+    }
+
+    /// Field 22 of /proc/PID/stat (start time in clock ticks since boot).
+    func startTime(_ base: String) -> String? {
+        guard let stat = Files.readText(base + "/stat", limit: 4096), let close = stat.lastIndex(of: ")") else {
+            return nil
+        }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        return fields.count > 19 ? String(fields[19]) : nil
+    }
+
+    enum FlatpakInfo { case absent, present(String), refused(String) }
+
+    /// Reads <root>/.flatpak-info through the process's own root directory, refusing
+    /// a symbolic link (which could point out of the sandbox at a file the app chose).
+    func flatpakInfo(_ base: String) -> FlatpakInfo {
+        let root = open(base + "/root", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        // Only "no such process entry" may count as not sandboxed: a root we may not
+        // open could hide a .flatpak-info, and must not pass for a host app.
+        guard root >= 0 else {
+            return errno == ENOENT ? .absent : .refused("cannot open the process's root: \(String(cString: strerror(errno)))")
+        }
+        defer { close(root) }
+        // O_NONBLOCK: a FIFO planted there must not block the daemon in open().
+        let fd = openat(root, ".flatpak-info", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
+        guard fd >= 0 else {
+            return errno == ENOENT ? .absent : .refused("cannot open .flatpak-info: \(String(cString: strerror(errno)))")
+        }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return .refused(".flatpak-info is not a file") }
+        var data: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while data.count < 65536 {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0, errno == EINTR { continue }
+            if n <= 0 { break }
+            data.append(contentsOf: buffer[0..<n])
+        }
+        return .present(String(decoding: data, as: UTF8.self))
+    }
+
+    /// `[Application] name=` of a .flatpak-info, through GLib's keyfile parser.
+    static func flatpakName(_ text: String) -> String? {
+        let keyFile = g_key_file_new()
+        defer { g_key_file_free(keyFile) }
+        let loaded = text.withCString { g_key_file_load_from_data(keyFile, $0, gsize(strlen($0)), G_KEY_FILE_NONE, nil) }
+        guard loaded != 0, let value = g_key_file_get_string(keyFile, "Application", "name", nil) else { return nil }
+        defer { g_free(value) }
+        return String(cString: value)
+    }
+
+    /// The snap name in an AppArmor label "snap.<name>.<app> (enforce)".
+    static func snapName(fromLabel label: String) -> String? {
+        let profile = label.split(separator: " ").first.map(String.init) ?? ""
+        let parts = profile.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count >= 3, parts[0] == "snap", !parts[1].isEmpty else { return nil }
+        return String(parts[1])
+    }
+
+    /// The snap name in a unit "snap.<name>.<app>-<uuid>.scope".
+    static func snapName(fromUnit unit: String) -> String? {
+        guard unit.hasPrefix("snap."), unit.hasSuffix(".scope") else { return nil }
+        let parts = unit.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count >= 4, !parts[1].isEmpty else { return nil }
+        return String(parts[1])
+    }
+
+    /// The last path element of the unified (`0::`) cgroup line.
+    static func unitName(fromCgroup text: String) -> String? {
+        for line in text.split(separator: "\n") where line.hasPrefix("0::") {
+            return line.split(separator: "/").last.map(String.init)
+        }
+        return nil
+    }
+
+    /// The app id in a systemd unit name that follows the XDG desktop spec, unescaped
+    /// (`\x2d` is "-"); nil for any other unit.
+    static func appID(fromUnit unit: String) -> String? {
+        guard unit.hasPrefix("app-") else { return nil }
+        var body = Substring(unit.dropFirst(4))
+        if body.hasSuffix(".scope") {
+            body = body.dropLast(6)
+            guard let dash = body.lastIndex(of: "-") else { return nil }   // "-<random>"
+            body = body[..<dash]
+        } else if body.hasSuffix(".service") {
+            body = body.dropLast(8)
+            if let at = body.firstIndex(of: "@") { body = body[..<at] }
+        } else {
+            return nil
+        }
+        // An optional "<launcher>-" prefix; the app id's own dashes are escaped.
+        if let dash = body.firstIndex(of: "-") { body = body[body.index(after: dash)...] }
+        guard !body.isEmpty else { return nil }
+        return unescape(String(body))
+    }
+
+    /// systemd's unit name escaping: `\xNN` for a byte.
+    static func unescape(_ s: String) -> String {
+        var bytes: [UInt8] = []
+        let input = Array(s.utf8)
+        var i = 0
+        while i < input.count {
+            if input[i] == UInt8(ascii: "\\"), i + 3 < input.count, input[i + 1] == UInt8(ascii: "x"),
+               let value = UInt8(String(decoding: input[(i + 2)...(i + 3)], as: UTF8.self), radix: 16)
+            {
+                bytes.append(value)
+                i += 4
+            } else {
+                bytes.append(input[i])
+                i += 1
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}

@@ -1,0 +1,134 @@
+package import DBusKit
+internal import PermissionsSupport
+
+/// App identities of connected callers, keyed by unique bus name, so that only a
+/// caller's first call costs a round trip to the bus daemon
+/// (`GetConnectionCredentials`). An entry is dropped when the bus reports that the
+/// unique name has gone (`NameOwnerChanged`); unique names are never reused.
+///
+/// The files of a caller's process are read off the queue, by `resolver`, with a
+/// deadline: a caller whose files do not answer (a FUSE file system of its own)
+/// gets `UnknownCaller`, and nobody else waits for it.
+///
+/// Confined to the service queue, like the connection; so is every piece of its
+/// state (the resolver's included).
+package final class CallerCache {
+    private let connection: Connection
+    let resolver: IdentityResolver
+    private var known: [String: AppIdentity] = [:]
+    private var waiting: [String: [(Result<AppIdentity, BusError>) -> Void]] = [:]
+    /// Called with a unique name when it leaves the bus (one match rule for all).
+    package var onLeave: [(String) -> Void] = []
+
+    package init(connection: Connection, reader: IdentityReader) {
+        self.connection = connection
+        resolver = IdentityResolver(queue: connection.queue) { reader.identify(pid: $0, uid: $1) }
+        connection.subscribe(SignalMatch(sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                         interface: "org.freedesktop.DBus", member: "NameOwnerChanged")) {
+            [unowned self] message in
+            let args = message.arguments()
+            guard args.count == 3, let name = args[0].stringValue, name.hasPrefix(":"),
+                  args[2].stringValue == "" else { return }
+            self.known[name] = nil
+            for handler in self.onLeave { handler(name) }
+        }
+    }
+
+    package var count: Int { known.count }
+
+    /// Calls `done` with the caller's identity: at once if known, else after asking
+    /// the bus. A caller that has left the bus (or whose process is gone) gets
+    /// `UnknownCaller`, never a fallback identity.
+    package func identify(_ sender: String, done: @escaping (Result<AppIdentity, BusError>) -> Void) {
+        if let identity = known[sender] { return done(.success(identity)) }
+        if waiting[sender] != nil {
+            waiting[sender]!.append(done)
+            return
+        }
+        waiting[sender] = [done]
+        let message: Message
+        do {
+            message = try Message.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                             interface: "org.freedesktop.DBus", member: "GetConnectionCredentials")
+            try message.append(.string(sender))
+        } catch {
+            return finish(sender, .failure(PermissionsError.unknownCaller("invalid sender \(sender.escapedForMessage)")))
+        }
+        connection.call(message, timeoutMilliseconds: 5000) { [unowned self] result in
+            let (pid, uid): (UInt32, UInt32)
+            switch self.credentials(sender, result) {
+            case .failure(let error): return self.finish(sender, .failure(error))
+            case .success(let ids): (pid, uid) = ids
+            }
+            // /proc is read off the queue; then, back on it, the bus is asked whether
+            // the connection still exists (confirm), in that order.
+            self.resolver.resolve(pid: pid, uid: uid) { outcome in
+                switch self.identity(sender, pid: pid, outcome) {
+                case .failure(let error): self.finish(sender, .failure(error))
+                case .success(let identity): self.confirm(sender, identity) { self.finish(sender, $0) }
+                }
+            }
+        }
+    }
+
+    /// The process and user id in the bus's answer to GetConnectionCredentials.
+    private func credentials(_ sender: String, _ result: Result<Message, BusError>) -> Result<(UInt32, UInt32), BusError> {
+        switch result {
+        case .failure(let error):
+            return .failure(PermissionsError.unknownCaller("cannot read the credentials of \(sender): \(error.message)"))
+        case .success(let reply):
+            let credentials = reply.arguments().first?.stringKeyedEntries ?? []
+            let uid = credentials.first { $0.0 == "UnixUserID" }?.1.uint32Value
+            let pid = credentials.first { $0.0 == "ProcessID" }?.1.uint32Value
+            guard let uid, let pid else {
+                return .failure(PermissionsError.unknownCaller("the bus gave no user or process id for \(sender)"))
+            }
+            return .success((pid, uid))
+        }
+    }
+
+    private func identity(_ sender: String, pid: UInt32, _ outcome: IdentityResolver.Outcome) -> Result<AppIdentity, BusError> {
+        switch outcome {
+        case .read(.success(let identity)):
+            return .success(identity)
+        case .read(.failure(.unreadable(let why))):
+            return .failure(PermissionsError.unknownCaller("cannot identify \(sender) (pid \(pid)): \(why)"))
+        case .read(.failure(.invalid(let id))):
+            return .failure(PermissionsError.unknownCaller("caller \(sender) has an invalid app id \"\(id.escapedForMessage)\""))
+        case .timedOut:
+            logWarning("caller \(sender) (pid \(pid)): identity did not resolve within \(resolver.deadlineDescription); "
+                       + "\(resolver.threadsInUse) of \(resolver.maxThreads) identity reads in progress or stuck")
+            return .failure(PermissionsError.unknownCaller(
+                "cannot identify \(sender) (pid \(pid)): identity did not resolve within \(resolver.deadlineDescription)"))
+        case .noThread(let why):
+            return .failure(PermissionsError.unknownCaller("cannot identify \(sender) (pid \(pid)): \(why)"))
+        }
+    }
+
+    /// The process may have exited and its PID been reused between the bus reading
+    /// its credentials and us reading /proc. Its connection then closed with it:
+    /// asking the bus whether the name still exists, after reading /proc, closes
+    /// that window (the check polkit added for CVE-2021-3560).
+    private func confirm(_ sender: String, _ identity: AppIdentity, done: @escaping (Result<AppIdentity, BusError>) -> Void) {
+        let message: Message
+        do {
+            message = try Message.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                             interface: "org.freedesktop.DBus", member: "NameHasOwner")
+            try message.append(.string(sender))
+        } catch {
+            return done(.failure(error))
+        }
+        connection.call(message, timeoutMilliseconds: 5000) { [unowned self] result in
+            guard case .success(let reply) = result, reply.arguments().first?.boolValue == true else {
+                return done(.failure(PermissionsError.unknownCaller("\(sender) left the bus while being identified")))
+            }
+            self.known[sender] = identity
+            done(.success(identity))
+        }
+    }
+
+    private func finish(_ sender: String, _ result: Result<AppIdentity, BusError>) {
+        let callbacks = waiting.removeValue(forKey: sender) ?? []
+        for callback in callbacks { callback(result) }
+    }
+}

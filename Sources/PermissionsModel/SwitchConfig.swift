@@ -1,0 +1,76 @@
+/// The configuration shape that the location and notifications plugins, and the
+/// permissions the administrator declares ([permissions] declare=), share:
+///
+///     [<permission>]
+///     enabled=true|false        off gives "disabled" for every app (default true)
+///     allow=<app id>;<app id>   forced allow: "authorized"
+///     deny=<app id>;<app id>    locked deny: "restricted"
+///
+/// plus keys of the plugin's own, checked by `extraKey`.
+public struct SwitchConfig: Equatable, Sendable {
+    public var enabled = true
+    public var allow: [String] = []
+    public var deny: [String] = []
+    /// The plugin's own keys, as parsed by `extraKey`.
+    public var extra: [String: String] = [:]
+
+    public init() {}
+
+    public struct Invalid: Error, CustomStringConvertible {
+        public let description: String
+        public init(description: String) { self.description = description }
+    }
+
+    /// Parses the `[section]` entries. `extraKey(key, value)` returns the normalised
+    /// value of a plugin-specific key, throws `Invalid` for a bad value, or returns
+    /// nil for a key it does not know. Unknown keys are logged and ignored (as
+    /// systemd does); bad values reject the whole configuration.
+    public static func parse(_ entries: [ConfigEntry], section: String, warn: (String) -> Void,
+                             extraKey: (String, String) throws(Invalid) -> String? = { _, _ in nil })
+        throws(Invalid) -> SwitchConfig
+    {
+        var config = SwitchConfig()
+        for entry in entries where entry.section == section {
+            func bad(_ why: String) -> Invalid {
+                Invalid(description: "\(entry.origin): [\(section)] \(entry.key)=\(entry.value): \(why)")
+            }
+            switch entry.key {
+            case "enabled":
+                switch entry.value.lowercased() {
+                case "true", "yes", "1", "on": config.enabled = true
+                case "false", "no", "0", "off": config.enabled = false
+                default: throw bad("expected true or false")
+                }
+            case "allow", "deny":
+                let ids = entry.value.split(separator: ";").map { $0.trimmed }.filter { !$0.isEmpty }
+                if let badID = ids.first(where: { !isPlausibleAppID($0) }) { throw bad("invalid app id \"\(badID)\"") }
+                if entry.key == "allow" { config.allow = ids } else { config.deny = ids }
+            default:
+                do {
+                    if let value = try extraKey(entry.key, entry.value) {
+                        config.extra[entry.key] = value
+                    } else {
+                        warn("\(entry.origin): unknown key \"\(entry.key)\" in [\(section)], ignored")
+                    }
+                } catch {
+                    throw bad(error.description)
+                }
+            }
+        }
+        if let both = config.allow.first(where: config.deny.contains) {
+            throw Invalid(description: "[\(section)]: app \"\(both)\" is in both allow and deny")
+        }
+        return config
+    }
+}
+
+/// The host checks app ids again; this catches typos with a file and line.
+func isPlausibleAppID(_ id: String) -> Bool {
+    id.utf8.count <= 255 && id.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7f } && !id.contains("..")
+}
+
+extension Substring {
+    var trimmed: String {
+        String(drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed())
+    }
+}

@@ -1,0 +1,420 @@
+package import PermissionsModel
+internal import CPermissionsPlugin
+internal import CShims
+internal import Glibc
+import Dispatch
+internal import DBusKit
+internal import PermissionsSupport
+
+/// One plugin library: its descriptor, its private state, the `permissions_host`
+/// struct handed to it, and what it last published.
+///
+/// Reading the file and plugin code (dlopen's constructors, the entry point, init,
+/// configure, validate, fini) run only on `callQueue`, never on the daemon's queue,
+/// so a plugin that blocks stalls itself, not the daemon: the host's watchdog then
+/// gives up on it.
+///
+/// `@unchecked Sendable`: plugins call `log`/`publish` from any thread with
+/// `host_data` pointing here. Those calls touch only `let` properties and `shared`,
+/// which a Mutex guards. `file`, `state`, `host`, `handle`, `functions` and `started`
+/// are touched only on `callQueue`; `info`, `latest` and `contentHash` only on the
+/// daemon queue.
+package final class LoadedPlugin: @unchecked Sendable {
+    package let path: String
+    package let name: String
+    let callQueue: DispatchQueue
+    let daemonQueue: DispatchQueue
+    package internal(set) var info: PluginInfo {
+        didSet { infoChanged?() }
+    }
+    /// Called (on the daemon queue) whenever `info` changes.
+    var infoChanged: (() -> Void)?
+    /// Snapshots published so far, by permission (daemon queue).
+    package var latest: [String: Snapshot] = [:]
+
+    /// The hash of the content it was loaded from (daemon queue).
+    var contentHash: UInt64?
+
+    // callQueue only
+    /// What `read` read, until `open` maps it.
+    private var file: PluginFile?
+    var handle: UnsafeMutableRawPointer?
+    /// The descriptor's functions, read once from it (the struct is the plugin's,
+    /// of the size it declared: never copied whole).
+    private var functions: (initialize: PluginInit, configure: PluginConfigure?, fini: PluginFini?,
+                            validate: PluginConfigure?)?
+    private var state: UnsafeMutableRawPointer?
+    private var host: UnsafeMutablePointer<permissions_host>?
+    /// init returned 0: fini is owed (callQueue only).
+    private var started = false
+
+    /// What host calls from plugin threads share with the daemon.
+    struct Shared {
+        /// Permissions it declared (set once the descriptor was read).
+        var declared: Set<String> = []
+        /// No more host calls are accepted: fini ran, or the plugin was given up.
+        var closed = false
+        /// Publications not yet applied, latest per permission: a storm of them
+        /// costs the daemon one apply per permission, not one per publication.
+        var pending: [String: Snapshot] = [:]
+        var drainScheduled = false
+        /// Flood detection: publications and log lines, each over its own second.
+        var publications = OneSecondWindow()
+        var logLines = OneSecondWindow()
+        var suppressedLogs = 0
+        /// During configure: the first error line it logged (.some(nil) until one comes).
+        var configureReason: String??
+    }
+    let shared = Locked(Shared())
+    /// Called on the daemon queue with the permissions whose publications arrived.
+    var drain: ((LoadedPlugin, [Snapshot]) -> Void)?
+    /// Called on the daemon queue when the plugin floods the host or breaks the ABI.
+    var misbehaved: ((LoadedPlugin, String) -> Void)?
+
+    static let maxPublicationsPerSecond = 1000
+    static let maxLogLinesPerSecond = 50
+
+    init(path: String, name: String, daemonQueue: DispatchQueue) {
+        self.path = path
+        self.name = name
+        self.daemonQueue = daemonQueue
+        self.callQueue = DispatchQueue(label: "plugin.\(name)")
+        self.info = PluginInfo(name: name, version: "", state: .loading, permissions: [], file: path)
+    }
+
+    // MARK: Plugin calls (on callQueue)
+
+    /// Reads and checks the file (PluginFile): its content hash, or why not. The
+    /// bytes are kept for `open`.
+    func read() -> Result<UInt64, PluginFile.Failure> {
+        let slash = path.lastIndex(of: "/")!
+        switch PluginFile.read(directory: String(path[..<slash]), name: String(path[path.index(after: slash)...])) {
+        case .failure(let failure): return .failure(failure)
+        case .success(let file):
+            self.file = file
+            return .success(file.hash)
+        }
+    }
+
+    /// dlopen of what `read` read, the entry point and the descriptor's own checks.
+    /// Returns the reason for rejecting the file, or nil.
+    func open() -> String? {
+        guard let file else { return "not read" }
+        self.file = nil  // mapped or refused: the bytes are not needed any more
+        let handle: UnsafeMutableRawPointer
+        switch Self.load(file.bytes, name: name) {
+        case .refused(let reason): return reason
+        case .loaded(let loaded): handle = loaded
+        }
+        self.handle = handle
+        guard let symbol = dlsym(handle, PERMISSIONS_PLUGIN_ENTRY) else {
+            return "no entry symbol \(PERMISSIONS_PLUGIN_ENTRY)"
+        }
+        let entry = unsafeBitCast(symbol, to: permissions_plugin_entry_fn.self)
+        guard let descriptor = entry() else { return "the entry point returned NULL" }
+        // The first two fields only, until the size says the rest is there.
+        let head = UnsafeRawPointer(descriptor)
+        let version = head.loadUnaligned(as: UInt32.self)
+        let size = head.loadUnaligned(fromByteOffset: 4, as: UInt32.self)
+        guard version == PERMISSIONS_PLUGIN_ABI_VERSION else {
+            return "ABI version \(version), this daemon supports \(PERMISSIONS_PLUGIN_ABI_VERSION)"
+        }
+        guard Int(size) >= V1Size.plugin else {
+            return "descriptor of \(size) bytes is smaller than ABI 1's \(V1Size.plugin)"
+        }
+        // The v1 fields, and the later ones the declared size covers: a newer plugin's
+        // appended fields mean nothing to this host.
+        let d = PluginStruct<permissions_plugin>(base: head, size: Int(size))
+        let declaredName = d[v1: \.name].map { String(cString: $0) } ?? ""
+        guard declaredName == name else {
+            return "it calls itself \"\(declaredName.escapedForMessage)\", the file name says \"\(name)\""
+        }
+        var permissions: [String] = []
+        if var cursor = d[v1: \.permissions] {
+            while let p = cursor.pointee {
+                guard permissions.count < 256 else { return "more than 256 permissions" }
+                permissions.append(String(cString: p))
+                cursor += 1
+            }
+        }
+        if let bad = permissions.first(where: { !Validate.isPermissionName($0) || Validate.reservedSections.contains($0) }) {
+            return "invalid permission name \"\(bad.escapedForMessage)\""
+        }
+        guard let initialize = d[v1: \.`init`] else { return "the descriptor has no init function" }
+        // ABI 1.1: only when the descriptor's size covers it.
+        functions = (initialize, d[v1: \.configure], d[v1: \.fini], d[\.validate] ?? nil)
+        let pluginVersion = d[v1: \.version].map { String(cString: $0) } ?? ""
+        let declared = permissions
+        shared.withLock { $0.declared = Set(declared) }
+        daemonQueue.async { [self] in
+            info.version = pluginVersion
+            info.permissions = declared
+        }
+        return nil
+    }
+
+    /// Maps `bytes` as a library: from a sealed memfd, so that what was checked and
+    /// hashed is what runs, and every load is a fresh object (its own copy of the
+    /// code and static data, even for a file loaded before or a hard link to one).
+    ///
+    /// glibc finds an object it has loaded before by the name given to dlopen, and a
+    /// library is never unloaded, so each name must be new: the memfd stays open for
+    /// the daemon's life, which keeps its number, and "/proc/self/fd/N", from being
+    /// used again. One descriptor per library loaded, like the mapping itself.
+    static func load(_ bytes: [UInt8], name: String) -> Mapping {
+        let fd = cshims_memfd_create("libpermissions-\(name).so")
+        guard fd >= 0 else { return .refused("cannot make a private copy: \(String(cString: strerror(errno)))") }
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + done, $0.count - done) }
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else {
+                close(fd)
+                return .refused("cannot make a private copy: \(String(cString: strerror(errno)))")
+            }
+            done += n
+        }
+        guard cshims_memfd_seal(fd) == 0 else {
+            close(fd)
+            return .refused("cannot seal the private copy: \(String(cString: strerror(errno)))")
+        }
+        guard let handle = dlopen("/proc/self/fd/\(fd)", RTLD_NOW | RTLD_LOCAL) else {
+            close(fd)  // nothing was loaded under its name
+            return .refused("not a loadable library (\(dlerror().map { String(cString: $0) } ?? "dlopen failed"))")
+        }
+        return .loaded(handle)
+    }
+
+    enum Mapping {
+        case loaded(UnsafeMutableRawPointer)
+        case refused(String)
+    }
+
+    /// Calls init with a fresh host struct. The struct holds a reference to this
+    /// object that is never released, like the library is never unloaded: a plugin
+    /// thread that calls the host after fini must find it and be told -ESHUTDOWN.
+    func start() -> Int32 {
+        let host = UnsafeMutablePointer<permissions_host>.allocate(capacity: 1)
+        host.initialize(to: permissions_host(
+            abi_version: PERMISSIONS_PLUGIN_ABI_VERSION,
+            struct_size: UInt32(MemoryLayout<permissions_host>.size),
+            host_data: Unmanaged.passRetained(self).toOpaque(),
+            log: hostLog,
+            publish: hostPublish))
+        self.host = host
+        var newState: UnsafeMutableRawPointer? = nil
+        let rc = functions!.initialize(host, &newState)
+        state = newState
+        started = rc == 0
+        return rc
+    }
+
+    /// configure, with the first error line the plugin logged during the call (its
+    /// reason for a rejection, "FILE:LINE: …" by the ABI's convention).
+    func configure(_ config: [ConfigEntry]) -> (rc: Int32, reason: String?) {
+        shared.withLock { $0.configureReason = .some(nil) }
+        let rc = callConfigure(config)
+        let reason = shared.withLock { s -> String? in
+            defer { s.configureReason = nil }
+            return s.configureReason ?? nil
+        }
+        return (rc, reason)
+    }
+
+    private func callConfigure(_ config: [ConfigEntry]) -> Int32 {
+        guard let configure = functions?.configure else { return 0 }
+        return withConfig(config, problems: nil) { configure(state, $0) }
+    }
+
+    /// The problems the plugin's validate reports for `config`, which it does not
+    /// apply; none for a plugin without validate (its configure checks) or not started.
+    func validate(_ config: [ConfigEntry]) -> [String] {
+        guard let validate = functions?.validate, started else { return [] }
+        let problems = ProblemList()
+        let rc = withConfig(config, problems: problems) { validate(state, $0) }
+        let reported = problems.lines.withLock { $0 }
+        if !reported.isEmpty { return reported }
+        return rc == 0 ? [] : ["plugin \(name) rejected the configuration (\(errnoName(-rc)))"]
+    }
+
+    /// Lends `config`'s entries for this plugin (the sections named like it or one of
+    /// its permissions) as a `permissions_config` for the length of `body`.
+    private func withConfig(_ config: [ConfigEntry], problems: ProblemList?,
+                            _ body: (UnsafePointer<permissions_config>) -> Int32) -> Int32 {
+        let declared = shared.withLock { $0.declared }
+        let relevant = config.filter { $0.section == name || declared.contains($0.section) }
+        // Keep the C strings alive for the length of the call.
+        let strings: [[UnsafeMutablePointer<CChar>]] = relevant.map { entry in
+            [entry.section, entry.key, entry.value, entry.origin].map { (text: String) in strdup(text)! }
+        }
+        defer { strings.joined().forEach { free($0) } }
+        let entries = strings.map { s in
+            permissions_config_entry(section: UnsafePointer(s[0]), key: UnsafePointer(s[1]),
+                                     value: UnsafePointer(s[2]), origin: UnsafePointer(s[3]))
+        }
+        return entries.withUnsafeBufferPointer { buffer in
+            withExtendedLifetime(problems) {
+                var c = permissions_config(abi_version: PERMISSIONS_PLUGIN_ABI_VERSION,
+                                           struct_size: UInt32(MemoryLayout<permissions_config>.size),
+                                           n_entries: UInt32(buffer.count), entries: buffer.baseAddress,
+                                           problem_data: problems.map { Unmanaged.passUnretained($0).toOpaque() },
+                                           problem: problems == nil ? nil : hostProblem)
+                return body(&c)
+            }
+        }
+    }
+
+    /// fini, after which the plugin must not call the host (and is ignored if it does).
+    func stop() {
+        closeHostCalls()
+        guard started else { return }
+        started = false
+        functions?.fini?(state)
+    }
+
+    /// From now on, host calls are ignored.
+    func closeHostCalls() {
+        shared.withLock {
+            $0.closed = true
+            $0.pending = [:]
+        }
+    }
+
+    // MARK: Host calls (any thread)
+
+    /// Checks and copies a publication and queues it for the daemon.
+    ///
+    /// Copying reads the plugin's memory and takes as long as that does, so it is
+    /// done outside the lock; whether the copy is taken is then decided once, under
+    /// the lock, against `closed` as it is then. A publication that loses a race
+    /// with `closeHostCalls` (fini, or the plugin given up) is refused with
+    /// -ESHUTDOWN, never queued after the queue was emptied for good.
+    func publish(_ s: UnsafePointer<permissions_snapshot>) -> Int32 {
+        // Not needed for correctness: spares a closed plugin's publications the copy.
+        guard let declared = shared.withLock({ $0.closed ? nil : $0.declared }) else { return -ESHUTDOWN }
+        let copy = SnapshotReader.read(s, declared: declared, plugin: name)
+        enum Outcome { case queued(scheduleDrain: Bool), closed, outsideABI, flooded }
+        let outcome = shared.withLock { shared -> Outcome in
+            if shared.closed { return .closed }
+            guard let copy else {
+                // Values outside the ABI: a plugin that sends them cannot be trusted with more.
+                shared.closed = true
+                return .outsideABI
+            }
+            if shared.publications.count() > Self.maxPublicationsPerSecond {
+                shared.closed = true
+                return .flooded
+            }
+            shared.pending[copy.permission] = copy
+            defer { shared.drainScheduled = true }
+            return .queued(scheduleDrain: !shared.drainScheduled)
+        }
+        switch outcome {
+        case .closed:
+            return -ESHUTDOWN
+        case .outsideABI:
+            daemonQueue.async { [self] in misbehaved?(self, "it published a snapshot outside the ABI") }
+            return -EINVAL
+        case .flooded:
+            daemonQueue.async { [self] in
+                misbehaved?(self, "it published more than \(Self.maxPublicationsPerSecond) snapshots in a second")
+            }
+            return -EBUSY
+        case .queued(let scheduleDrain):
+            if scheduleDrain {
+                daemonQueue.async { [self] in
+                    let batch = shared.withLock { s -> [Snapshot] in
+                        defer {
+                            s.pending = [:]
+                            s.drainScheduled = false
+                        }
+                        return Array(s.pending.values)
+                    }
+                    if !batch.isEmpty { drain?(self, batch) }
+                }
+            }
+            return 0
+        }
+    }
+
+    /// Logs a plugin's line, at most `maxLogLinesPerSecond` a second.
+    func log(_ priority: Int32, _ message: String) {
+        let (allowed, suppressed) = shared.withLock { s -> (Bool, Int) in
+            if s.closed { return (false, 0) }  // after fini, or given up: ignored, as the header says
+            guard s.logLines.count() <= Self.maxLogLinesPerSecond else {
+                s.suppressedLogs += 1
+                return (false, 0)
+            }
+            defer { s.suppressedLogs = 0 }
+            return (true, s.suppressedLogs)
+        }
+        guard allowed else { return }
+        if suppressed > 0 { Log.shared.log(.warning, "plugin \(name): \(suppressed) log lines suppressed (more than \(Self.maxLogLinesPerSecond) a second)") }
+        if priority <= 3 {
+            shared.withLock { s in if case .some(nil) = s.configureReason { s.configureReason = .some(message) } }
+        }
+        let level = Log.Priority(rawValue: min(max(priority, 3), 7)) ?? .info
+        Log.shared.log(level, "plugin \(name): \(message.escapedForLog)")
+    }
+}
+
+/// Counts events in the current one-second window (the window restarts with the
+/// first event after a second has passed). Used under a lock.
+struct OneSecondWindow {
+    private var start: UInt64 = 0
+    private var events = 0
+
+    /// Records one event now; returns how many the window holds with it. The
+    /// clock is read here, under the caller's lock, so windows never go backwards.
+    mutating func count() -> Int {
+        let now = monotonicNanoseconds()
+        if now &- start > 1_000_000_000 {
+            start = now
+            events = 0
+        }
+        events += 1
+        return events
+    }
+}
+
+typealias PluginInit = @convention(c) (UnsafePointer<permissions_host>?,
+                                       UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> Int32
+typealias PluginConfigure = @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<permissions_config>?) -> Int32
+typealias PluginFini = @convention(c) (UnsafeMutableRawPointer?) -> Void
+
+func monotonicNanoseconds() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+}
+
+// The host functions of `struct permissions_host`. Plain functions so that they
+// carry no actor isolation: plugins call them from their own threads.
+
+private func plugin(_ data: UnsafeMutableRawPointer?) -> LoadedPlugin? {
+    data.map { Unmanaged<LoadedPlugin>.fromOpaque($0).takeUnretainedValue() }
+}
+
+func hostLog(_ data: UnsafeMutableRawPointer?, _ priority: Int32, _ message: UnsafePointer<CChar>?) {
+    guard let p = plugin(data), let message else { return }
+    p.log(priority, String(cString: message))
+}
+
+/// What a plugin's validate reports, copied during the call. Locked: a plugin may
+/// report from a thread of its own while validate runs.
+final class ProblemList: Sendable {
+    static let limit = 100
+    let lines = Locked<[String]>([])
+}
+
+func hostProblem(_ data: UnsafeMutableRawPointer?, _ message: UnsafePointer<CChar>?) {
+    guard let data, let message else { return }
+    let list = Unmanaged<ProblemList>.fromOpaque(data).takeUnretainedValue()
+    let line = String(cString: message)
+    list.lines.withLock { if $0.count < ProblemList.limit { $0.append(line) } }
+}
+
+func hostPublish(_ data: UnsafeMutableRawPointer?, _ snapshot: UnsafePointer<permissions_snapshot>?) -> Int32 {
+    guard let p = plugin(data), let snapshot else { return -EINVAL }
+    return p.publish(snapshot)
+}

@@ -1,0 +1,183 @@
+internal import Glibc
+internal import PermissionsSupport
+
+/// A plugin file as the daemon loads it: opened, checked on the opened file (never
+/// the path again, which may name another file by then), read whole, and hashed.
+/// What was checked is what is loaded: the library is mapped from a private copy
+/// of these bytes (LoadedPlugin.open), not from the path.
+///
+/// Trust, in the style of sshd's StrictModes and PAM: whoever can change the file
+/// or swap it in its directory runs code in the daemon, so that must be root or the
+/// daemon's own user:
+/// - the file is owned by root or the daemon's uid, and not writable by group or
+///   others;
+/// - its directory (and, when the name is a symbolic link, the directory of every
+///   link on the way and of the file the last one leads to) is owned by root or the daemon's uid, and not writable by
+///   group or others unless it is sticky (like /tmp: then others cannot remove or
+///   rename what they do not own).
+struct PluginFile {
+    let bytes: [UInt8]
+    /// `ContentHash` of `bytes`: a file whose content did not change (a `touch`, a
+    /// copy of the same build) is not loaded again.
+    let hash: UInt64
+
+    enum Failure: Error {
+        /// No file by that name (any more): nothing to say.
+        case missing
+        /// Not loaded, for this reason (one log line).
+        case refused(String)
+    }
+
+    static let sizeLimit = 256 << 20
+
+    /// Opens `name` in `directory` through the directory's descriptor, checks both,
+    /// and reads the file.
+    static func read(directory: String, name: String) -> Result<PluginFile, Failure> {
+        let dirFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard dirFD >= 0 else {
+            return errno == ENOENT ? .failure(.missing) : .failure(.refused("cannot open its directory: \(strerror())"))
+        }
+        defer { close(dirFD) }
+        if let problem = directoryProblem(dirFD, "its directory \(directory)") { return .failure(.refused(problem)) }
+        // Without blocking: a FIFO planted where a library should be must not hang us.
+        let fd = openat(dirFD, name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
+        guard fd >= 0 else {
+            return errno == ENOENT ? .failure(.missing) : .failure(.refused("cannot open: \(strerror())"))
+        }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return .failure(.refused("cannot look at it: \(strerror())")) }
+        guard (st.st_mode & S_IFMT) == S_IFREG else { return .failure(.refused("not a regular file")) }
+        if let problem = ownerProblem(st, "it") { return .failure(.refused(problem)) }
+        if st.st_mode & 0o022 != 0 {
+            return .failure(.refused("it is writable by group or others (mode \(octal(st.st_mode)))"))
+        }
+        // Reached through symbolic links: whoever may write the directory of any link
+        // on the way, or of the target, can swap what it leads to.
+        if let problem = linkChainProblem(directory + "/" + name) { return .failure(.refused(problem)) }
+        if let target = Files.readLink("/proc/self/fd/\(fd)"), let dir = Files.readLink("/proc/self/fd/\(dirFD)"),
+           let slash = target.lastIndex(of: "/") {
+            let targetDirectory = slash == target.startIndex ? "/" : String(target[..<slash])
+            if targetDirectory != dir {
+                let targetFD = open(targetDirectory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                guard targetFD >= 0 else {
+                    return .failure(.refused("cannot open the directory of its target \(target): \(strerror())"))
+                }
+                defer { close(targetFD) }
+                if let problem = directoryProblem(targetFD, "the directory of its target, \(targetDirectory),") {
+                    return .failure(.refused(problem))
+                }
+            }
+        }
+        guard Int(st.st_size) <= sizeLimit else { return .failure(.refused("larger than \(sizeLimit) bytes")) }
+        var bytes = [UInt8](repeating: 0, count: Int(st.st_size))
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + done, $0.count - done) }
+            if n < 0, errno == EINTR { continue }
+            if n < 0 { return .failure(.refused("cannot read: \(strerror())")) }
+            if n == 0 { break }
+            done += n
+        }
+        // Shrunk since fstat (being rewritten): what we have is not the whole library.
+        guard done == bytes.count else { return .failure(.refused("not a loadable library (it changed while read)")) }
+        if let problem = ELFCheck.problem(bytes) { return .failure(.refused("not a loadable library (\(problem))")) }
+        return .success(PluginFile(bytes: bytes, hash: ContentHash.of(bytes)))
+    }
+
+    /// Follows the links from `path`, one at a time, and checks the directory each
+    /// next link (or the final file) lies in.
+    private static func linkChainProblem(_ path: String) -> String? {
+        var current = path
+        for _ in 0..<40 {
+            var st = stat()
+            guard lstat(current, &st) == 0, (st.st_mode & S_IFMT) == S_IFLNK,
+                  let target = Files.readLink(current) else { return nil }
+            let slash = current.lastIndex(of: "/")!
+            let linkDirectory = slash == current.startIndex ? "/" : String(current[..<slash])
+            let next = target.hasPrefix("/") ? target : linkDirectory + "/" + target
+            let nextSlash = next.lastIndex(of: "/")!
+            let nextDirectory = nextSlash == next.startIndex ? "/" : String(next[..<nextSlash])
+            let fd = open(nextDirectory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            guard fd >= 0 else { return "cannot open \(nextDirectory), on its way to its target: \(strerror())" }
+            defer { close(fd) }
+            if let problem = directoryProblem(fd, "\(nextDirectory), the directory of \(next) on its way to its target,") {
+                return problem
+            }
+            current = next
+        }
+        return "too many levels of symbolic links"
+    }
+
+    private static func ownerProblem(_ st: stat, _ what: String) -> String? {
+        let me = geteuid()
+        guard st.st_uid != 0, st.st_uid != me else { return nil }
+        return "\(what) is owned by uid \(st.st_uid), not by root or the daemon's uid \(me)"
+    }
+
+    private static func directoryProblem(_ fd: Int32, _ what: String) -> String? {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return "cannot look at \(what): \(strerror())" }
+        if let problem = ownerProblem(st, what) { return problem }
+        if st.st_mode & 0o022 != 0, st.st_mode & S_ISVTX == 0 {
+            return "\(what) is writable by group or others and not sticky (mode \(octal(st.st_mode)))"
+        }
+        return nil
+    }
+
+    private static func octal(_ mode: mode_t) -> String { "0" + String(mode & 0o7777, radix: 8) }
+
+    private static func strerror() -> String { String(cString: Glibc.strerror(errno)) }
+}
+
+/// A 64-bit hash of a file's content, to notice that a plugin file changed: FNV-1a
+/// over the bytes taken eight at a time (little-endian), then the remaining bytes,
+/// then the length. This is change detection, not security (the trust checks are
+/// what keep others from planting code), so a non-cryptographic hash is enough; the
+/// toolchain has no SHA-256 without a dependency.
+enum ContentHash {
+    static func of(_ bytes: [UInt8]) -> UInt64 {
+        let prime: UInt64 = 0x100_0000_01b3
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        bytes.withUnsafeBytes { raw in
+            let words = raw.count / 8
+            for i in 0..<words {
+                hash = (hash ^ UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: i * 8, as: UInt64.self))) &* prime
+            }
+            for i in (words * 8)..<raw.count { hash = (hash ^ UInt64(raw[i])) &* prime }
+        }
+        return (hash ^ UInt64(bytes.count)) &* prime
+    }
+}
+
+/// The few checks that make a file safe to hand to dlopen: every segment it maps
+/// lies inside the file. glibc maps segments without checking that, and touching a
+/// page past the end of a truncated file (an interrupted copy) is a SIGBUS.
+enum ELFCheck {
+    static func problem(_ bytes: [UInt8]) -> String? {
+        guard bytes.count >= 64, bytes[0..<4].elementsEqual([0x7f, 0x45, 0x4c, 0x46]) else { return "not an ELF file" }
+        guard bytes[4] == 2, bytes[5] == 1 else { return "not a 64-bit little-endian ELF file" }
+        return bytes.withUnsafeBytes { raw -> String? in
+            func u16(_ at: Int) -> Int {
+                Int(UInt16(littleEndian: raw.loadUnaligned(fromByteOffset: at, as: UInt16.self)))
+            }
+            func u64(_ at: Int) -> UInt64 {
+                UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: at, as: UInt64.self))
+            }
+            let size = UInt64(raw.count)
+            let phoff = u64(32), entrySize = u16(54), count = u16(56)
+            guard entrySize >= 56, phoff <= size, UInt64(entrySize * count) <= size - phoff else {
+                return "truncated: program headers past the end"
+            }
+            for i in 0..<count {
+                let header = Int(phoff) + i * entrySize
+                let type = UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: header, as: UInt32.self))
+                let offset = u64(header + 8), fileSize = u64(header + 32)
+                if type == 1, offset > size || fileSize > size - offset {  // PT_LOAD
+                    return "truncated: a segment ends past the end of the file"
+                }
+            }
+            return nil
+        }
+    }
+}

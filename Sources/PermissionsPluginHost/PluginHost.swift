@@ -1,0 +1,298 @@
+internal import DBusKit
+package import PermissionsModel
+internal import CPermissionsPlugin
+internal import Glibc
+package import Dispatch
+internal import PermissionsSupport
+
+/// What the daemon knows about one plugin file it found.
+package struct PluginInfo: Sendable, Equatable {
+    package enum State: String, Sendable {
+        /// Being opened and started.
+        case loading
+        /// Serving its permissions.
+        case loaded
+        /// Found but not serving: rejected file, failed or blocked init, flooding.
+        /// Its permissions, if it declared any, are "unsupported".
+        case unavailable
+    }
+    package var name: String
+    package var version: String
+    package var state: State
+    package var permissions: [String]
+    package var file: String
+    /// Why it is unavailable.
+    package var reason = ""
+
+    /// What the Plugins property shows of it: the file and the reason left out, so
+    /// that a change of either alone is not announced as a change of the property.
+    package var announced: PluginInfo {
+        PluginInfo(name: name, version: version, state: state, permissions: permissions, file: "")
+    }
+}
+
+/// Loads plugin libraries, runs their code off the daemon's queue under a
+/// watchdog, and carries their publications to the service.
+///
+/// One plugin serves each name: the copy in the first directory, in directory
+/// order, that loads (PluginSelection.swift). A copy that comes, goes or changes is
+/// started and configured before it takes over from the one serving, so that apps
+/// never see an unconfigured plugin, and a swap that changes nothing for them costs
+/// no signal.
+///
+/// Confined to the daemon queue. Plugin code runs on each plugin's own call
+/// queue; a call that does not return within `deadline` makes the plugin
+/// unavailable (its thread is left blocked: a thread cannot be killed safely), and
+/// everything it does afterwards is ignored.
+///
+/// `@unchecked Sendable`: every property is touched only on `queue`; the closures
+/// that capture the host and cross to a plugin's call queue only hop back to
+/// `queue` before touching it.
+package final class PluginHost: @unchecked Sendable {
+    /// The plugins serving (or unavailable), one per name.
+    package internal(set) var plugins: [LoadedPlugin] = [] {
+        didSet { providersCache = nil }
+    }
+    /// `providers`, rebuilt when a plugin comes, goes or changes: every GetStatus asks.
+    var providersCache: [String: LoadedPlugin]?
+    /// Names no copy of which loads: the first directory's refused copy stands for the
+    /// name in the Plugins property.
+    var refusedNames: [String: PluginInfo] = [:]
+    /// Files that never became plugins (not a library, wrong ABI, …), one per name.
+    package var rejected: [PluginInfo] { refusedNames.values.sorted { $0.name < $1.name } }
+    /// Copies being started to take over their name (not serving yet), by name.
+    var starting: [String: LoadedPlugin] = [:]
+    /// The last refusal of each file, so that a file still refused for the same
+    /// reason (touched, or looked at again) is neither logged nor opened again.
+    var refusals: [String: Refusal] = [:]
+    /// Names being resolved, and those to resolve again once that is done.
+    var resolving = Set<String>()
+    var resolveAgain = Set<String>()
+    /// The plugin directories, in order (the first holding a loadable copy wins).
+    var directories: [String] = []
+    let queue: DispatchQueue
+    var deadline: DispatchTimeInterval = .seconds(2)
+    var config: [ConfigEntry] = []
+    /// Grows with each configureAll: a plugin configured with an older one while it
+    /// was starting is configured again when it takes over.
+    var configGeneration = 0
+    /// Names whose copy refused the configuration in force (PluginSelection).
+    var configRefusals = Set<String>()
+
+    /// Publications, on the daemon queue.
+    package var onPublish: ((LoadedPlugin, [Snapshot]) -> Void)?
+    /// A plugin changed state or came or went; on the daemon queue.
+    package var onChange: ((LoadedPlugin) -> Void)?
+    /// The refused files that stand for names changed (the Plugins property); on the
+    /// daemon queue.
+    package var onListChange: (() -> Void)?
+    /// A copy starting refused the configuration in force ("FILE:LINE: reason"); on
+    /// the daemon queue.
+    package var onConfigurationRefused: ((String) -> Void)?
+
+    struct Refusal: Equatable {
+        let reason: String
+        /// The content refused, when it could be read.
+        let hash: UInt64?
+    }
+
+    package init(queue: DispatchQueue) {
+        self.queue = queue
+    }
+
+    package var infos: [PluginInfo] {
+        (plugins.map(\.info) + rejected).sorted { $0.name < $1.name }
+    }
+
+    /// Permission name to the plugin that declared it (loaded or not).
+    package var providers: [String: LoadedPlugin] {
+        if let providersCache { return providersCache }
+        var map: [String: LoadedPlugin] = [:]
+        for plugin in plugins where plugin.info.state != .loading {
+            for permission in plugin.info.permissions { map[permission] = plugin }
+        }
+        providersCache = map
+        return map
+    }
+
+    /// Loads every `libpermissions-<name>.so` in the directories: for each name, the
+    /// first copy in directory order that loads; the first plugin to claim a
+    /// permission wins. Each refused file gets one log line naming it and the
+    /// reason; the others still load. `done` runs once every plugin has started,
+    /// failed or passed its deadline.
+    package func loadAll(from directories: [String], config: [ConfigEntry], done: @escaping () -> Void) {
+        self.config = config
+        self.directories = directories
+        var names: [String] = []
+        for directory in directories {
+            for file in Self.pluginFiles(in: directory) where !names.contains(Self.pluginName(file)) {
+                names.append(Self.pluginName(file))
+            }
+        }
+        // Opened one after another, in order, so that the first plugin to claim a
+        // permission wins; their inits then run side by side.
+        var remaining = names.count + 1
+        func settled() {
+            remaining -= 1
+            if remaining == 0 { done() }
+        }
+        func openNext(_ index: Int) {
+            guard index < names.count else { return settled() }
+            resolve(names[index], opened: { openNext(index + 1) }, done: settled)
+        }
+        openNext(0)
+    }
+
+    package static func pluginFiles(in directory: String) -> [String] {
+        Files.list(directory).filter(isPluginFile)
+    }
+
+    static func isPluginFile(_ name: String) -> Bool {
+        name.hasPrefix("libpermissions-") && name.hasSuffix(".so") && name.count > "libpermissions-.so".count
+    }
+
+    static func pluginName(_ file: String) -> String {
+        String(file.dropFirst("libpermissions-".count).dropLast(".so".count))
+    }
+
+    static func fileName(_ name: String) -> String { "libpermissions-\(name).so" }
+
+    /// Gives up on a plugin: serving, or starting to. Its host calls are closed.
+    func makeUnavailable(_ plugin: LoadedPlugin, _ reason: String) {
+        let serving = plugins.contains { $0 === plugin }
+        guard plugin.info.state != .unavailable, serving || starting[plugin.name] === plugin else { return }
+        plugin.closeHostCalls()
+        plugin.info.state = .unavailable
+        plugin.info.reason = reason
+        logWarning("plugin \(plugin.path): unavailable: \(reason)")
+        if serving { onChange?(plugin) }
+    }
+
+    /// Runs plugin code on its call queue; `then` runs on the daemon queue with the
+    /// result, unless the deadline passed first: then the plugin is made
+    /// unavailable and `timedOut` runs instead. Exactly one of them runs.
+    func call<R: Sendable>(_ plugin: LoadedPlugin, _ what: String, _ body: @escaping @Sendable () -> R,
+                           then: @escaping (R) -> Void, timedOut: @escaping () -> Void = {}) {
+        var finished = false
+        let settle = QueueConfined({ () -> Bool in
+            if finished { return false }
+            finished = true
+            return true
+        })
+        let confinedThen = QueueConfined(then)
+        let confinedTimedOut = QueueConfined(timedOut)
+        plugin.callQueue.async {
+            let result = body()
+            self.queue.async {
+                if settle.value() { confinedThen.value(result) }
+            }
+        }
+        queue.asyncAfter(deadline: .now() + deadline) { [weak self] in
+            guard settle.value() else { return }
+            self?.makeUnavailable(plugin, "\(what) did not return within the deadline; plugin abandoned")
+            confinedTimedOut.value()
+        }
+    }
+
+    /// Hands `config` to one plugin; `done` gets its reason when it rejected it, or
+    /// nil (accepted, or abandoned at the deadline: then it serves nothing anyway).
+    func configure(_ plugin: LoadedPlugin, _ config: [ConfigEntry], logRejection: Bool = true,
+                   done: @escaping (String?) -> Void = { _ in }) {
+        call(plugin, "configure", { plugin.configure(config) }, then: { result in
+            guard result.rc != 0 else { return done(nil) }
+            if logRejection {
+                logWarning("plugin \(plugin.name): rejected the new configuration (\(errnoName(-result.rc))); "
+                           + "it keeps the last good one")
+            }
+            var reason = result.reason ?? "plugin \(plugin.name) rejected it (\(errnoName(-result.rc)))"
+            if let cut = reason.firstRange(of: "; keeping the last good configuration") { reason = String(reason[..<cut.lowerBound]) }
+            done(reason)
+        }, timedOut: { done(nil) })
+    }
+
+    /// One plugin's answer to a configuration.
+    package struct ConfigureResult {
+        package let plugin: LoadedPlugin
+        /// Why it rejected the configuration; nil if it took it.
+        package let rejection: String?
+    }
+
+    /// Passes a configuration to every loaded plugin (or to `only` those), and to
+    /// plugins loaded from now on; `done` gets each one's answer once all answered.
+    package func configureAll(_ config: [ConfigEntry], only: [LoadedPlugin]? = nil,
+                      done: @escaping ([ConfigureResult]) -> Void = { _ in }) {
+        self.config = config
+        configGeneration += 1
+        let targets = (only ?? plugins).filter { $0.info.state == .loaded }
+        guard !targets.isEmpty else { return done([]) }
+        var answers: [String?] = Array(repeating: nil, count: targets.count)
+        var waiting = targets.count
+        for (index, plugin) in targets.enumerated() {
+            configure(plugin, config) { rejection in
+                answers[index] = rejection
+                waiting -= 1
+                if waiting == 0 { done(zip(targets, answers).map { ConfigureResult(plugin: $0, rejection: $1) }) }
+            }
+        }
+    }
+
+    /// Asks every loaded plugin that has a validate function whether it accepts
+    /// `config`, without applying it (plugins without one accept it: their configure
+    /// checks it). `completion` runs on the daemon queue with the problems, by
+    /// plugin name, each "FILE:LINE: reason" as the plugin reported it; empty when
+    /// every plugin accepts. With nothing to ask, it runs before validateAll
+    /// returns. A plugin that does not answer within the deadline is made
+    /// unavailable (it will never be configured) and reports nothing.
+    package func validateAll(_ config: [ConfigEntry], completion: @escaping ([String]) -> Void) {
+        let asked = plugins.filter { $0.info.state == .loaded }.sorted { $0.name < $1.name }
+        var answers = [[String]](repeating: [], count: asked.count)
+        var remaining = asked.count + 1
+        func answered() {
+            remaining -= 1
+            if remaining == 0 { completion(answers.flatMap { $0 }) }
+        }
+        for (index, plugin) in asked.enumerated() {
+            call(plugin, "validate", { plugin.validate(config) }, then: { problems in
+                answers[index] = problems
+                answered()
+            }, timedOut: answered)
+        }
+        answered()
+    }
+
+    /// A plugin file appeared, changed or went (from the directory watcher).
+    package func fileChanged(name: String) {
+        resolve(name)
+    }
+
+    /// Every name looked at again: a directory came or went, or inotify lost events.
+    package func rescan() {
+        var names = Set(plugins.map(\.name)).union(starting.keys).union(refusedNames.keys)
+        for directory in directories {
+            for file in Self.pluginFiles(in: directory) { names.insert(Self.pluginName(file)) }
+        }
+        for name in names.sorted() { resolve(name) }
+    }
+
+    /// Stops every plugin (fini), before exit: all at once, each on its own call
+    /// queue, and waits for them under one deadline, so that plugins stuck in fini
+    /// delay the exit by one deadline in all, not one each.
+    package func stopAll() {
+        let started = monotonicNanoseconds()
+        let end = DispatchTime.now() + deadline
+        let stopping = plugins.filter { $0.info.state == .loaded }.map { plugin in
+            let done = DispatchSemaphore(value: 0)
+            plugin.callQueue.async {
+                plugin.stop()
+                done.signal()
+            }
+            return (plugin, done)
+        }
+        let stuck = stopping.filter { $0.1.wait(timeout: end) == .timedOut }.map(\.0.name)
+        for name in stuck {
+            logWarning("plugin \(name): fini did not return within the deadline")
+        }
+        logInfo("stopped \(stopping.count) plugins in \((monotonicNanoseconds() - started) / 1_000_000) ms"
+                + (stuck.isEmpty ? "" : "; \(stuck.count) did not return from fini within the deadline"))
+    }
+}

@@ -1,0 +1,464 @@
+package import PermissionsModel
+package import DBusKit
+internal import CPermissionsData
+internal import Glibc
+import Dispatch
+internal import PermissionsSupport
+package import PermissionsStore
+package import PermissionsPluginHost
+package import PermissionsIdentity
+
+/// The org.example.Permissions object: combines plugin snapshots with stored
+/// decisions into statuses, answers the methods, and emits StatusChanged exactly
+/// once per real change.
+///
+/// Every method handler follows the same steps (hostnamed's recipe): read and
+/// validate the arguments (InvalidArgument / UnknownPermission quoting the value),
+/// identify and authorize the caller, change and save, emit signals, reply.
+///
+/// Confined to the connection's queue: the bus, the plugin host and the store are
+/// all used from there only.
+package final class PermissionsService {
+    package static let busName = BusNames.busName
+    package static let objectPath = BusNames.objectPath
+    package static let interfaceName = BusNames.interfaceName
+    package static let interfaceVersion: UInt32 = 1
+
+    let connection: Connection
+    let store: DecisionStore
+    let plugins: PluginHost
+    let callers: CallerCache
+    let authorizer: Authorizer
+    var broker: PromptBroker!
+    /// How long an agent may take to answer a prompt ([service] agent-timeout=).
+    package var agentTimeoutMilliseconds: Int32 {
+        get { broker.agentTimeoutMilliseconds }
+        set { broker.agentTimeoutMilliseconds = newValue }
+    }
+    private(set) var snapshots: [String: Snapshot] = [:]
+    /// "allow-session" grants: (app, permission) -> the requesters' unique names
+    /// (see SessionGrants.swift).
+    var sessionGrants: [DecisionKey: Set<String>] = [:]
+    /// The change serial: the high 32 bits count daemon starts (kept in the store),
+    /// the low 32 bits count changes since this start. Strictly increasing across
+    /// restarts, with one write per start rather than one per change.
+    private(set) var changeSerial: UInt64 = 0
+    /// Fires at the next decision expiry.
+    var expiryTimer: (any DispatchSourceTimer)?
+    /// Per-permission answers when no agent is registered ([<permission>] no-agent=).
+    package var noAgentDefaults: [String: Status] = [:]
+    private var object: ExportedObject!
+    private var lastPermissions: [String] = []
+    /// While true (start-up, before the name is owned), snapshots are taken without signals.
+    package var quiet = false
+    /// While a new configuration is tried (see ConfigApplier), the permissions whose
+    /// state changed: clients hear about them (and about Permissions and Plugins)
+    /// once the outcome is known, so a configuration that is rolled back sends nothing.
+    private var held: Set<String>?
+    /// Fail-safe: no configuration could be read at start and none was kept, so every
+    /// permission that would be available reads "disabled" (the configuration may
+    /// have switched it off or denied apps, and nobody can tell).
+    package var disabledForLackOfConfiguration = false {
+        didSet {
+            if disabledForLackOfConfiguration != oldValue { for permission in permissions { refresh(permission) } }
+        }
+    }
+    /// ConfigGeneration: configurations applied since start.
+    private(set) var configGeneration: UInt32 = 0
+    /// ConfigStatus: "ok", "kept: FILE:LINE: why" or "degraded: why".
+    private(set) var configStatus = "ok"
+    /// Calls that may still wait for an answer; shutdown answers them.
+    var waitingCalls = WaitingCalls()
+    /// Set by shutdown: nothing new is started.
+    private(set) var stopping = false
+
+    package init(connection: Connection, store: DecisionStore, plugins: PluginHost, callers: CallerCache,
+                authorizer: Authorizer) {
+        self.connection = connection
+        self.store = store
+        self.plugins = plugins
+        self.callers = callers
+        self.authorizer = authorizer
+        // The epoch is at least the start time in seconds, so that serials keep growing
+        // even if the store (and the epoch kept in it) had to be started afresh.
+        let epoch = (try? store.nextEpoch(atLeast: currentMicroseconds() / 1_000_000)) ?? currentMicroseconds() / 1_000_000
+        changeSerial = UInt64(truncatingIfNeeded: epoch) << 32
+        broker = PromptBroker(connection: connection,
+                              settle: { [unowned self] in self.settle($0, $1, $2, $3) },
+                              undecided: { [unowned self] in self.undecided($0) })
+        callers.onLeave.append { [unowned self] name in self.peerLeft(name) }
+        object = ExportedObject(path: Self.objectPath, interfaces: [makeInterface()],
+                                introspection: Self.interfaceXML)
+        connection.export(object)
+    }
+
+    /// The `<interface>` part of dbus/org.example.Permissions.xml, compiled in.
+    static let interfaceXML: String = {
+        let file = String(cString: permissions_interface_xml())
+        guard let start = file.firstRange(of: "<interface "), let end = file.ranges(of: "</node>").last
+        else { return "" }
+        return " " + String(file[start.lowerBound..<end.lowerBound])
+    }()
+
+    // MARK: State
+
+    /// Permissions declared in the configuration ([permissions] declare=), with the
+    /// snapshot their own section gives; plugins win a name clash.
+    package private(set) var declared: [String: Snapshot] = [:]
+    /// The value of the Plugins property last announced.
+    private var lastPlugins: [PluginInfo] = []
+
+    /// Known permissions: those the plugins declare (served or not) and those the
+    /// configuration declares.
+    package var permissions: [String] { Set(plugins.providers.keys).union(declared.keys).sorted() }
+
+    func isKnown(_ permission: String) -> Bool {
+        plugins.providers[permission] != nil || declared[permission] != nil
+    }
+
+    /// The snapshot clients last heard about (what signals were computed from).
+    func snapshot(_ permission: String) -> Snapshot {
+        snapshots[permission] ?? .unpublished(permission)
+    }
+
+    /// What the permission's state is now: its plugin's last publication while the
+    /// plugin serves it, "unsupported" while it does not, else the config's.
+    func currentSnapshot(_ permission: String) -> Snapshot {
+        var snapshot: Snapshot
+        if let provider = plugins.providers[permission] {
+            guard provider.info.state == .loaded else { return .unpublished(permission) }
+            snapshot = provider.latest[permission] ?? .unpublished(permission)
+        } else {
+            snapshot = declared[permission] ?? .unpublished(permission)
+        }
+        if disabledForLackOfConfiguration, snapshot.service == .available { snapshot.service = .disabled }
+        return snapshot
+    }
+
+    package func status(app: String, permission: String) -> Status {
+        let s = snapshot(permission)
+        return effectiveStatus(service: s.service, policy: s.policy(for: app), decision: decision(app, permission))
+    }
+
+    /// The user decision in force: a stored one, else a session grant.
+    func decision(_ app: String, _ permission: String) -> Decision? {
+        if let stored = store.decision(app: app, permission: permission) { return stored.decision }
+        return hasSessionGrant(app, permission) ? .authorized : nil
+    }
+
+    /// Recomputes a permission's snapshot and signals what really changed for apps.
+    package func refresh(_ permission: String) {
+        if held != nil {
+            held?.insert(permission)
+            return
+        }
+        let new = currentSnapshot(permission)
+        let old = snapshot(permission)
+        guard old != new else { return }
+        snapshots[permission] = isKnown(permission) ? new : nil
+        if quiet { return }
+        let serviceChanged = old.serviceLevelStatus != new.serviceLevelStatus
+        if serviceChanged { emitStatusChanged(app: "", permission: permission, new.serviceLevelStatus) }
+        let apps = Set(old.policies.keys).union(new.policies.keys).filter { old.policy(for: $0) != new.policy(for: $0) }
+        for app in apps.sorted() {
+            let decision = self.decision(app, permission)
+            let before = effectiveStatus(service: old.service, policy: old.policy(for: app), decision: decision)
+            let after = effectiveStatus(service: new.service, policy: new.policy(for: app), decision: decision)
+            // A service-level change already told every app about disabled/unsupported.
+            if before != after, !(serviceChanged && (after == .disabled || after == .unsupported)) {
+                emitStatusChanged(app: app, permission: permission, after)
+            }
+        }
+    }
+
+    /// A plugin came, went or changed state: refresh its permissions and announce
+    /// the property changes.
+    package func pluginChanged(_ plugin: LoadedPlugin) {
+        for permission in Set(plugin.info.permissions).union(plugin.latest.keys) { refresh(permission) }
+        pluginsChanged()
+    }
+
+    /// Replaces the configuration-declared permissions.
+    package func setDeclared(_ new: [String: Snapshot]) {
+        let names = Set(declared.keys).union(new.keys)
+        declared = new
+        for name in names.sorted() { refresh(name) }
+        pluginsChanged()
+    }
+
+    func emitStatusChanged(app: String, permission: String, _ status: Status) {
+        changeSerial += 1
+        logDebug("StatusChanged(\"\(app)\", \(permission), \(status.rawValue), \(changeSerial))")
+        try? connection.emitSignal(path: Self.objectPath, interface: Self.interfaceName, member: "StatusChanged",
+                                   [.string(app), .string(permission), .string(status.rawValue), .uint64(changeSerial)])
+    }
+
+    /// Holds back state changes (see `held`) until `releaseChanges`.
+    package func holdChanges() {
+        if held == nil { held = [] }
+    }
+
+    /// Applies the changes held back, with their signals.
+    package func releaseChanges() {
+        guard let permissions = held else { return }
+        held = nil
+        for permission in permissions.sorted() { refresh(permission) }
+        pluginsChanged()
+    }
+
+    /// Sets ConfigGeneration and ConfigStatus, with PropertiesChanged for what changed.
+    package func setConfigState(generation: UInt32, status: String) {
+        var changed: [String] = []
+        if generation != configGeneration { changed.append("ConfigGeneration") }
+        if status != configStatus { changed.append("ConfigStatus") }
+        configGeneration = generation
+        configStatus = status
+        if !quiet, !changed.isEmpty {
+            object.emitPropertiesChanged(on: connection, interface: Self.interfaceName, changed)
+        }
+    }
+
+    /// Emits PropertiesChanged for Permissions and Plugins, each if it changed.
+    package func pluginsChanged() {
+        if held != nil { return }  // announced after the held changes, by releaseChanges
+        let now = permissions
+        let pluginsNow = plugins.infos.map(\.announced)
+        var changed: [String] = []
+        if now != lastPermissions { changed.append("Permissions") }
+        if pluginsNow != lastPlugins { changed.append("Plugins") }
+        lastPermissions = now
+        lastPlugins = pluginsNow
+        if !quiet, !changed.isEmpty {
+            object.emitPropertiesChanged(on: connection, interface: Self.interfaceName, changed)
+        }
+    }
+
+    // MARK: Interface
+
+    private func makeInterface() -> Interface {
+        Interface(Self.interfaceName, methods: [
+            Method("GetStatus", input: "s") { [unowned self] in self.getStatus($0) },
+            Method("GetAll") { [unowned self] in self.getAll($0) },
+            Method("GetDetails", input: "s") { [unowned self] in self.getDetails($0) },
+            Method("GetStatusForApp", input: "ss") { [unowned self] in self.getStatusForApp($0) },
+            Method("SetDecision", input: "sss") { [unowned self] in self.setDecision($0) },
+            Method("ResetDecisions", input: "sas") { [unowned self] in self.resetDecisions($0) },
+            Method("ListDecisions", input: "s") { [unowned self] in self.listDecisions($0) },
+            Method("Request", input: "sa{sv}") { [unowned self] in self.request($0) },
+            Method("RequestMany", input: "asa{sv}") { [unowned self] in self.requestMany($0) },
+            Method("RegisterAgent", input: "o") { [unowned self] in self.registerAgent($0) },
+            Method("UnregisterAgent", input: "o") { [unowned self] in self.unregisterAgent($0) },
+        ], properties: [
+            Property("Permissions") { [unowned self] in .strings(self.permissions) },
+            Property("Plugins") { [unowned self] in
+                .array(elementSignature: "(sssas)", self.plugins.infos.map { info in
+                    .structure([.string(info.name), .string(info.version), .string(info.state.rawValue),
+                                .strings(info.permissions)])
+                })
+            },
+            Property("version") { .uint32(Self.interfaceVersion) },
+            Property("ChangeSerial") { [unowned self] in .uint64(self.changeSerial) },
+            Property("StoreStatus") { [unowned self] in .string(self.storeStatus) },
+            Property("ConfigGeneration") { [unowned self] in .uint32(self.configGeneration) },
+            Property("ConfigStatus") { [unowned self] in .string(self.configStatus) },
+        ])
+    }
+
+    /// "ok", or "degraded: <why>" when start-up had to move a damaged store aside,
+    /// or found one moved aside earlier (see DecisionStore). Fixed for the daemon's life.
+    var storeStatus: String { store.degradedReason.map { "degraded: " + $0 } ?? "ok" }
+
+    /// A known permission name, or the error to reply with.
+    func knownPermission(_ value: DBusValue) -> Result<String, BusError> {
+        let name = value.stringValue ?? ""
+        guard Validate.isPermissionName(name) else { return .failure(PermissionsError.invalidPermissionName(name)) }
+        guard isKnown(name) else { return .failure(PermissionsError.unknownPermission(name)) }
+        return .success(name)
+    }
+
+    func validAppID(_ value: DBusValue) -> Result<String, BusError> {
+        let id = value.stringValue ?? ""
+        return Validate.isAppID(id) ? .success(id) : .failure(PermissionsError.invalidAppID(id))
+    }
+
+    /// Runs `body` with the caller's identity, or answers the call with the error.
+    /// Every call that can wait (for the bus, polkit or a prompt) comes through
+    /// here, and is remembered until it is answered.
+    func withCaller(_ call: MethodCall, _ body: @escaping (AppIdentity) -> Void) {
+        guard !stopping else { return call.fail(Self.stoppingError) }
+        waitingCalls.add(call)
+        callers.identify(call.sender) { result in
+            switch result {
+            case .success(let identity): body(identity)
+            case .failure(let error): call.fail(error)
+            }
+        }
+    }
+
+    static let stoppingError = PermissionsError.cancelled("the permissions service is stopping")
+
+    /// The daemon stops: every call still waiting, for its caller's identity, for
+    /// polkit or for a prompt (Request, RequestMany), is answered Cancelled; then
+    /// the agents are told to close their open prompts, and none starts any more.
+    /// Answered first, so that a prompt's end cannot run a waiter's continuation
+    /// (RequestMany's next permission).
+    package func shutdown() {
+        stopping = true
+        for call in waitingCalls.held { call.fail(Self.stoppingError) }
+        broker.shutdown()
+    }
+
+    /// Runs `body` if the caller may use admin methods (see Authorizer).
+    func asAdmin(_ call: MethodCall, action: Authorizer.Action = .manage, _ body: @escaping (AppIdentity) -> Void) {
+        withCaller(call) { [unowned self] identity in
+            self.authorizer.check(identity, sender: call.sender, action: action) { refusal in
+                if let refusal {
+                    let member = call.message.member ?? ""
+                    return call.fail(PermissionsError.notAuthorized("\(member) is not allowed: \(refusal)"))
+                }
+                body(identity)
+            }
+        }
+    }
+
+    private func getStatus(_ call: MethodCall) {
+        switch knownPermission(call.arguments[0]) {
+        case .failure(let error): call.fail(error)
+        case .success(let permission):
+            withCaller(call) { [unowned self] identity in
+                call.reply([.string(self.status(app: identity.appID, permission: permission).rawValue)])
+            }
+        }
+    }
+
+    private func getAll(_ call: MethodCall) {
+        withCaller(call) { [unowned self] identity in
+            call.reply([.stringDictionary(self.permissions.map {
+                ($0, self.status(app: identity.appID, permission: $0).rawValue)
+            })])
+        }
+    }
+
+    private func getDetails(_ call: MethodCall) {
+        switch knownPermission(call.arguments[0]) {
+        case .failure(let error): call.fail(error)
+        case .success(let permission):
+            withCaller(call) { [unowned self] identity in
+                call.reply([self.details(identity: identity, permission: permission)])
+            }
+        }
+    }
+
+    func details(identity: AppIdentity, permission: String) -> DBusValue {
+        let s = snapshot(permission)
+        let stored = store.decision(app: identity.appID, permission: permission)
+        var pairs: [(String, DBusValue)] = [
+            ("app-id", .string(identity.appID)),
+            ("identity-kind", .string(identity.kind.rawValue)),
+            ("status", .string(status(app: identity.appID, permission: permission).rawValue)),
+            ("service-state", .string(s.service.rawValue)),
+            ("policy", .string(s.policy(for: identity.appID).rawValue)),
+            ("decision", .string(stored?.decision.rawValue ?? "none")),
+        ]
+        if let stored {
+            pairs.append(("decision-scope", .string("always")))
+            pairs.append(("decision-set-by", .string(stored.setBy)))
+            pairs.append(("decision-set-at", .int64(stored.setAt)))
+            if let expires = stored.expiresAt { pairs.append(("decision-expires-at", .int64(expires))) }
+        } else if hasSessionGrant(identity.appID, permission) {
+            pairs[5] = ("decision", .string("authorized"))
+            pairs.append(("decision-scope", .string("session")))
+        }
+        pairs.append(("plugin", .string(plugins.providers[permission]?.info.name ?? (declared[permission] != nil ? "config" : ""))))
+        pairs.append(("plugin-details", .stringDictionary(s.details.map { ($0.key, $0.value) })))
+        pairs.append(("devices", .array(elementSignature: "a{ss}", s.devices.map { device in
+            .stringDictionary(device.map { ($0.key, $0.value) })
+        })))
+        return .vardict(pairs)
+    }
+
+    private func getStatusForApp(_ call: MethodCall) {
+        let appResult = validAppID(call.arguments[0])
+        let permissionResult = knownPermission(call.arguments[1])
+        guard case .success(let app) = appResult else { return call.fail(appResult.error!) }
+        guard case .success(let permission) = permissionResult else { return call.fail(permissionResult.error!) }
+        asAdmin(call) { [unowned self] _ in
+            call.reply([.string(self.status(app: app, permission: permission).rawValue)])
+        }
+    }
+
+    private func setDecision(_ call: MethodCall) {
+        let appResult = validAppID(call.arguments[0])
+        let permissionResult = knownPermission(call.arguments[1])
+        guard case .success(let app) = appResult else { return call.fail(appResult.error!) }
+        guard case .success(let permission) = permissionResult else { return call.fail(permissionResult.error!) }
+        let word = call.arguments[2].stringValue ?? ""
+        guard let decision = Decision(rawValue: word) else {
+            return call.fail(PermissionsError.invalidArgument(
+                "invalid decision \"\(word.escapedForMessage)\": expected \"authorized\" or \"denied\""))
+        }
+        asAdmin(call) { [unowned self] identity in
+            let before = self.status(app: app, permission: permission)
+            let stored = self.store.decision(app: app, permission: permission)
+            if stored?.decision == decision, stored?.expiresAt == nil { return call.reply() }
+            do {
+                try self.store.set(app: app, permission: permission, decision: decision,
+                                   setBy: "uid \(identity.uid) (\(identity.appID))")
+            } catch {
+                // Nothing changed, in memory or on disk (a session grant included).
+                return call.fail(PermissionsError.storageFailed("cannot store the decision: \(error)"))
+            }
+            self.endSessionGrant(app, permission)
+            let after = self.status(app: app, permission: permission)
+            if before != after { self.emitStatusChanged(app: app, permission: permission, after) }
+            call.reply()
+        }
+    }
+
+    private func resetDecisions(_ call: MethodCall) {
+        let appResult = validAppID(call.arguments[0])
+        guard case .success(let app) = appResult else { return call.fail(appResult.error!) }
+        var seen = Set<String>()
+        let names = (call.arguments[1].stringArray ?? []).filter { seen.insert($0).inserted }
+        if let bad = names.first(where: { !Validate.isPermissionName($0) }) {
+            return call.fail(PermissionsError.invalidPermissionName(bad))
+        }
+        asAdmin(call) { [unowned self] _ in
+            let stored = names.isEmpty ? self.store.list(app: app).map(\.permission) : names
+            let affected = stored + self.sessionGrantedPermissions(app: app, among: names).filter { !stored.contains($0) }
+            let before = affected.map { self.status(app: app, permission: $0) }
+            let removed: Int
+            do {
+                removed = try self.store.reset(app: app, permissions: names)
+            } catch {
+                // Nothing changed, in memory or on disk (session grants included).
+                return call.fail(PermissionsError.storageFailed("cannot reset decisions: \(error)"))
+            }
+            for permission in affected { self.endSessionGrant(app, permission) }
+            for (permission, old) in zip(affected, before) where self.isKnown(permission) {
+                let new = self.status(app: app, permission: permission)
+                if new != old { self.emitStatusChanged(app: app, permission: permission, new) }
+            }
+            call.reply([.uint32(UInt32(removed))])
+        }
+    }
+
+    private func listDecisions(_ call: MethodCall) {
+        let filter = call.arguments[0].stringValue ?? ""
+        if !filter.isEmpty, !Validate.isAppID(filter) { return call.fail(PermissionsError.invalidAppID(filter)) }
+        asAdmin(call) { [unowned self] _ in
+            let rows = self.store.list(app: filter.isEmpty ? nil : filter)
+            call.reply([.array(elementSignature: "(sssxs)", rows.map { row in
+                .structure([.string(row.appID), .string(row.permission), .string(row.decision.rawValue),
+                            .int64(row.setAt), .string(row.setBy)])
+            })])
+        }
+    }
+}
+
+extension Result {
+    var error: Failure? {
+        if case .failure(let e) = self { return e }
+        return nil
+    }
+}

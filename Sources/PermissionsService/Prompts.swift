@@ -1,0 +1,255 @@
+internal import DBusKit
+internal import PermissionsModel
+internal import PermissionsSupport
+internal import PermissionsStore
+
+/// What an agent answered.
+package enum AgentAnswer: String, Sendable {
+    case allowOnce = "allow-once"
+    case allowSession = "allow-session"
+    case allowAlways = "allow-always"
+    case deny
+    case dismiss
+}
+
+/// A registered agent: an object on some connection that implements
+/// org.example.Permissions.Agent (dbus/org.example.Permissions.Agent.xml).
+final class Agent {
+    let owner: String
+    let path: String
+    var active: Prompt?
+    var queued: [Prompt] = []
+
+    init(owner: String, path: String) {
+        self.owner = owner
+        self.path = path
+    }
+}
+
+/// One question to the user, shared by every request for the same app and
+/// permission made while it is open.
+final class Prompt {
+    let id: String
+    let app: String
+    let permission: String
+    let reason: String
+    let details: [(String, DBusValue)]
+    /// Callers waiting for the answer: (unique name, reply): the status, or the
+    /// error every one of them gets (an answer that could not be stored).
+    var waiters: [(sender: String, done: (Result<Status, BusError>) -> Void)] = []
+    /// Set once the prompt is settled (answered, cancelled, failed); a late answer
+    /// from the agent is then dropped.
+    var finished = false
+
+    init(id: String, app: String, permission: String, reason: String, details: [(String, DBusValue)]) {
+        self.id = id
+        self.app = app
+        self.permission = permission
+        self.reason = reason
+        self.details = details
+    }
+
+    var key: DecisionKey { DecisionKey(app, permission) }
+}
+
+/// Runs prompts through agents: one prompt at a time per agent, one prompt per
+/// (app, permission) however many requests wait for it, and nothing stored unless
+/// the user really answered (a dismissal, a timeout, an agent error or crash, or
+/// every requester leaving stores nothing).
+///
+/// Confined to the service queue.
+final class PromptBroker {
+    let connection: Connection
+    /// The newest registration gets new prompts.
+    private(set) var agents: [Agent] = []
+    private var open: [DecisionKey: Prompt] = [:]
+    private var nextID = 0
+    /// Set by shutdown: no prompt starts any more.
+    private var stopped = false
+    var agentTimeoutMilliseconds: Int32 = 120_000
+    /// Applies a real answer (store, session grant, signals); returns the status
+    /// to reply with, or the error to fail every waiter with (StorageFailed).
+    let settle: (Prompt, AgentAnswer, _ expiresAt: Int64?, _ agent: Agent) -> Result<Status, BusError>
+    /// The status to reply with when nothing was decided.
+    let undecided: (Prompt) -> Status
+
+    init(connection: Connection, settle: @escaping (Prompt, AgentAnswer, Int64?, Agent) -> Result<Status, BusError>,
+         undecided: @escaping (Prompt) -> Status) {
+        self.connection = connection
+        self.settle = settle
+        self.undecided = undecided
+    }
+
+    var hasAgent: Bool { !agents.isEmpty }
+
+    func register(owner: String, path: String) -> Bool {
+        guard !agents.contains(where: { $0.owner == owner && $0.path == path }) else { return false }
+        agents.append(Agent(owner: owner, path: path))
+        logInfo("agent \(owner) \(path) registered")
+        return true
+    }
+
+    func unregister(owner: String, path: String?) -> Bool {
+        let leaving = agents.filter { $0.owner == owner && (path == nil || $0.path == path) }
+        agents.removeAll { a in leaving.contains { $0 === a } }
+        for agent in leaving {
+            logInfo("agent \(agent.owner) \(agent.path) unregistered")
+            // Its prompts go to the next agent, if any; an open one is answered "undecided".
+            if let prompt = agent.active { finish(prompt, status: undecided(prompt)) }
+            for prompt in agent.queued { enqueue(prompt) }
+        }
+        return !leaving.isEmpty
+    }
+
+    /// Asks (or joins the open prompt for the same app and permission). `done` runs
+    /// once with the status to reply with, or the error to answer.
+    func ask(app: String, permission: String, reason: String, details: [(String, DBusValue)],
+             sender: String, done: @escaping (Result<Status, BusError>) -> Void) {
+        // Stopping: the caller has been answered (Cancelled); nothing is asked.
+        guard !stopped else { return }
+        let key = DecisionKey(app, permission)
+        if let prompt = open[key] {
+            prompt.waiters.append((sender, done))
+            return
+        }
+        nextID += 1
+        let prompt = Prompt(id: "\(nextID)", app: app, permission: permission, reason: reason, details: details)
+        prompt.waiters.append((sender, done))
+        open[key] = prompt
+        enqueue(prompt)
+    }
+
+    private func enqueue(_ prompt: Prompt) {
+        guard let agent = agents.last else { return finish(prompt, status: undecided(prompt)) }
+        agent.queued.append(prompt)
+        startNext(agent)
+    }
+
+    private func startNext(_ agent: Agent) {
+        guard !stopped, agent.active == nil, !agent.queued.isEmpty else { return }
+        let prompt = agent.queued.removeFirst()
+        agent.active = prompt
+        let message: Message
+        do {
+            message = try Message.methodCall(destination: agent.owner, path: agent.path,
+                                             interface: BusNames.agentInterfaceName, member: "Ask")
+            try message.append(.string(prompt.id), .string(prompt.app), .string(prompt.permission),
+                               .string(prompt.reason), .vardict(prompt.details))
+        } catch {
+            logWarning("cannot ask agent \(agent.owner): \(error)")
+            return agentDone(agent, prompt) { self.finish(prompt, status: self.undecided(prompt)) }
+        }
+        logDebug("prompt \(prompt.id): asking agent \(agent.owner) about \(prompt.app) / \(prompt.permission)")
+        connection.call(message, timeoutMilliseconds: agentTimeoutMilliseconds) { [weak self, weak agent] result in
+            guard let self, let agent else { return }
+            self.agentDone(agent, prompt) {
+                guard !prompt.finished else { return }  // cancelled meanwhile: drop the answer
+                switch result {
+                case .failure(let error):
+                    logInfo("prompt \(prompt.id): no answer from agent \(agent.owner) (\(error.name)); nothing stored")
+                    self.finish(prompt, status: self.undecided(prompt))
+                case .success(let reply):
+                    guard let (answer, expiresAt) = Self.parseAnswer(reply) else {
+                        logWarning("prompt \(prompt.id): agent \(agent.owner) answered with \"\(reply.signature.escapedForMessage)\" "
+                                   + "\(reply.arguments().first.map { "\($0)".escapedForMessage } ?? ""); treated as dismissed")
+                        return self.finish(prompt, status: self.undecided(prompt))
+                    }
+                    logInfo("prompt \(prompt.id): \(prompt.app) / \(prompt.permission): \(answer.rawValue)")
+                    if answer == .dismiss { return self.finish(prompt, status: self.undecided(prompt)) }
+                    self.finish(prompt, self.settle(prompt, answer, expiresAt, agent))
+                }
+            }
+        }
+    }
+
+    /// The longest an agent's decision may last: a hundred years.
+    static let maxLifetimeMicroseconds: Int64 = 100 * 366 * 24 * 3600 * 1_000_000
+
+    /// An agent's reply, checked: signature "sa{sv}", a known answer, and an
+    /// "expires-at" (x) in the future and within a hundred years. Anything else is
+    /// nil, and counts as a dismissal: an agent's values are never guessed at.
+    static func parseAnswer(_ reply: Message) -> (AgentAnswer, Int64?)? {
+        guard reply.signature == "sa{sv}" else { return nil }
+        let args = reply.arguments()
+        guard let word = args[0].stringValue, let answer = AgentAnswer(rawValue: word) else { return nil }
+        var expiresAt: Int64? = nil
+        for (key, value) in args[1].stringKeyedEntries ?? [] where key == "expires-at" {
+            guard case .variant(.int64(let at)) = value else { return nil }
+            let now = currentMicroseconds()
+            guard at > now, at - now <= maxLifetimeMicroseconds else { return nil }
+            expiresAt = at
+        }
+        return (answer, expiresAt)
+    }
+
+    /// Frees the agent for its next prompt after `body`.
+    private func agentDone(_ agent: Agent, _ prompt: Prompt, _ body: () -> Void) {
+        if agent.active === prompt { agent.active = nil }
+        body()
+        startNext(agent)
+    }
+
+    private func finish(_ prompt: Prompt, status: Status) {
+        finish(prompt, .success(status))
+    }
+
+    /// Answers every waiter with the same outcome, once.
+    private func finish(_ prompt: Prompt, _ outcome: Result<Status, BusError>) {
+        guard !prompt.finished else { return }
+        prompt.finished = true
+        if open[prompt.key] === prompt { open[prompt.key] = nil }
+        let waiters = prompt.waiters
+        prompt.waiters = []
+        for waiter in waiters { waiter.done(outcome) }
+    }
+
+    /// A connection left the bus: its waits end, its agents go; a prompt nobody
+    /// waits for any more is cancelled (the agent is told; its answer is dropped).
+    func peerLeft(_ name: String) {
+        _ = unregister(owner: name, path: nil)
+        for prompt in Array(open.values) {
+            prompt.waiters.removeAll { $0.sender == name }
+            guard prompt.waiters.isEmpty else { continue }
+            prompt.finished = true
+            open[prompt.key] = nil
+            for agent in agents {
+                agent.queued.removeAll { $0 === prompt }
+                if agent.active === prompt {
+                    agent.active = nil
+                    cancel(prompt, at: agent)
+                    startNext(agent)
+                }
+            }
+            logInfo("prompt \(prompt.id): every requester left; cancelled, nothing stored")
+        }
+    }
+
+    /// The daemon stops: agents are told to close their open prompts, queued ones
+    /// are dropped, and no prompt starts from now on. Waiters are not called: the
+    /// service has answered their calls (Cancelled), and a waiter's continuation
+    /// (RequestMany's next permission) must not run.
+    func shutdown() {
+        stopped = true
+        for agent in agents {
+            if let prompt = agent.active {
+                cancel(prompt, at: agent)
+                logInfo("prompt \(prompt.id): cancelled, the service is stopping; nothing stored")
+            }
+            agent.active = nil
+            agent.queued = []
+        }
+        for prompt in open.values {
+            prompt.finished = true
+            prompt.waiters = []
+        }
+        open = [:]
+    }
+
+    private func cancel(_ prompt: Prompt, at agent: Agent) {
+        guard let message = try? Message.methodCall(destination: agent.owner, path: agent.path,
+                                                    interface: BusNames.agentInterfaceName, member: "Cancel"),
+              (try? message.append(.string(prompt.id))) != nil
+        else { return }
+        connection.call(message, timeoutMilliseconds: 5000) { _ in }
+    }
+}

@@ -1,0 +1,175 @@
+internal import PermissionsModel
+internal import DBusKit
+internal import PermissionsSupport
+internal import PermissionsIdentity
+
+// Request and RequestMany: the caller's status, or, when nobody has decided yet,
+// a prompt through the registered agent; what the user answered, stored; and agent
+// registration. Part of PermissionsService; confined to its queue.
+extension PermissionsService {
+    /// Options a request may carry: "reason" (s, shown to the user) and "accuracy"
+    /// (s, location only: the accuracy the app wants). Unknown keys are ignored so
+    /// that newer clients work with this daemon.
+    struct RequestOptions {
+        var reason = ""
+        var details: [(String, DBusValue)] = []
+    }
+
+    /// geoclue's accuracy levels, the words of the location plugin's max-accuracy.
+    static let accuracyLevels = ["none", "country", "city", "neighborhood", "street", "exact"]
+
+    func requestOptions(_ value: DBusValue) -> Result<RequestOptions, BusError> {
+        var options = RequestOptions()
+        for (key, value) in value.stringKeyedEntries ?? [] {
+            switch key {
+            case "reason":
+                guard case .variant(.string(let reason)) = value else {
+                    return .failure(PermissionsError.invalidArgument("option \"reason\" must be a string (s)"))
+                }
+                guard reason.utf8.count <= 1024 else {
+                    return .failure(PermissionsError.invalidArgument(
+                        "option \"reason\" is \(reason.utf8.count) bytes; the limit is 1024"))
+                }
+                options.reason = reason
+            case "accuracy":
+                guard case .variant(.string(let accuracy)) = value else {
+                    return .failure(PermissionsError.invalidArgument("option \"accuracy\" must be a string (s)"))
+                }
+                guard Self.accuracyLevels.contains(accuracy) else {
+                    return .failure(PermissionsError.invalidArgument(
+                        "invalid accuracy \"\(accuracy.escapedForMessage)\": expected one of "
+                            + Self.accuracyLevels.joined(separator: ", ")))
+                }
+                options.details.append(("accuracy", .string(accuracy)))
+            default:
+                continue
+            }
+        }
+        return .success(options)
+    }
+
+    func request(_ call: MethodCall) {
+        let permissionResult = knownPermission(call.arguments[0])
+        let optionsResult = requestOptions(call.arguments[1])
+        guard case .success(let permission) = permissionResult else { return call.fail(permissionResult.error!) }
+        guard case .success(let options) = optionsResult else { return call.fail(optionsResult.error!) }
+        withCaller(call) { [unowned self] identity in
+            self.ask(identity, permission, options, sender: call.sender) { outcome in
+                switch outcome {
+                case .success(let status): call.reply([.string(status.rawValue)])
+                case .failure(let error): call.fail(error)
+                }
+            }
+        }
+    }
+
+    /// One permission after another, each with its own prompt if needed, like the
+    /// "request everything at first launch" flow. An error (an answer that could not
+    /// be stored) ends it there: the call fails with it, and nothing more is asked.
+    func requestMany(_ call: MethodCall) {
+        // Each permission once, in the order first given: a duplicate is not a second prompt.
+        var seen = Set<String>()
+        let names = (call.arguments[0].stringArray ?? []).filter { seen.insert($0).inserted }
+        for name in names {
+            if case .failure(let error) = knownPermission(.string(name)) { return call.fail(error) }
+        }
+        let optionsResult = requestOptions(call.arguments[1])
+        guard case .success(let options) = optionsResult else { return call.fail(optionsResult.error!) }
+        withCaller(call) { [unowned self] identity in
+            var results: [(String, String)] = []
+            func next(_ index: Int) {
+                guard index < names.count else { return call.reply([.stringDictionary(results)]) }
+                self.ask(identity, names[index], options, sender: call.sender) { outcome in
+                    guard case .success(let status) = outcome else { return call.fail(outcome.error!) }
+                    results.append((names[index], status.rawValue))
+                    next(index + 1)
+                }
+            }
+            next(0)
+        }
+    }
+
+    /// Answers at once unless the status is not-determined; then prompts. Once the
+    /// service is stopping nothing is asked and `done` never runs: the call has
+    /// been answered Cancelled.
+    func ask(_ identity: AppIdentity, _ permission: String, _ options: RequestOptions, sender: String,
+             done: @escaping (Result<Status, BusError>) -> Void) {
+        guard !stopping else { return }
+        let current = status(app: identity.appID, permission: permission)
+        guard current == .notDetermined else { return done(.success(current)) }
+        guard broker.hasAgent else { return done(.success(noAgentAnswer(permission))) }
+        let details: [(String, DBusValue)] = [("identity-kind", .string(identity.kind.rawValue)),
+                                              ("uid", .uint32(identity.uid))] + options.details
+        broker.ask(app: identity.appID, permission: permission, reason: options.reason, details: details,
+                   sender: sender, done: done)
+    }
+
+    /// The permission's `no-agent` setting, except that a degraded store (its
+    /// decisions lost at start-up, stored denies included) never lets a setting grant:
+    /// only a user's answer may then authorize.
+    func noAgentAnswer(_ permission: String) -> Status {
+        let configured = noAgentDefaults[permission] ?? .notDetermined
+        guard configured == .authorized, store.degradedReason != nil else { return configured }
+        // Debug only: the degraded state itself was logged loudly at start-up.
+        logDebug("\(permission): no-agent=authorized not applied while the decision store is degraded")
+        return .notDetermined
+    }
+
+    /// Stores what the user answered and returns the status to reply with, or, if
+    /// the answer cannot be stored, StorageFailed for every waiter: nothing is
+    /// stored or changed and no signal is sent. An error rather than the unchanged
+    /// status, so that no requester takes "not-determined" for the user's answer.
+    func settle(_ prompt: Prompt, _ answer: AgentAnswer, _ expiresAt: Int64?,
+                _ agent: Agent) -> Result<Status, BusError> {
+        let (app, permission) = (prompt.app, prompt.permission)
+        let before = status(app: app, permission: permission)
+        // Decided meanwhile (an admin, a config lock, a device gone): the newer fact wins.
+        guard before == .notDetermined else { return .success(before) }
+        let setBy = "user via agent \(agent.owner)"
+        do {
+            switch answer {
+            case .allowOnce:
+                return .success(.authorized)
+            case .allowSession:
+                grantSession(app, permission, to: Set(prompt.waiters.map(\.sender)))
+            case .allowAlways:
+                try store.set(app: app, permission: permission, decision: .authorized, setBy: setBy, expiresAt: expiresAt)
+            case .deny:
+                try store.set(app: app, permission: permission, decision: .denied, setBy: setBy, expiresAt: expiresAt)
+            case .dismiss:
+                return .success(before)
+            }
+        } catch {
+            logError("cannot store the answer \(answer.rawValue) for \(app) / \(permission): \(error)")
+            return .failure(PermissionsError.storageFailed(
+                "cannot store the answer \"\(answer.rawValue)\" for \"\(app.escapedForMessage)\" / "
+                    + "\"\(permission.escapedForMessage)\": \(error)"))
+        }
+        if expiresAt != nil { scheduleExpiry() }
+        let after = status(app: app, permission: permission)
+        if after != before { emitStatusChanged(app: app, permission: permission, after) }
+        return .success(after)
+    }
+
+    func undecided(_ prompt: Prompt) -> Status {
+        status(app: prompt.app, permission: prompt.permission)
+    }
+
+    func registerAgent(_ call: MethodCall) {
+        guard case .objectPath(let path) = call.arguments[0] else { return call.fail(PermissionsError.invalidArgument("expected an object path")) }
+        asAdmin(call, action: .agent) { [unowned self] _ in
+            guard self.broker.register(owner: call.sender, path: path) else {
+                return call.fail(PermissionsError.invalidArgument("agent \(path) is already registered"))
+            }
+            call.reply()
+        }
+    }
+
+    func unregisterAgent(_ call: MethodCall) {
+        guard case .objectPath(let path) = call.arguments[0] else { return call.fail(PermissionsError.invalidArgument("expected an object path")) }
+        guard broker.unregister(owner: call.sender, path: path) else {
+            return call.fail(PermissionsError.invalidArgument("no agent \(path) registered by \(call.sender)"))
+        }
+        call.reply()
+    }
+}

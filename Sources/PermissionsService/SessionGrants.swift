@@ -1,0 +1,41 @@
+internal import PermissionsStore
+
+// "allow-session" grants: a user decision kept in memory only, which ends when the
+// last requester it was given to leaves the bus (the app's process ended). Part of
+// PermissionsService; confined to its queue.
+extension PermissionsService {
+    func hasSessionGrant(_ app: String, _ permission: String) -> Bool {
+        sessionGrants[DecisionKey(app, permission)] != nil
+    }
+
+    /// Grants until every one of `owners` (unique names) has left the bus.
+    func grantSession(_ app: String, _ permission: String, to owners: Set<String>) {
+        sessionGrants[DecisionKey(app, permission)] = owners
+    }
+
+    /// Ends a grant at once, as a decision an administrator set or reset does.
+    func endSessionGrant(_ app: String, _ permission: String) {
+        sessionGrants[DecisionKey(app, permission)] = nil
+    }
+
+    /// The app's permissions with a session grant, among `names` (all of them if empty).
+    func sessionGrantedPermissions(app: String, among names: [String]) -> [String] {
+        sessionGrants.keys.compactMap { key in
+            key.app == app && (names.isEmpty || names.contains(key.permission)) ? key.permission : nil
+        }
+    }
+
+    /// A connection left: its prompts, agents and session grants end.
+    func peerLeft(_ name: String) {
+        broker.peerLeft(name)
+        for (key, owners) in sessionGrants where owners.contains(name) {
+            let before = status(app: key.app, permission: key.permission)
+            let rest = owners.subtracting([name])
+            sessionGrants[key] = rest.isEmpty ? nil : rest
+            let after = status(app: key.app, permission: key.permission)
+            if before != after, isKnown(key.permission) {
+                emitStatusChanged(app: key.app, permission: key.permission, after)
+            }
+        }
+    }
+}

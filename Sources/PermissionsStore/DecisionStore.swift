@@ -1,0 +1,356 @@
+package import PermissionsModel
+internal import Glibc
+internal import PermissionsSupport
+
+/// A stored user decision and where it came from.
+package struct StoredDecision: Sendable, Equatable {
+    package var appID: String
+    package var permission: String
+    package var decision: Decision
+    /// Microseconds since the Unix epoch.
+    package var setAt: Int64
+    /// Free text naming who made it, e.g. "uid 0 (/usr/bin/permissionsctl)".
+    package var setBy: String
+    /// When it stops applying, in microseconds since the Unix epoch; nil = never.
+    package var expiresAt: Int64? = nil
+}
+
+/// Per-app decisions: one row per (app id, permission) in SQLite, and all of them
+/// in memory.
+///
+/// Reads come from memory only, so a fault of the file or the disk can never turn a
+/// stored "denied" into "no decision". Every row is loaded at open, and a load that
+/// cannot read every row fails the open; it never yields a short list. Writes go to
+/// SQLite first and change memory only once SQLite has committed them, so memory and
+/// file agree: a failed write throws and changes neither.
+///
+/// Durability: WAL journal with `synchronous=FULL`, so a write is on disk when
+/// `set`/`reset` return, before the D-Bus reply goes out.
+///
+/// The daemon is the file's only user: it is opened with `locking_mode=EXCLUSIVE`
+/// (set before the first access, which is `journal_mode=WAL`), so that SQLite keeps
+/// the WAL index in heap memory and never maps a `-shm` file. Nothing another
+/// process does to the state directory can then fault the daemon (a truncated `-shm`
+/// was a SIGBUS), and a second process cannot open the store while the daemon runs.
+///
+/// A file SQLite reports as damaged (not a database, corrupt, or failing
+/// `quick_check`), or one shorter than SQLite's header (truncated), is moved aside
+/// with its WAL and an empty store started, so a damaged file never stops the
+/// daemon from starting (xdg-desktop-portal #627); the
+/// store is then `degraded` (every stored deny is gone). It stays degraded, across
+/// restarts, while any file moved aside (`<path>.corrupt-*`) is still beside the
+/// store: the new store being readable does not bring the old denies back. An
+/// administrator ends it by restoring or removing the file, then restarting. Any
+/// other failure to load (an I/O error, the file locked by another process, a row
+/// this version does not understand) fails the open and leaves the file as it is.
+///
+/// Not thread-safe: owned by the service and used only on its queue.
+package final class DecisionStore {
+    private let db: SQLiteDatabase
+    private var index: [DecisionKey: StoredDecision]
+    /// The serial epoch stored in the meta table (0 if none yet).
+    private var epoch: Int64
+    package let path: String
+    /// Why the store is degraded, naming the file moved aside; nil when the store
+    /// was read whole and no store moved aside is left beside it.
+    package private(set) var degradedReason: String?
+
+    package init(path: String) throws {
+        self.path = path
+        let loaded: Loaded
+        let reason: String?
+        do {
+            try Self.checkHeaderLength(path)
+            loaded = try Self.load(path)
+            reason = Self.leftAsideReason(path)
+        } catch let error as StoreError where error.isCorruption {
+            let aside = "\(path)\(Self.asideInfix)\(currentMicroseconds())"
+            try Self.moveAside(path, to: aside, because: error)
+            reason = "the decision store was unreadable (\(error)) and was moved to \(aside); "
+                + "the decisions stored in it are not in force"
+            loaded = try Self.load(path)
+        }
+        (db, index, epoch) = (loaded.db, loaded.index, loaded.epoch)
+        degradedReason = reason
+        if let reason {
+            logError("DEGRADED: \(reason). While a store moved aside (\(path)\(Self.asideInfix)*) is in the state "
+                     + "directory, no request is answered \"authorized\" by a no-agent setting. To end this: "
+                     + "inspect it (sqlite3), re-apply the decisions wanted with permissionsctl, remove it "
+                     + "(with its -wal), and restart.")
+        }
+    }
+
+    /// Fails as damage when the file exists but is shorter than SQLite's 100-byte
+    /// header: SQLite would take it for a new, empty database, and every stored deny
+    /// would be gone without a word (a store truncated to 0 bytes). Only a missing
+    /// file is a first start; a new store has its header from its first `journal_mode`
+    /// pragma on, so only a crash in the instant between creating it and that pragma
+    /// leaves a short file of ours (and reads, fail-closed, as damage).
+    private static func checkHeaderLength(_ path: String) throws {
+        var st = stat()
+        // Missing: a first start. Any other stat error is for the open to report.
+        guard stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, st.st_size < sqliteHeaderLength else { return }
+        throw StoreError.damaged("\(path) is \(st.st_size) bytes long, shorter than a SQLite header "
+                                 + "(\(sqliteHeaderLength) bytes): truncated")
+    }
+
+    private static let sqliteHeaderLength = 100
+
+    /// What a store moved aside is named after: `<path>.corrupt-<µs since the epoch>`.
+    static let asideInfix = ".corrupt-"
+
+    /// The degraded reason for stores moved aside at an earlier start and still
+    /// beside `path` (their denies are still out of force), naming the newest; nil
+    /// if there are none. A directory that cannot be listed counts as degraded: the
+    /// absence of such a file cannot be known.
+    private static func leftAsideReason(_ path: String) -> String? {
+        let directory = Files.directoryName(path)
+        let prefix = Files.baseName(path) + asideInfix
+        let names: [String]
+        switch Files.listing(directory) {
+        case .failure(let error):
+            return "cannot list \(directory) to look for a decision store moved aside (\(prefix)*): \(error); "
+                + "the decisions in such a store would not be in force"
+        case .success(let all):
+            names = all.filter { $0.hasPrefix(prefix) }
+        }
+        // Newest by the time in the name; of one time, the store rather than its WAL.
+        func key(_ name: String) -> (Int64, Int, String) {
+            var stamp = name.dropFirst(prefix.count)
+            if stamp.hasSuffix("-wal") { stamp = stamp.dropLast(4) }
+            return (Int64(stamp) ?? -1, name.hasSuffix("-wal") ? 0 : 1, name)
+        }
+        guard let newest = names.max(by: { key($0) < key($1) }) else { return nil }
+        let others = names.count - 1
+        return "\(directory)/\(newest) holds a decision store moved aside as unreadable"
+            + (others > 0 ? " (and \(others) other file\(others == 1 ? "" : "s") like it)" : "")
+            + "; the decisions stored in it are not in force until it is restored or removed"
+    }
+
+    private typealias Loaded = (db: SQLiteDatabase, index: [DecisionKey: StoredDecision], epoch: Int64)
+
+    /// Opens the file, sets it up and reads every row.
+    private static func load(_ path: String) throws -> Loaded {
+        let db = try SQLiteDatabase(path: path)
+        // Until every row has loaded, closing must not write: SQLite's close would
+        // checkpoint the WAL into a damaged file, or delete a WAL it cannot read,
+        // before the file is moved aside with its WAL or left as it is.
+        try db.setCheckpointOnClose(false)
+        // Before anything reads the file: see the type's comment.
+        try db.execute("PRAGMA locking_mode=EXCLUSIVE")
+        let mode = try db.strings("PRAGMA journal_mode=WAL")
+        guard mode == ["wal"] else {
+            throw StoreError(message: "cannot use a write-ahead log for \(path) (journal mode \(mode))")
+        }
+        // The exclusive lock is held from here on. A -shm beside the file was left by
+        // an older version (which mapped it); nothing reads it any more.
+        unlink(path + "-shm")
+        try db.execute("PRAGMA synchronous=FULL")
+        try db.execute("""
+            CREATE TABLE IF NOT EXISTS decisions (
+                app_id TEXT NOT NULL,
+                permission TEXT NOT NULL,
+                decision TEXT NOT NULL CHECK (decision IN ('authorized', 'denied')),
+                set_at INTEGER NOT NULL,
+                set_by TEXT NOT NULL,
+                expires_at INTEGER,
+                PRIMARY KEY (app_id, permission)
+            ) WITHOUT ROWID
+            """)
+        try db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID")
+        // quick_check reports damage as rows, not as an error.
+        let check = try db.strings("PRAGMA quick_check")
+        let problems = check.prefix(3).joined(separator: "; ")
+        // Rows that break the schema's constraints (an unknown decision word, say) are
+        // not damage but a newer version's file or an edit: moving it aside would put
+        // every stored deny out of force. The load below names the row and fails.
+        let constraintsOnly = check.allSatisfy {
+            $0.hasPrefix("CHECK constraint failed") || $0.hasPrefix("NULL value in")
+        }
+        guard check == ["ok"] || constraintsOnly else { throw StoreError.damaged("damaged: \(problems)") }
+        // Schema version 1 had no expires_at.
+        if try !db.strings("SELECT name FROM pragma_table_info('decisions')").contains("expires_at") {
+            try db.execute("ALTER TABLE decisions ADD COLUMN expires_at INTEGER")
+        }
+        // Version 2 indexed expires_at for its queries; reads come from memory now.
+        try db.execute("DROP INDEX IF EXISTS decisions_expiry")
+
+        var index: [DecisionKey: StoredDecision] = [:]
+        try db.rows("SELECT app_id, permission, decision, set_at, set_by, expires_at FROM decisions") { row in
+            guard let app = row.text(0), let permission = row.text(1), let word = row.text(2),
+                  let setAt = row.int(3), let setBy = row.text(4), row.isNull(5) || row.int(5) != nil
+            else {
+                throw StoreError(message: "\(path) has a decision row with a value of an unexpected type "
+                                 + "(app id \"\((row.text(0) ?? "?").escapedForMessage)\"); left as it is")
+            }
+            // Fail closed: a word this version does not know (a newer version's file, an
+            // edit) might mean "deny"; guessing or skipping it could grant.
+            guard let decision = Decision(rawValue: word) else {
+                throw StoreError(message: "\(path) has an unknown decision \"\(word.escapedForMessage)\" for "
+                                 + "\"\(app.escapedForMessage)\" / \"\(permission.escapedForMessage)\"; left as it is")
+            }
+            index[DecisionKey(app, permission)] = StoredDecision(
+                appID: app, permission: permission, decision: decision, setAt: setAt, setBy: setBy,
+                expiresAt: row.isNull(5) ? nil : row.int(5))
+        }
+        guard check == ["ok"] else {
+            throw StoreError(message: "\(path) has rows this version does not accept (\(problems)); left as it is")
+        }
+        var epoch: Int64 = 0
+        try db.rows("SELECT value FROM meta WHERE key = 'serial-epoch'") { row in
+            guard let value = row.int(0) else {
+                throw StoreError(message: "\(path) has a serial epoch that is not an integer; left as it is")
+            }
+            epoch = value
+        }
+        // Everything into the main file, so that the WAL holds only what changed since
+        // this start. A failure here is no reason not to serve: writes will tell.
+        do {
+            try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        } catch {
+            logWarning("cannot checkpoint the decision store \(path): \(error)")
+        }
+        try db.setCheckpointOnClose(true)
+        return (db, index, epoch)
+    }
+
+    /// Moves a damaged store and its WAL to `aside`. Fails closed: if the file cannot
+    /// be moved, it is neither deleted nor overwritten, and the open fails (the daemon
+    /// does not start) rather than start empty over it.
+    private static func moveAside(_ path: String, to aside: String, because error: StoreError) throws {
+        guard rename(path, aside) == 0 else {
+            throw StoreError(message: "the decision store \(path) is unreadable (\(error)) and cannot be moved "
+                             + "aside to \(aside): \(errnoName(errno)); left as it is")
+        }
+        // An empty WAL (the one the failed open made) holds nothing to keep.
+        if let wal = Files.linkStatus(path + "-wal"), (wal.st_mode & S_IFMT) == S_IFREG, wal.st_size == 0 {
+            unlink(path + "-wal")
+        }
+        // The WAL goes with it: left here, SQLite would replay it into the new store.
+        if rename(path + "-wal", aside + "-wal") != 0, errno != ENOENT {
+            let why = errnoName(errno)
+            let undone = rename(aside, path) == 0 ? "moved it back" : "it stays at \(aside)"
+            throw StoreError(message: "the decision store \(path) is unreadable (\(error)); cannot move its WAL "
+                             + "aside: \(why); \(undone)")
+        }
+        unlink(path + "-shm")
+    }
+
+    // MARK: Reads, from memory
+
+    /// The decision in force for the pair: an expired one does not count.
+    package func decision(app: String, permission: String, now: Int64 = currentMicroseconds()) -> StoredDecision? {
+        guard let stored = index[DecisionKey(app, permission)] else { return nil }
+        if let expires = stored.expiresAt, expires <= now { return nil }
+        return stored
+    }
+
+    /// Every stored decision, or one app's, sorted by app id then permission (expired
+    /// ones too, until the expiry timer removes them).
+    package func list(app: String? = nil) -> [StoredDecision] {
+        let rows = app.map { app in index.filter { $0.key.app.utf8.elementsEqual(app.utf8) } } ?? index
+        return rows.sorted { $0.key < $1.key }.map(\.value)
+    }
+
+    /// Decisions whose time has come (expires_at <= now), for the expiry timer.
+    package func expired(now: Int64 = currentMicroseconds()) -> [StoredDecision] {
+        index.values.filter { $0.expiresAt.map { $0 <= now } ?? false }
+    }
+
+    /// The earliest expiry of a stored decision, if any (it may already be due).
+    package func nextExpiry() -> Int64? {
+        index.values.compactMap(\.expiresAt).min()
+    }
+
+    // MARK: Writes, to the file and then to memory
+
+    /// Stores a decision durably (replaces an earlier one for the same pair).
+    package func set(app: String, permission: String, decision: Decision, setBy: String,
+                    expiresAt: Int64? = nil) throws {
+        try db.endStrayTransaction()
+        let row = StoredDecision(appID: app, permission: permission, decision: decision,
+                                 setAt: currentMicroseconds(), setBy: setBy, expiresAt: expiresAt)
+        try db.execute("INSERT OR REPLACE INTO decisions (app_id, permission, decision, set_at, set_by, expires_at) "
+                       + "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                       [.text(app), .text(permission), .text(decision.rawValue), .int(row.setAt), .text(setBy),
+                        expiresAt.map { .int($0) } ?? .null])
+        index[DecisionKey(app, permission)] = row
+    }
+
+    /// Deletes one decision if it is still the same (an expiry must not remove a
+    /// newer decision made meanwhile).
+    package func remove(_ decision: StoredDecision) throws {
+        try db.endStrayTransaction()
+        try db.execute("DELETE FROM decisions WHERE app_id = ?1 AND permission = ?2 AND set_at = ?3",
+                       [.text(decision.appID), .text(decision.permission), .int(decision.setAt)])
+        let key = DecisionKey(decision.appID, decision.permission)
+        if index[key]?.setAt == decision.setAt { index[key] = nil }
+    }
+
+    /// Removes an app's decisions for the given permissions (all when empty); returns
+    /// how many rows went, in one transaction.
+    package func reset(app: String, permissions: [String]) throws -> Int {
+        try db.endStrayTransaction()
+        let keys: [DecisionKey]
+        let removed: Int
+        if permissions.isEmpty {
+            try db.execute("DELETE FROM decisions WHERE app_id = ?1", [.text(app)])
+            removed = db.changes
+            keys = index.keys.filter { $0.app.utf8.elementsEqual(app.utf8) }
+        } else {
+            keys = Set(permissions.map { DecisionKey(app, $0) }).sorted(by: <)
+            removed = try db.transaction {
+                var count = 0
+                for key in keys {
+                    try db.execute("DELETE FROM decisions WHERE app_id = ?1 AND permission = ?2",
+                                   [.text(key.app), .text(key.permission)])
+                    count += db.changes
+                }
+                return count
+            }
+        }
+        for key in keys { index[key] = nil }
+        return removed
+    }
+
+    /// Moves the serial epoch on: the larger of the stored one plus one and
+    /// `atLeast`; stored, and returned. One write per daemon start.
+    package func nextEpoch(atLeast: Int64) throws -> Int64 {
+        try db.endStrayTransaction()
+        let next = max(epoch + 1, atLeast)
+        try db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('serial-epoch', ?1)", [.int(next)])
+        epoch = next
+        return next
+    }
+
+    /// For a clean stop: checkpoints the WAL into the file and closes it, so that
+    /// `decisions.sqlite` alone holds every decision (a copy of it, or a WAL lost
+    /// between runs, loses nothing), and the EXCLUSIVE lock, held through the file
+    /// descriptor, is released even if the process lingers after `_exit` (a thread
+    /// stuck in the kernel on a caller's FUSE file system keeps the fd table alive).
+    /// A checkpoint that fails is logged and the store closed anyway; SQLite's
+    /// close tries the checkpoint once more. Every write after this throws.
+    package func close() {
+        guard !db.isClosed else { return }
+        do {
+            // One row: busy (1 if it could not finish), WAL frames, frames checkpointed.
+            var busy: Int64 = 0
+            try db.rows("PRAGMA wal_checkpoint(TRUNCATE)") { busy = $0.int(0) ?? 1 }
+            if busy != 0 { logWarning("cannot checkpoint the decision store \(path) at stop: the WAL is in use") }
+        } catch {
+            logWarning("cannot checkpoint the decision store \(path) at stop: \(error)")
+        }
+        if let error = db.close() { logWarning("\(error)") }
+    }
+
+    /// For tests: runs SQL on the store's own connection (e.g. to make it fail).
+    func executeForTesting(_ sql: String) throws {
+        try db.execute(sql)
+    }
+}
+
+package func currentMicroseconds() -> Int64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1000
+}

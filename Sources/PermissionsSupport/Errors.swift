@@ -1,0 +1,42 @@
+package import DBusKit
+internal import PermissionsModel
+
+/// The service's named errors (org.example.Permissions.Error.*). Messages quote the
+/// offending value, escaped.
+package enum PermissionsError {
+    package static let prefix = BusNames.errorPrefix
+
+    package static func unknownPermission(_ name: String) -> BusError {
+        BusError(prefix + ErrorName.unknownPermission, "unknown permission \"\(name.escapedForMessage)\"")
+    }
+
+    package static func invalidArgument(_ message: String) -> BusError {
+        BusError(prefix + ErrorName.invalidArgument, message)
+    }
+
+    package static func invalidPermissionName(_ name: String) -> BusError {
+        invalidArgument("invalid permission name \"\(name.escapedForMessage)\": expected [a-z][a-z0-9-]{0,63}")
+    }
+
+    package static func invalidAppID(_ id: String) -> BusError {
+        invalidArgument("invalid app id \"\(id.escapedForMessage)\"")
+    }
+
+    package static func notAuthorized(_ what: String) -> BusError {
+        BusError(prefix + ErrorName.notAuthorized, what)
+    }
+
+    package static func unknownCaller(_ message: String) -> BusError {
+        BusError(prefix + ErrorName.unknownCaller, message)
+    }
+
+    package static func storageFailed(_ message: String) -> BusError {
+        BusError(prefix + ErrorName.storageFailed, message)
+    }
+
+    /// The answer to a call still waiting (for its caller's identity, polkit or a
+    /// prompt) when the daemon stops.
+    package static func cancelled(_ message: String) -> BusError {
+        BusError(prefix + ErrorName.cancelled, message)
+    }
+}

@@ -1,0 +1,231 @@
+internal import PermissionsModel
+public import DBusKit
+internal import Glibc
+internal import Dispatch
+import PermissionsSupport
+import PermissionsStore
+import PermissionsPluginHost
+import PermissionsIdentity
+import PermissionsConfig
+import PermissionsService
+
+/// How permissionsd was asked to run (its command-line options).
+public struct DaemonOptions: Sendable {
+    public var bus: Bus = .system
+    public var configDirectory = "/etc/permissions"
+    public var stateDirectory: String?
+    public var pluginDirectories: [String] = []
+    public var verbose = false
+
+    public init() {}
+
+    /// The state directory: as given, else /var/lib/permissions on the system bus
+    /// and $XDG_STATE_HOME/permissions (~/.local/state/permissions) otherwise.
+    public var resolvedStateDirectory: String {
+        if let stateDirectory { return stateDirectory }
+        if bus == .system { return "/var/lib/permissions" }
+        if let xdg = getenv("XDG_STATE_HOME").map({ String(cString: $0) }), xdg.hasPrefix("/") {
+            return xdg + "/permissions"
+        }
+        let home = getenv("HOME").map { String(cString: $0) } ?? "/root"
+        return home + "/.local/state/permissions"
+    }
+
+    /// The plugin directories: as given, else the directory of the executable when it
+    /// holds plugins (a build tree: `swift run permissionsd` finds the plugins the same
+    /// build made), then <exe>/../lib/permissions/plugins, /usr/local/lib/… and /usr/lib/….
+    public var resolvedPluginDirectories: [String] {
+        if !pluginDirectories.isEmpty { return pluginDirectories }
+        var result: [String] = []
+        if let exe = Files.readLink("/proc/self/exe"), let slash = exe.lastIndex(of: "/") {
+            let dir = String(exe[..<slash])
+            if !PluginHost.pluginFiles(in: dir).isEmpty { result.append(dir) }
+            result.append(dir + "/../lib/permissions/plugins")
+        }
+        return result + ["/usr/local/lib/permissions/plugins", "/usr/lib/permissions/plugins"]
+    }
+}
+
+/// permissionsd: wires the bus, the store, the plugins and the config together on
+/// one serial queue, then serves until SIGTERM/SIGINT or the bus goes away.
+///
+/// A stop may come at any moment, from the first instruction of `run` on: during
+/// start-up it ends start-up (the name is never owned), later it ends serving. Either
+/// way every waiting call is answered, every open prompt cancelled, the plugins are
+/// stopped, and the exit status is 0.
+public final class Daemon {
+    let options: DaemonOptions
+    let queue = DispatchQueue(label: "org.example.Permissions")
+    private var connection: Connection!
+    private var service: PermissionsService!
+    private var store: DecisionStore?
+    private var host: PluginHost!
+    private var watcher: ConfigWatcher?
+    private var pluginWatcher: PluginDirectoryWatcher?
+    private var config: ConfigApplier!
+    private var signalSources: [any DispatchSourceSignal] = []
+    /// The name is owned (start-up is over).
+    private var serving = false
+    private static let queueKey = DispatchSpecificKey<Bool>()
+
+    public init(options: DaemonOptions) {
+        self.options = options
+        queue.setSpecific(key: Self.queueKey, value: true)
+    }
+
+    /// Starts on the queue and never returns.
+    public func run() -> Never {
+        // Stop requests first, before anything else runs. SIGTERM and SIGINT are
+        // blocked in this thread before any other thread exists (every thread
+        // inherits the mask, and dispatch's threads block them anyway), so one that
+        // comes early stays pending until the signal sources' signalfd takes it.
+        // Not SIG_IGN: setting it discards a signal already pending, and until the
+        // sources are registered an ignored signal is thrown away unless every
+        // thread blocks it (the SIGTERM lost just after start-up, issue 10).
+        var stopSignals = sigset_t()
+        sigemptyset(&stopSignals)
+        sigaddset(&stopSignals, SIGTERM)
+        sigaddset(&stopSignals, SIGINT)
+        pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
+        let me = QueueConfined(self)
+        for number in [SIGTERM, SIGINT] {
+            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
+            source.setEventHandler { me.value.stop() }
+            source.resume()
+            signalSources.append(source)
+        }
+        Log.shared.verbose = options.verbose
+        signal(SIGPIPE, SIG_IGN)
+        queue.async { me.value.start() }
+        // Not dispatchMain(): it parks this thread in sigsuspend with an empty mask,
+        // which unblocks SIGTERM here until the signal sources are registered; a
+        // signal then would take its default action. This thread keeps them blocked.
+        while true { pause() }
+    }
+
+    private func fail(_ message: String) -> Never {
+        store?.close()
+        logError(message)
+        Self.endProcess(1)
+    }
+
+    /// Ends the process at once, without exit handlers or library destructors. A
+    /// plugin thread may still be inside dlopen (a constructor that never returns
+    /// holds the dynamic loader's lock, which exit() takes to run destructors, so
+    /// exit() would wait forever), or inside code a destructor would tear down.
+    /// Nothing of ours needs them: log lines are written unbuffered, and a decision
+    /// is on disk before its reply is sent.
+    private static func endProcess(_ status: Int32) -> Never {
+        _exit(status)
+    }
+
+    private func start() {
+        let stateDirectory = options.resolvedStateDirectory
+        guard Files.makeDirectories(stateDirectory, mode: 0o700) else {
+            fail("cannot create the state directory \(stateDirectory): \(String(cString: strerror(errno)))")
+        }
+        let store: DecisionStore
+        do {
+            store = try DecisionStore(path: stateDirectory + "/decisions.sqlite")
+        } catch {
+            fail("cannot open the decision store: \(error)")
+        }
+        self.store = store
+        do {
+            connection = try Connection.open(options.bus, queue: queue)
+        } catch {
+            fail("cannot connect to the bus: \(error)")
+        }
+        connection.onError = { logWarning("D-Bus: \($0.message)") }
+        connection.onDisconnect = { [unowned self] in
+            // A connection we could not serve is a failure, for the service manager to restart.
+            self.store?.close()
+            if let failure = self.connection.failure {
+                logError("\(failure.message); exiting")
+                Self.endProcess(1)
+            }
+            logInfo("the bus closed the connection; exiting")
+            Self.endProcess(0)
+        }
+
+        host = PluginHost(queue: queue)
+        let callers = CallerCache(connection: connection, reader: IdentityReader())
+        service = PermissionsService(connection: connection, store: store, plugins: host, callers: callers,
+                                     authorizer: Authorizer(connection: connection, systemBus: options.bus == .system))
+        host.onPublish = { [unowned self] _, batch in
+            for snapshot in batch { self.service.refresh(snapshot.permission) }
+        }
+        host.onChange = { [unowned self] plugin in self.service.pluginChanged(plugin) }
+        host.onListChange = { [unowned self] in self.service.pluginsChanged() }
+        host.onConfigurationRefused = { [unowned self] problem in self.config.pluginRefused(problem) }
+        service.expireDecisions()  // those that ran out while the daemon was stopped
+        service.quiet = true  // no signals for the first snapshots, before we own the name
+        let configFiles = ConfigFiles(directory: options.configDirectory)
+        config = ConfigApplier(files: configFiles, lastGood: LastGoodConfiguration(stateDirectory: stateDirectory),
+                               host: host, service: service, queue: queue)
+        // Watched from before the first reading: an edit meanwhile is read again once
+        // the configuration is in force.
+        watcher = ConfigWatcher(files: configFiles, queue: queue) { [unowned self] in self.config.changed() }
+        config.beingWritten = { [unowned self] in self.watcher?.beingWritten ?? [] }
+        config.catchUp = { [unowned self] in self.watcher?.catchUp() ?? 0 }
+        let directories = options.resolvedPluginDirectories
+        // Loaded with no configuration, then given one as a whole (ConfigApplier):
+        // nothing is announced before the name is owned.
+        host.loadAll(from: directories, config: []) { [unowned self] in
+            // Every plugin has started (or failed, or passed its deadline). Publications
+            // made during init were queued before this runs, so they are in.
+            self.config.start {
+                self.serve(directories: directories, stateDirectory: stateDirectory)
+            }
+        }
+    }
+
+    /// Second half of start-up: watch config and plugin directories, own the name.
+    private func serve(directories: [String], stateDirectory: String) {
+        if host.plugins.isEmpty {
+            logWarning("no plugin loaded from \(directories.joined(separator: ", "))")
+        }
+        pluginWatcher = PluginDirectoryWatcher(directories: directories, queue: queue,
+                                               fileChanged: { [unowned self] name in self.host.fileChanged(name: name) },
+                                               rescan: { [unowned self] in self.host.rescan() })
+        host.rescan()  // what came or changed while the plugins were loading, before the watch
+        service.quiet = false
+        service.pluginsChanged()
+
+        do {
+            switch try connection.requestName(PermissionsService.busName) {
+            case .primaryOwner, .alreadyOwner: break
+            case .exists, .inQueue: fail("\(PermissionsService.busName) is already owned on this bus")
+            }
+        } catch {
+            fail("cannot own \(PermissionsService.busName): \(error)")
+        }
+        serving = true
+        logInfo("serving \(PermissionsService.busName) as \(connection.uniqueName) with "
+                + "\(service.permissions.count) permissions from \(host.plugins.count) plugins; "
+                + "store \(stateDirectory)/decisions.sqlite")
+    }
+
+    /// Answers what waits, stops the plugins and exits 0. Runs on the queue as one
+    /// block that ends the process, so nothing else runs on the queue meanwhile:
+    /// calls that arrive now are not read (the bus answers them NoReply once we
+    /// are gone), no reply or timer of a call in flight runs, and start-up, if it
+    /// is not over, never continues (the name is never owned). During start-up
+    /// only the parts made so far exist (none, if the signal came before start()).
+    ///
+    /// The store closes first, before anything that can block (a log line to a
+    /// full pipe, a flush to the bus, a plugin's stop): its WAL goes into the file
+    /// and its EXCLUSIVE lock is released even if the process never finishes
+    /// exiting (a resolver thread stuck on a caller's FUSE files keeps the fd table
+    /// of an `_exit`ed process alive), so a new daemon can start meanwhile. Nothing
+    /// after this writes to it: shutdown answers and cancels, it stores nothing.
+    private func stop() {
+        store?.close()
+        logInfo(serving ? "stopping" : "stopping during start-up")
+        if service != nil { service.shutdown() }
+        if connection != nil { connection.flush() }
+        if host != nil { host.stopAll() }
+        if connection != nil { connection.close() }
+        Self.endProcess(0)
+    }
+}

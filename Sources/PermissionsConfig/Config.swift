@@ -183,7 +183,7 @@ package struct ConfigFiles: Sendable {
                     throw ParseError(file: path, line: lines[ConfigKey(section: section, key: key)], reason: "[\(section)] \(key): \(reason)")
                 }
                 guard let valuePtr else { continue }
-                let value = Substring(String(cString: valuePtr)).trimmingCharacters(in: " \t")
+                let value = String(cString: valuePtr).trimmed
                 g_free(valuePtr)
                 let line = lines[ConfigKey(section: section, key: key)].map { ":\($0)" } ?? ""
                 entries.append(ConfigEntry(section: section, key: key, value: value, origin: path + line))
@@ -217,14 +217,14 @@ package struct ConfigFiles: Sendable {
         }
         if let r = reason.firstRange(of: "Invalid key name: ") {
             let key = reason[r.upperBound...]
-            return first { line in line.firstIndex(of: "=").map { line[..<$0].trimmingCharacters(in: " \t") == key } ?? false }
+            return first { line in line.firstIndex(of: "=").map { line[..<$0].trimmed == key } ?? false }
         }
         if let r = reason.firstRange(of: "Invalid group name: ") {
             let group = reason[r.upperBound...]
-            return first { $0.trimmingCharacters(in: " \t") == "[" + group + "]" }
+            return first { $0.trimmed == "[" + group + "]" }
         }
         if reason.contains("does not start with a group") {
-            return first { let t = $0.trimmingCharacters(in: " \t"); return !t.isEmpty && !t.hasPrefix("#") }
+            return first { let t = $0.trimmed; return !t.isEmpty && !t.hasPrefix("#") }
         }
         return nil
     }
@@ -244,7 +244,7 @@ package struct ConfigFiles: Sendable {
             if line.hasPrefix("["), let end = line.firstIndex(of: "]") {
                 section = String(line[line.index(after: line.startIndex)..<end])
             } else if !line.hasPrefix("#"), let eq = line.firstIndex(of: "=") {
-                let key = line[..<eq].trimmingCharacters(in: " \t")
+                let key = line[..<eq].trimmed
                 result[ConfigKey(section: section, key: key)] = index + 1
             }
         }
@@ -256,11 +256,4 @@ package struct ConfigFiles: Sendable {
 struct ConfigKey: Hashable {
     let section: String
     let key: String
-}
-
-extension Substring {
-    func trimmingCharacters(in set: String) -> String {
-        let chars = Set(set)
-        return String(drop { chars.contains($0) }.reversed().drop { chars.contains($0) }.reversed())
-    }
 }

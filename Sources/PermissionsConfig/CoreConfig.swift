@@ -40,7 +40,7 @@ package struct CoreConfig: Equatable, Sendable {
         for entry in entries {
             if entry.section == "permissions" {
                 if entry.key == "declare" {
-                    let names = entry.value.split(separator: ";").map { $0.trimmingCharacters(in: " \t") }.filter { !$0.isEmpty }
+                    let names = entry.value.split(separator: ";").map { $0.trimmed }.filter { !$0.isEmpty }
                     for name in names {
                         if Validate.isPermissionName(name), !Validate.reservedSections.contains(name) {
                             if !core.declared.contains(name) { core.declared.append(name) }

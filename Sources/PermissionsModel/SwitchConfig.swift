@@ -43,7 +43,7 @@ public struct SwitchConfig: Equatable, Sendable {
                 }
             case "allow", "deny":
                 let ids = entry.value.split(separator: ";").map { $0.trimmed }.filter { !$0.isEmpty }
-                if let badID = ids.first(where: { !isPlausibleAppID($0) }) { throw bad("invalid app id \"\(badID)\"") }
+                if let badID = ids.first(where: { !Validate.isAppID($0) }) { throw bad("invalid app id \"\(badID)\"") }
                 if entry.key == "allow" { config.allow = ids } else { config.deny = ids }
             default:
                 do {
@@ -64,13 +64,10 @@ public struct SwitchConfig: Equatable, Sendable {
     }
 }
 
-/// The host checks app ids again; this catches typos with a file and line.
-func isPlausibleAppID(_ id: String) -> Bool {
-    id.utf8.count <= 255 && id.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7f } && !id.contains("..")
-}
-
-extension Substring {
-    var trimmed: String {
+extension StringProtocol {
+    /// Without the spaces and tabs at either end: how keyfile keys, values and list
+    /// elements are read.
+    package var trimmed: String {
         String(drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed())
     }
 }

@@ -35,18 +35,18 @@ struct PluginFile {
     static func read(directory: String, name: String) -> Result<PluginFile, Failure> {
         let dirFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard dirFD >= 0 else {
-            return errno == ENOENT ? .failure(.missing) : .failure(.refused("cannot open its directory: \(strerror())"))
+            return errno == ENOENT ? .failure(.missing) : .failure(.refused("cannot open its directory: \(errnoName(errno))"))
         }
         defer { close(dirFD) }
         if let problem = directoryProblem(dirFD, "its directory \(directory)") { return .failure(.refused(problem)) }
         // Without blocking: a FIFO planted where a library should be must not hang us.
         let fd = openat(dirFD, name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
         guard fd >= 0 else {
-            return errno == ENOENT ? .failure(.missing) : .failure(.refused("cannot open: \(strerror())"))
+            return errno == ENOENT ? .failure(.missing) : .failure(.refused("cannot open: \(errnoName(errno))"))
         }
         defer { close(fd) }
         var st = stat()
-        guard fstat(fd, &st) == 0 else { return .failure(.refused("cannot look at it: \(strerror())")) }
+        guard fstat(fd, &st) == 0 else { return .failure(.refused("cannot look at it: \(errnoName(errno))")) }
         guard (st.st_mode & S_IFMT) == S_IFREG else { return .failure(.refused("not a regular file")) }
         if let problem = ownerProblem(st, "it") { return .failure(.refused(problem)) }
         if st.st_mode & 0o022 != 0 {
@@ -61,7 +61,7 @@ struct PluginFile {
             if targetDirectory != dir {
                 let targetFD = open(targetDirectory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
                 guard targetFD >= 0 else {
-                    return .failure(.refused("cannot open the directory of its target \(target): \(strerror())"))
+                    return .failure(.refused("cannot open the directory of its target \(target): \(errnoName(errno))"))
                 }
                 defer { close(targetFD) }
                 if let problem = directoryProblem(targetFD, "the directory of its target, \(targetDirectory),") {
@@ -75,7 +75,7 @@ struct PluginFile {
         while done < bytes.count {
             let n = bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + done, $0.count - done) }
             if n < 0, errno == EINTR { continue }
-            if n < 0 { return .failure(.refused("cannot read: \(strerror())")) }
+            if n < 0 { return .failure(.refused("cannot read: \(errnoName(errno))")) }
             if n == 0 { break }
             done += n
         }
@@ -99,7 +99,7 @@ struct PluginFile {
             let nextSlash = next.lastIndex(of: "/")!
             let nextDirectory = nextSlash == next.startIndex ? "/" : String(next[..<nextSlash])
             let fd = open(nextDirectory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            guard fd >= 0 else { return "cannot open \(nextDirectory), on its way to its target: \(strerror())" }
+            guard fd >= 0 else { return "cannot open \(nextDirectory), on its way to its target: \(errnoName(errno))" }
             defer { close(fd) }
             if let problem = directoryProblem(fd, "\(nextDirectory), the directory of \(next) on its way to its target,") {
                 return problem
@@ -117,7 +117,7 @@ struct PluginFile {
 
     private static func directoryProblem(_ fd: Int32, _ what: String) -> String? {
         var st = stat()
-        guard fstat(fd, &st) == 0 else { return "cannot look at \(what): \(strerror())" }
+        guard fstat(fd, &st) == 0 else { return "cannot look at \(what): \(errnoName(errno))" }
         if let problem = ownerProblem(st, what) { return problem }
         if st.st_mode & 0o022 != 0, st.st_mode & S_ISVTX == 0 {
             return "\(what) is writable by group or others and not sticky (mode \(octal(st.st_mode)))"
@@ -126,8 +126,6 @@ struct PluginFile {
     }
 
     private static func octal(_ mode: mode_t) -> String { "0" + String(mode & 0o7777, radix: 8) }
-
-    private static func strerror() -> String { String(cString: Glibc.strerror(errno)) }
 }
 
 /// A 64-bit hash of a file's content, to notice that a plugin file changed: FNV-1a

@@ -31,20 +31,9 @@ func locationInit(_ host: UnsafePointer<permissions_host>?,
     }
 }
 
-func locationConfigure(_ state: UnsafeMutableRawPointer?, _ config: UnsafePointer<permissions_config>?) -> Int32 {
-    SwitchPlugin.configure(state, config)
-}
-
-func locationValidate(_ state: UnsafeMutableRawPointer?, _ config: UnsafePointer<permissions_config>?) -> Int32 {
-    SwitchPlugin.validate(state, config)
-}
-
-func locationFini(_ state: UnsafeMutableRawPointer?) { SwitchPlugin.stop(state) }
-
-nonisolated(unsafe) let descriptor = makeDescriptor(
+nonisolated(unsafe) let descriptor = SwitchPlugin.descriptor(
     name: "location", version: "1.0", description: "Location services, from the [location] config section",
-    permissions: ["location"], initialize: locationInit, configure: locationConfigure, finish: locationFini,
-    validate: locationValidate)
+    permission: "location", initialize: locationInit)
 
 /// The entry point. `public`: an internal function is dropped by whole-module
 /// optimisation in release builds, `@c` or not, and the library would have no entry.

@@ -13,20 +13,9 @@ func notificationsInit(_ host: UnsafePointer<permissions_host>?,
     SwitchPlugin.start(host, state) { SwitchPlugin(permission: "notifications", host: $0) }
 }
 
-func notificationsConfigure(_ state: UnsafeMutableRawPointer?, _ config: UnsafePointer<permissions_config>?) -> Int32 {
-    SwitchPlugin.configure(state, config)
-}
-
-func notificationsValidate(_ state: UnsafeMutableRawPointer?, _ config: UnsafePointer<permissions_config>?) -> Int32 {
-    SwitchPlugin.validate(state, config)
-}
-
-func notificationsFini(_ state: UnsafeMutableRawPointer?) { SwitchPlugin.stop(state) }
-
-nonisolated(unsafe) let descriptor = makeDescriptor(
+nonisolated(unsafe) let descriptor = SwitchPlugin.descriptor(
     name: "notifications", version: "1.0", description: "Desktop notifications, from the [notifications] config section",
-    permissions: ["notifications"], initialize: notificationsInit, configure: notificationsConfigure,
-    finish: notificationsFini, validate: notificationsValidate)
+    permission: "notifications", initialize: notificationsInit)
 
 /// The entry point. `public`: an internal function is dropped by whole-module
 /// optimisation in release builds, `@c` or not, and the library would have no entry.

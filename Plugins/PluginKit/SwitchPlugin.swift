@@ -58,6 +58,17 @@ public final class SwitchPlugin: @unchecked Sendable {
 
     // The C side: init/configure/validate/fini bodies shared by every switch plugin.
 
+    /// A switch plugin's descriptor. Only `initialize` is the plugin's own (it calls
+    /// `start` with the plugin to make); configure, validate and fini are these.
+    public static func descriptor(
+        name: String, version: String, description: String, permission: String,
+        initialize: @convention(c) (UnsafePointer<permissions_host>?, UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> Int32
+    ) -> UnsafePointer<permissions_plugin> {
+        makeDescriptor(name: name, version: version, description: description, permissions: [permission],
+                       initialize: initialize, configure: { SwitchPlugin.configure($0, $1) },
+                       finish: { SwitchPlugin.stop($0) }, validate: { SwitchPlugin.validate($0, $1) })
+    }
+
     public static func start(_ host: UnsafePointer<permissions_host>?, _ state: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
                              make: (HostHandle) -> SwitchPlugin) -> Int32 {
         guard let host, let state else { return -EINVAL }

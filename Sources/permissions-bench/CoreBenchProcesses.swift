@@ -215,8 +215,8 @@ func coreStartBus() -> TestBus {
 /// NameOwnerChanged as seen by a connection that subscribed before anything was
 /// started, with the CLOCK_MONOTONIC time its handler ran.
 ///
-/// `@unchecked Sendable`: `events` is only touched under `condition`'s lock; the
-/// connection only on `queue`.
+/// `@unchecked Sendable`: the connection is only touched on `queue`; `events` locks
+/// itself.
 final class CoreNameWatcher: @unchecked Sendable {
     struct Event {
         let name: String
@@ -224,8 +224,7 @@ final class CoreNameWatcher: @unchecked Sendable {
         let at: UInt64
     }
 
-    private let condition = NSCondition()
-    private var events: [Event] = []
+    private let events = Timeline<Event>()
     private let queue = DispatchQueue(label: "core.names")
     private var connection: Connection?
 
@@ -239,7 +238,7 @@ final class CoreNameWatcher: @unchecked Sendable {
                     let at = monotonicNanoseconds()
                     let args = message.arguments().map { $0.stringValue ?? "" }
                     guard args.count == 3, !args[0].hasPrefix(":") else { return }
-                    self.record(Event(name: args[0], newOwner: args[2], at: at))
+                    self.events.record(Event(name: args[0], newOwner: args[2], at: at))
                 }
                 return .success(c)
             } catch {
@@ -251,34 +250,12 @@ final class CoreNameWatcher: @unchecked Sendable {
         corePingBus([c])
     }
 
-    private func record(_ event: Event) {
-        condition.lock()
-        events.append(event)
-        condition.broadcast()
-        condition.unlock()
-    }
-
     /// Events so far; pass it to `wait(from:)` to see only what comes next.
-    var mark: Int {
-        condition.lock()
-        defer { condition.unlock() }
-        return events.count
-    }
+    var mark: Int { events.count }
 
     /// The first event from index `from` on for `name`, owned (`owned`) or released.
     func wait(from: Int, name: String, owned: Bool, seconds: Double = 20) -> Event? {
-        let deadline = Date().addingTimeInterval(seconds)
-        condition.lock()
-        defer { condition.unlock() }
-        var index = from
-        while true {
-            while index < events.count {
-                let e = events[index]
-                index += 1
-                if e.name == name, e.newOwner.isEmpty != owned { return e }
-            }
-            if !condition.wait(until: deadline) { return nil }
-        }
+        events.first(from: from, timeout: seconds) { e in e.name == name && e.newOwner.isEmpty != owned ? e : nil }
     }
 
     func close() {

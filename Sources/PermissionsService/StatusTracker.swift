@@ -11,7 +11,11 @@ internal import PermissionsSupport
 /// Confined to the service's queue.
 package final class StatusTracker {
     package let store: any DecisionStoring
-    let source: any SnapshotSource
+    /// Where snapshots come from, in order: the first that declares a permission
+    /// serves it (the plugins, then the configuration: plugins win a name clash).
+    let sources: [any SnapshotSource]
+    /// The configuration's permissions, the last of `sources`.
+    let configured = DeclaredPermissions()
     /// One real change of a status: StatusChanged(app, permission, status); app ""
     /// stands for every app (a service-level change).
     package var emit: (_ app: String, _ permission: String, _ status: Status) -> Void
@@ -36,21 +40,23 @@ package final class StatusTracker {
     }
     /// Permissions declared in the configuration ([permissions] declare=), with the
     /// snapshot their own section gives; plugins win a name clash.
-    package private(set) var declared: [String: Snapshot] = [:]
+    package var declared: [String: Snapshot] { configured.snapshots }
 
     package init(store: any DecisionStoring, source: any SnapshotSource,
                  emit: @escaping (_ app: String, _ permission: String, _ status: Status) -> Void = { _, _, _ in }) {
         self.store = store
-        self.source = source
+        self.sources = [source, configured]
         self.emit = emit
     }
 
     /// Known permissions: those the plugins declare (served or not) and those the
     /// configuration declares.
-    package var permissions: [String] { source.declaredPermissions.union(declared.keys).sorted() }
+    package var permissions: [String] {
+        sources.reduce(into: Set<String>()) { $0.formUnion($1.declaredPermissions) }.sorted()
+    }
 
     package func isKnown(_ permission: String) -> Bool {
-        source.snapshot(for: permission) != nil || declared[permission] != nil
+        sources.contains { $0.snapshot(for: permission) != nil }
     }
 
     /// The snapshot clients last heard about (what signals were computed from).
@@ -58,9 +64,9 @@ package final class StatusTracker {
         snapshots[permission] ?? .unpublished(permission)
     }
 
-    /// What the permission's state is now: its plugin's, else the config's.
+    /// What the permission's state is now, from the first source that declares it.
     func currentSnapshot(_ permission: String) -> Snapshot {
-        var snapshot = source.snapshot(for: permission) ?? declared[permission] ?? .unpublished(permission)
+        var snapshot = sources.lazy.compactMap { $0.snapshot(for: permission) }.first ?? .unpublished(permission)
         if disabledForLackOfConfiguration, snapshot.service == .available { snapshot.service = .disabled }
         return snapshot
     }
@@ -104,7 +110,7 @@ package final class StatusTracker {
     /// Replaces the configuration-declared permissions.
     package func setDeclared(_ new: [String: Snapshot]) {
         let names = Set(declared.keys).union(new.keys)
-        declared = new
+        configured.snapshots = new
         for name in names.sorted() { refresh(name) }
     }
 

@@ -75,6 +75,9 @@ struct StatusTrackerPrecedenceTests {
         #expect(f.tracker.status(app: "app.A", permission: "scanner") == .notDetermined)
         #expect(f.tracker.permissions == ["camera", "scanner"])
         #expect(!f.tracker.isKnown("microphone"))
+        // Undeclared: one signal, and the name is unknown.
+        #expect(f.take { f.tracker.setDeclared(["camera": camera(.available)]) } == [" scanner unsupported"])
+        #expect(!f.tracker.isKnown("scanner"))
     }
 }
 

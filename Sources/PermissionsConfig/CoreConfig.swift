@@ -98,8 +98,10 @@ extension CoreConfig {
             do {
                 let config = try SwitchConfig.parse(entries, section: name, warn: { logWarning($0) })
                 var policies: [String: Policy] = [:]
-                for app in config.allow where Validate.isAppID(app) { policies[app] = .allow }
-                for app in config.deny where Validate.isAppID(app) { policies[app] = .restricted }
+                // Checked as a plugin's policies are (SnapshotReader): a bad id is logged.
+                let source = "[permissions] declare \"\(name)\""
+                for app in config.allow where isValidPolicyAppID(app, from: source) { policies[app] = .allow }
+                for app in config.deny where isValidPolicyAppID(app, from: source) { policies[app] = .restricted }
                 result[name] = Snapshot(permission: name, service: config.enabled ? .available : .disabled,
                                         policies: policies)
             } catch {

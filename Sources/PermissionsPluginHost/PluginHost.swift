@@ -48,7 +48,7 @@ package struct PluginInfo: Sendable, Equatable {
 /// `@unchecked Sendable`: every property is touched only on `queue`; the closures
 /// that capture the host and cross to a plugin's call queue only hop back to
 /// `queue` before touching it.
-package final class PluginHost: @unchecked Sendable {
+package final class PluginHost: SnapshotSource, @unchecked Sendable {
     /// The plugins serving (or unavailable), one per name.
     package internal(set) var plugins: [LoadedPlugin] = [] {
         didSet { providersCache = nil }
@@ -114,6 +114,16 @@ package final class PluginHost: @unchecked Sendable {
         providersCache = map
         return map
     }
+
+    /// A permission's state now: its plugin's last publication while the plugin
+    /// serves it, "unsupported" while it does not; nil if no plugin declares it.
+    package func snapshot(for permission: String) -> Snapshot? {
+        guard let provider = providers[permission] else { return nil }
+        guard provider.info.state == .loaded else { return .unpublished(permission) }
+        return provider.latest[permission] ?? .unpublished(permission)
+    }
+
+    package var declaredPermissions: Set<String> { Set(providers.keys) }
 
     /// Loads every `libpermissions-<name>.so` in the directories: for each name, the
     /// first copy in directory order that loads; the first plugin to claim a

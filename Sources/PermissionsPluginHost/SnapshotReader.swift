@@ -73,10 +73,7 @@ enum SnapshotReader {
                 logWarning("plugin \(name): policy \(other) for \(permission) is not in the ABI; ignored")
                 return nil
             }
-            guard Validate.isAppID(app) else {
-                logWarning("plugin \(name): invalid app id \"\(app.escapedForMessage)\" in a policy; entry ignored")
-                continue
-            }
+            guard isValidPolicyAppID(app, from: "plugin \(name)") else { continue }
             if policy != .none { policies[app] = policy }
         }
         let deviceArray = PluginStruct<permissions_device>.array(

@@ -1,6 +1,4 @@
-internal import PermissionsModel
 import Dispatch
-internal import PermissionsSupport
 internal import PermissionsStore
 
 // Decisions with an end (an agent's answer may carry one): a timer armed for the
@@ -23,27 +21,16 @@ extension PermissionsService {
 
     /// Removes decisions whose time has come, with the signals that implies.
     package func expireDecisions() {
-        for row in store.expired() {
-            let s = snapshot(row.permission)
-            let before = effectiveStatus(service: s.service, policy: s.policy(for: row.appID), decision: row.decision)
-            do {
-                try store.remove(row)
-            } catch {
-                // The row no longer applies either way; retry the clean-up later rather
-                // than re-arming the timer for a time already past, which would spin.
-                logError("cannot remove an expired decision: \(error); retrying in a minute")
-                expiryTimer?.cancel()
-                let retry = DispatchSource.makeTimerSource(queue: connection.queue)
-                retry.schedule(deadline: .now() + .seconds(60))
-                retry.setEventHandler { [unowned self] in self.expireDecisions() }
-                retry.resume()
-                expiryTimer = retry
-                return
-            }
-            let after = status(app: row.appID, permission: row.permission)
-            if before != after, isKnown(row.permission) {
-                emitStatusChanged(app: row.appID, permission: row.permission, after)
-            }
+        guard tracker.removeExpired() else {
+            // The row no longer applies either way; retry the clean-up later rather
+            // than re-arming the timer for a time already past, which would spin.
+            expiryTimer?.cancel()
+            let retry = DispatchSource.makeTimerSource(queue: connection.queue)
+            retry.schedule(deadline: .now() + .seconds(60))
+            retry.setEventHandler { [unowned self] in self.expireDecisions() }
+            retry.resume()
+            expiryTimer = retry
+            return
         }
         scheduleExpiry()
     }

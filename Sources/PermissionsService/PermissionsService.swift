@@ -25,7 +25,9 @@ package final class PermissionsService {
     package static let interfaceVersion: UInt32 = 1
 
     let connection: Connection
-    let store: DecisionStore
+    /// Statuses, snapshots, decisions and session grants, and which changes to signal.
+    package let tracker: StatusTracker
+    var store: any DecisionStoring { tracker.store }
     let plugins: PluginHost
     let callers: CallerCache
     let authorizer: Authorizer
@@ -35,10 +37,6 @@ package final class PermissionsService {
         get { broker.agentTimeoutMilliseconds }
         set { broker.agentTimeoutMilliseconds = newValue }
     }
-    private(set) var snapshots: [String: Snapshot] = [:]
-    /// "allow-session" grants: (app, permission) -> the requesters' unique names
-    /// (see SessionGrants.swift).
-    var sessionGrants: [DecisionKey: Set<String>] = [:]
     /// The change serial: the high 32 bits count daemon starts (kept in the store),
     /// the low 32 bits count changes since this start. Strictly increasing across
     /// restarts, with one write per start rather than one per change.
@@ -50,18 +48,14 @@ package final class PermissionsService {
     private var object: ExportedObject!
     private var lastPermissions: [String] = []
     /// While true (start-up, before the name is owned), snapshots are taken without signals.
-    package var quiet = false
-    /// While a new configuration is tried (see ConfigApplier), the permissions whose
-    /// state changed: clients hear about them (and about Permissions and Plugins)
-    /// once the outcome is known, so a configuration that is rolled back sends nothing.
-    private var held: Set<String>?
-    /// Fail-safe: no configuration could be read at start and none was kept, so every
-    /// permission that would be available reads "disabled" (the configuration may
-    /// have switched it off or denied apps, and nobody can tell).
-    package var disabledForLackOfConfiguration = false {
-        didSet {
-            if disabledForLackOfConfiguration != oldValue { for permission in permissions { refresh(permission) } }
-        }
+    package var quiet: Bool {
+        get { tracker.quiet }
+        set { tracker.quiet = newValue }
+    }
+    /// See StatusTracker.
+    package var disabledForLackOfConfiguration: Bool {
+        get { tracker.disabledForLackOfConfiguration }
+        set { tracker.disabledForLackOfConfiguration = newValue }
     }
     /// ConfigGeneration: configurations applied since start.
     private(set) var configGeneration: UInt32 = 0
@@ -72,10 +66,10 @@ package final class PermissionsService {
     /// Set by shutdown: nothing new is started.
     private(set) var stopping = false
 
-    package init(connection: Connection, store: DecisionStore, plugins: PluginHost, callers: CallerCache,
+    package init(connection: Connection, store: any DecisionStoring, plugins: PluginHost, callers: CallerCache,
                 authorizer: Authorizer) {
         self.connection = connection
-        self.store = store
+        self.tracker = StatusTracker(store: store, source: plugins)
         self.plugins = plugins
         self.callers = callers
         self.authorizer = authorizer
@@ -86,7 +80,14 @@ package final class PermissionsService {
         broker = PromptBroker(connection: connection,
                               settle: { [unowned self] in self.settle($0, $1, $2, $3) },
                               undecided: { [unowned self] in self.undecided($0) })
-        callers.onLeave.append { [unowned self] name in self.peerLeft(name) }
+        tracker.emit = { [unowned self] app, permission, status in
+            self.emitStatusChanged(app: app, permission: permission, status)
+        }
+        callers.onLeave.append { [unowned self] name in
+            // A connection left: its prompts, agents and session grants end.
+            self.broker.peerLeft(name)
+            self.tracker.ownerLeft(name)
+        }
         object = ExportedObject(path: Self.objectPath, interfaces: [makeInterface()],
                                 introspection: Self.interfaceXML)
         connection.export(object)
@@ -102,74 +103,15 @@ package final class PermissionsService {
 
     // MARK: State
 
-    /// Permissions declared in the configuration ([permissions] declare=), with the
-    /// snapshot their own section gives; plugins win a name clash.
-    package private(set) var declared: [String: Snapshot] = [:]
     /// The value of the Plugins property last announced.
     private var lastPlugins: [PluginInfo] = []
 
-    /// Known permissions: those the plugins declare (served or not) and those the
-    /// configuration declares.
-    package var permissions: [String] { Set(plugins.providers.keys).union(declared.keys).sorted() }
-
-    func isKnown(_ permission: String) -> Bool {
-        plugins.providers[permission] != nil || declared[permission] != nil
-    }
-
-    /// The snapshot clients last heard about (what signals were computed from).
-    func snapshot(_ permission: String) -> Snapshot {
-        snapshots[permission] ?? .unpublished(permission)
-    }
-
-    /// What the permission's state is now: its plugin's last publication while the
-    /// plugin serves it, "unsupported" while it does not, else the config's.
-    func currentSnapshot(_ permission: String) -> Snapshot {
-        var snapshot: Snapshot
-        if let provider = plugins.providers[permission] {
-            guard provider.info.state == .loaded else { return .unpublished(permission) }
-            snapshot = provider.latest[permission] ?? .unpublished(permission)
-        } else {
-            snapshot = declared[permission] ?? .unpublished(permission)
-        }
-        if disabledForLackOfConfiguration, snapshot.service == .available { snapshot.service = .disabled }
-        return snapshot
-    }
-
-    package func status(app: String, permission: String) -> Status {
-        let s = snapshot(permission)
-        return effectiveStatus(service: s.service, policy: s.policy(for: app), decision: decision(app, permission))
-    }
-
-    /// The user decision in force: a stored one, else a session grant.
-    func decision(_ app: String, _ permission: String) -> Decision? {
-        if let stored = store.decision(app: app, permission: permission) { return stored.decision }
-        return hasSessionGrant(app, permission) ? .authorized : nil
-    }
-
-    /// Recomputes a permission's snapshot and signals what really changed for apps.
-    package func refresh(_ permission: String) {
-        if held != nil {
-            held?.insert(permission)
-            return
-        }
-        let new = currentSnapshot(permission)
-        let old = snapshot(permission)
-        guard old != new else { return }
-        snapshots[permission] = isKnown(permission) ? new : nil
-        if quiet { return }
-        let serviceChanged = old.serviceLevelStatus != new.serviceLevelStatus
-        if serviceChanged { emitStatusChanged(app: "", permission: permission, new.serviceLevelStatus) }
-        let apps = Set(old.policies.keys).union(new.policies.keys).filter { old.policy(for: $0) != new.policy(for: $0) }
-        for app in apps.sorted() {
-            let decision = self.decision(app, permission)
-            let before = effectiveStatus(service: old.service, policy: old.policy(for: app), decision: decision)
-            let after = effectiveStatus(service: new.service, policy: new.policy(for: app), decision: decision)
-            // A service-level change already told every app about disabled/unsupported.
-            if before != after, !(serviceChanged && (after == .disabled || after == .unsupported)) {
-                emitStatusChanged(app: app, permission: permission, after)
-            }
-        }
-    }
+    package var declared: [String: Snapshot] { tracker.declared }
+    package var permissions: [String] { tracker.permissions }
+    func isKnown(_ permission: String) -> Bool { tracker.isKnown(permission) }
+    func snapshot(_ permission: String) -> Snapshot { tracker.snapshot(permission) }
+    package func status(app: String, permission: String) -> Status { tracker.status(app: app, permission: permission) }
+    package func refresh(_ permission: String) { tracker.refresh(permission) }
 
     /// A plugin came, went or changed state: refresh its permissions and announce
     /// the property changes.
@@ -180,9 +122,7 @@ package final class PermissionsService {
 
     /// Replaces the configuration-declared permissions.
     package func setDeclared(_ new: [String: Snapshot]) {
-        let names = Set(declared.keys).union(new.keys)
-        declared = new
-        for name in names.sorted() { refresh(name) }
+        tracker.setDeclared(new)
         pluginsChanged()
     }
 
@@ -195,14 +135,13 @@ package final class PermissionsService {
 
     /// Holds back state changes (see `held`) until `releaseChanges`.
     package func holdChanges() {
-        if held == nil { held = [] }
+        tracker.holdChanges()
     }
 
     /// Applies the changes held back, with their signals.
     package func releaseChanges() {
-        guard let permissions = held else { return }
-        held = nil
-        for permission in permissions.sorted() { refresh(permission) }
+        guard tracker.isHolding else { return }
+        tracker.releaseChanges()
         pluginsChanged()
     }
 
@@ -220,7 +159,7 @@ package final class PermissionsService {
 
     /// Emits PropertiesChanged for Permissions and Plugins, each if it changed.
     package func pluginsChanged() {
-        if held != nil { return }  // announced after the held changes, by releaseChanges
+        if tracker.isHolding { return }  // announced after the held changes, by releaseChanges
         let now = permissions
         let pluginsNow = plugins.infos.map(\.announced)
         var changed: [String] = []
@@ -365,7 +304,7 @@ package final class PermissionsService {
             pairs.append(("decision-set-by", .string(stored.setBy)))
             pairs.append(("decision-set-at", .int64(stored.setAt)))
             if let expires = stored.expiresAt { pairs.append(("decision-expires-at", .int64(expires))) }
-        } else if hasSessionGrant(identity.appID, permission) {
+        } else if tracker.hasSessionGrant(identity.appID, permission) {
             pairs[5] = ("decision", .string("authorized"))
             pairs.append(("decision-scope", .string("session")))
         }
@@ -398,19 +337,13 @@ package final class PermissionsService {
                 "invalid decision \"\(word.escapedForMessage)\": expected \"authorized\" or \"denied\""))
         }
         asAdmin(call) { [unowned self] identity in
-            let before = self.status(app: app, permission: permission)
-            let stored = self.store.decision(app: app, permission: permission)
-            if stored?.decision == decision, stored?.expiresAt == nil { return call.reply() }
             do {
-                try self.store.set(app: app, permission: permission, decision: decision,
-                                   setBy: "uid \(identity.uid) (\(identity.appID))")
+                try self.tracker.setDecision(app: app, permission: permission, decision: decision,
+                                             setBy: "uid \(identity.uid) (\(identity.appID))")
             } catch {
                 // Nothing changed, in memory or on disk (a session grant included).
                 return call.fail(PermissionsError.storageFailed("cannot store the decision: \(error)"))
             }
-            self.endSessionGrant(app, permission)
-            let after = self.status(app: app, permission: permission)
-            if before != after { self.emitStatusChanged(app: app, permission: permission, after) }
             call.reply()
         }
     }
@@ -424,20 +357,12 @@ package final class PermissionsService {
             return call.fail(PermissionsError.invalidPermissionName(bad))
         }
         asAdmin(call) { [unowned self] _ in
-            let stored = names.isEmpty ? self.store.list(app: app).map(\.permission) : names
-            let affected = stored + self.sessionGrantedPermissions(app: app, among: names).filter { !stored.contains($0) }
-            let before = affected.map { self.status(app: app, permission: $0) }
             let removed: Int
             do {
-                removed = try self.store.reset(app: app, permissions: names)
+                removed = try self.tracker.resetDecisions(app: app, names: names)
             } catch {
                 // Nothing changed, in memory or on disk (session grants included).
                 return call.fail(PermissionsError.storageFailed("cannot reset decisions: \(error)"))
-            }
-            for permission in affected { self.endSessionGrant(app, permission) }
-            for (permission, old) in zip(affected, before) where self.isKnown(permission) {
-                let new = self.status(app: app, permission: permission)
-                if new != old { self.emitStatusChanged(app: app, permission: permission, new) }
             }
             call.reply([.uint32(UInt32(removed))])
         }

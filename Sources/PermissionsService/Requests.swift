@@ -131,7 +131,7 @@ extension PermissionsService {
             case .allowOnce:
                 return .success(.authorized)
             case .allowSession:
-                grantSession(app, permission, to: Set(prompt.waiters.map(\.sender)))
+                tracker.grantSession(app, permission, to: Set(prompt.waiters.map(\.sender)))
             case .allowAlways:
                 try store.set(app: app, permission: permission, decision: .authorized, setBy: setBy, expiresAt: expiresAt)
             case .deny:

@@ -2,19 +2,19 @@ internal import PermissionsStore
 
 // "allow-session" grants: a user decision kept in memory only, which ends when the
 // last requester it was given to leaves the bus (the app's process ended). Part of
-// PermissionsService; confined to its queue.
-extension PermissionsService {
-    func hasSessionGrant(_ app: String, _ permission: String) -> Bool {
+// StatusTracker; confined to the service's queue.
+extension StatusTracker {
+    package func hasSessionGrant(_ app: String, _ permission: String) -> Bool {
         sessionGrants[DecisionKey(app, permission)] != nil
     }
 
     /// Grants until every one of `owners` (unique names) has left the bus.
-    func grantSession(_ app: String, _ permission: String, to owners: Set<String>) {
+    package func grantSession(_ app: String, _ permission: String, to owners: Set<String>) {
         sessionGrants[DecisionKey(app, permission)] = owners
     }
 
     /// Ends a grant at once, as a decision an administrator set or reset does.
-    func endSessionGrant(_ app: String, _ permission: String) {
+    package func endSessionGrant(_ app: String, _ permission: String) {
         sessionGrants[DecisionKey(app, permission)] = nil
     }
 
@@ -25,16 +25,15 @@ extension PermissionsService {
         }
     }
 
-    /// A connection left: its prompts, agents and session grants end.
-    func peerLeft(_ name: String) {
-        broker.peerLeft(name)
+    /// A connection left: the session grants given to it alone end.
+    package func ownerLeft(_ name: String) {
         for (key, owners) in sessionGrants where owners.contains(name) {
             let before = status(app: key.app, permission: key.permission)
             let rest = owners.subtracting([name])
             sessionGrants[key] = rest.isEmpty ? nil : rest
             let after = status(app: key.app, permission: key.permission)
             if before != after, isKnown(key.permission) {
-                emitStatusChanged(app: key.app, permission: key.permission, after)
+                emit(key.app, key.permission, after)
             }
         }
     }

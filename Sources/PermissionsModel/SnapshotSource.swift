@@ -1,0 +1,9 @@
+/// Where the service reads what a permission's state is now: the plugin host, and,
+/// in unit tests, a fake.
+package protocol SnapshotSource: AnyObject {
+    /// The permissions this source declares (served or not).
+    var declaredPermissions: Set<String> { get }
+    /// The permission's snapshot now ("unsupported" while it is declared but not
+    /// served), or nil if this source does not declare it.
+    func snapshot(for permission: String) -> Snapshot?
+}

@@ -1,0 +1,258 @@
+import Testing
+@testable import PermissionsModel
+@testable import PermissionsStore
+@testable import PermissionsService
+
+/// A plugin host stand-in: the snapshot each declared permission has now.
+private final class FakeSource: SnapshotSource {
+    var current: [String: Snapshot] = [:]
+    var declaredPermissions: Set<String> { Set(current.keys) }
+    func snapshot(for permission: String) -> Snapshot? { current[permission] }
+}
+
+/// A tracker over an in-memory store and a fake source, with every StatusChanged
+/// it emits written down as "app permission status".
+private final class Fixture {
+    let store = InMemoryDecisionStore()
+    let source = FakeSource()
+    var signals: [String] = []
+    lazy var tracker = StatusTracker(store: store, source: source) { [unowned self] app, permission, status in
+        self.signals.append("\(app) \(permission) \(status.rawValue)")
+    }
+
+    /// The plugin publishes `snapshot`; returns the signals that caused.
+    @discardableResult
+    func publish(_ snapshot: Snapshot) -> [String] {
+        source.current[snapshot.permission] = snapshot
+        return take { tracker.refresh(snapshot.permission) }
+    }
+
+    func take(_ body: () throws -> Void) rethrows -> [String] {
+        signals = []
+        try body()
+        defer { signals = [] }
+        return signals
+    }
+}
+
+private func camera(_ service: ServiceState = .available, _ policies: [String: Policy] = [:],
+                    devices: [[Snapshot.KeyValue]] = []) -> Snapshot {
+    Snapshot(permission: "camera", service: service, policies: policies, devices: devices)
+}
+
+@Suite("StatusTracker: precedence")
+struct StatusTrackerPrecedenceTests {
+    @Test("the status combines snapshot, stored decision and session grant by the rule",
+          arguments: PrecedenceTests.services, PrecedenceTests.policies)
+    func combination(service: ServiceState, policy: Policy) throws {
+        for decision in PrecedenceTests.decisions {
+            let f = Fixture()
+            f.publish(camera(service, ["app.A": policy]))
+            if let decision { try f.store.set(app: "app.A", permission: "camera", decision: decision, setBy: "test") }
+            #expect(f.tracker.status(app: "app.A", permission: "camera")
+                    == PrecedenceTests.rule(service, policy, decision),
+                    "service \(service), policy \(policy), decision \(String(describing: decision))")
+        }
+    }
+
+    @Test("a session grant counts as authorized, and a stored decision wins over it")
+    func sessionGrant() throws {
+        let f = Fixture()
+        f.publish(camera())
+        f.tracker.grantSession("app.A", "camera", to: [":1.5"])
+        #expect(f.tracker.status(app: "app.A", permission: "camera") == .authorized)
+        try f.store.set(app: "app.A", permission: "camera", decision: .denied, setBy: "test")
+        #expect(f.tracker.status(app: "app.A", permission: "camera") == .denied)
+    }
+
+    @Test("plugins win a name clash with the configuration; a declared name alone is known")
+    func declared() {
+        let f = Fixture()
+        f.publish(camera(.disabled))
+        f.tracker.setDeclared(["camera": camera(.available),
+                               "scanner": Snapshot(permission: "scanner", service: .available)])
+        #expect(f.tracker.status(app: "app.A", permission: "camera") == .disabled)
+        #expect(f.tracker.status(app: "app.A", permission: "scanner") == .notDetermined)
+        #expect(f.tracker.permissions == ["camera", "scanner"])
+        #expect(!f.tracker.isKnown("microphone"))
+        // Undeclared: one signal, and the name is unknown.
+        #expect(f.take { f.tracker.setDeclared(["camera": camera(.available)]) } == [" scanner unsupported"])
+        #expect(!f.tracker.isKnown("scanner"))
+    }
+}
+
+@Suite("StatusTracker: one signal per real change")
+struct StatusTrackerSignalTests {
+    @Test("a first publication is one service-level signal; the same one again is none")
+    func firstPublication() {
+        let f = Fixture()
+        #expect(f.publish(camera()) == [" camera not-determined"])
+        #expect(f.publish(camera()) == [])
+    }
+
+    @Test("a policy change signals that app only")
+    func policyChange() {
+        let f = Fixture()
+        f.publish(camera(.available, ["app.B": .allow]))
+        #expect(f.publish(camera(.available, ["app.A": .restricted, "app.B": .allow])) == ["app.A camera restricted"])
+        #expect(f.publish(camera(.available, ["app.B": .allow])) == ["app.A camera not-determined"])
+    }
+
+    @Test("a service going disabled is one signal, not one more per app with a policy")
+    func serviceLevel() {
+        let f = Fixture()
+        f.publish(camera(.available, ["app.A": .restricted, "app.B": .allow]))
+        #expect(f.publish(camera(.disabled, ["app.A": .restricted, "app.B": .allow])) == [" camera disabled"])
+        // Back: one service-level signal again; apps with an entry of their own re-read
+        // (the interface XML, StatusChanged).
+        #expect(f.publish(camera(.available, ["app.A": .restricted, "app.B": .allow])) == [" camera not-determined"])
+        #expect(f.tracker.status(app: "app.A", permission: "camera") == .restricted)
+        // The service and an app's policy change at once: the service-level signal
+        // has told that app too.
+        #expect(f.publish(camera(.unsupported, ["app.A": .allow, "app.B": .allow])) == [" camera unsupported"])
+    }
+
+    @Test("a change that changes no app's status sends nothing, but is what clients now see")
+    func noStatusChange() throws {
+        let f = Fixture()
+        f.publish(camera())
+        try f.store.set(app: "app.A", permission: "camera", decision: .authorized, setBy: "test")
+        #expect(f.publish(camera(.available, ["app.A": .allow])) == [])
+        let withDevice = camera(.available, ["app.A": .allow], devices: [[.init("name", "Webcam")]])
+        #expect(f.publish(withDevice) == [])
+        #expect(f.tracker.snapshot("camera") == withDevice)
+    }
+
+    @Test("quiet (start-up) takes the snapshot without a signal")
+    func quiet() {
+        let f = Fixture()
+        f.tracker.quiet = true
+        #expect(f.publish(camera(.available, ["app.A": .restricted])) == [])
+        #expect(f.tracker.status(app: "app.A", permission: "camera") == .restricted)
+    }
+
+    @Test("held changes are applied, with their signals, on release only")
+    func held() {
+        let f = Fixture()
+        f.publish(camera())
+        f.tracker.holdChanges()
+        #expect(f.publish(camera(.disabled)) == [])
+        #expect(f.tracker.status(app: "app.A", permission: "camera") == .notDetermined)
+        #expect(f.take { f.tracker.releaseChanges() } == [" camera disabled"])
+        #expect(f.tracker.status(app: "app.A", permission: "camera") == .disabled)
+    }
+
+    @Test("no configuration at start: available reads disabled, with one signal")
+    func disabledForLackOfConfiguration() {
+        let f = Fixture()
+        f.publish(camera())
+        #expect(f.take { f.tracker.disabledForLackOfConfiguration = true } == [" camera disabled"])
+        #expect(f.take { f.tracker.disabledForLackOfConfiguration = true } == [])
+    }
+}
+
+@Suite("StatusTracker: decisions and session grants")
+struct StatusTrackerDecisionTests {
+    @Test("a session grant ends when the last of its owners leaves, with one signal")
+    func grantEndsWithLastOwner() {
+        let f = Fixture()
+        f.publish(camera())
+        f.tracker.grantSession("app.A", "camera", to: [":1.5", ":1.6"])
+        #expect(f.take { f.tracker.ownerLeft(":1.5") } == [])
+        #expect(f.tracker.status(app: "app.A", permission: "camera") == .authorized)
+        #expect(f.take { f.tracker.ownerLeft(":1.6") } == ["app.A camera not-determined"])
+        #expect(!f.tracker.hasSessionGrant("app.A", "camera"))
+    }
+
+    @Test("SetDecision ends a session grant, and a reset does not bring it back")
+    func setDecisionEndsGrant() throws {
+        let f = Fixture()
+        f.publish(camera())
+        f.tracker.grantSession("app.A", "camera", to: [":1.5"])
+        #expect(try f.take { try f.tracker.setDecision(app: "app.A", permission: "camera", decision: .denied,
+                                                       setBy: "test") } == ["app.A camera denied"])
+        #expect(try f.take { try f.tracker.setDecision(app: "app.A", permission: "camera", decision: .denied,
+                                                       setBy: "test") } == [])
+        var removed = 0
+        #expect(try f.take { removed = try f.tracker.resetDecisions(app: "app.A", names: []) }
+                == ["app.A camera not-determined"])
+        #expect(removed == 1)
+        #expect(f.tracker.status(app: "app.A", permission: "camera") == .notDetermined)
+    }
+
+    @Test("ResetDecisions ends session grants too, counting only stored rows")
+    func resetEndsGrant() throws {
+        let f = Fixture()
+        f.publish(camera())
+        f.tracker.grantSession("app.A", "camera", to: [":1.5"])
+        f.tracker.grantSession("app.B", "camera", to: [":1.7"])
+        var removed = -1
+        #expect(try f.take { removed = try f.tracker.resetDecisions(app: "app.A", names: ["camera"]) }
+                == ["app.A camera not-determined"])
+        #expect(removed == 0)
+        #expect(f.tracker.status(app: "app.B", permission: "camera") == .authorized)
+    }
+
+    @Test("a store that cannot write: SetDecision and ResetDecisions throw and change nothing")
+    func storageFailed() throws {
+        let f = Fixture()
+        f.publish(camera())
+        f.tracker.grantSession("app.A", "camera", to: [":1.5"])
+        f.store.failWrites = true
+        #expect(throws: InMemoryDecisionStore.WriteFailed.self) {
+            try f.tracker.setDecision(app: "app.A", permission: "camera", decision: .denied, setBy: "test")
+        }
+        #expect(throws: InMemoryDecisionStore.WriteFailed.self) {
+            _ = try f.tracker.resetDecisions(app: "app.A", names: [])
+        }
+        #expect(f.signals == [])
+        #expect(f.tracker.hasSessionGrant("app.A", "camera"))
+        #expect(f.tracker.status(app: "app.A", permission: "camera") == .authorized)
+        #expect(f.store.list().isEmpty)
+    }
+}
+
+@Suite("StatusTracker: expiry")
+struct StatusTrackerExpiryTests {
+    @Test("an expired decision is removed with one signal; one not yet due stays")
+    func expires() throws {
+        let f = Fixture()
+        f.publish(camera())
+        let now = currentMicroseconds()
+        try f.store.set(app: "app.A", permission: "camera", decision: .denied, setBy: "test",
+                        expiresAt: now + 60_000_000)
+        try f.store.set(app: "app.B", permission: "camera", decision: .denied, setBy: "test",
+                        expiresAt: now + 120_000_000)
+        #expect(f.tracker.status(app: "app.A", permission: "camera") == .denied)
+        var done = false
+        #expect(f.take { done = f.tracker.removeExpired(now: now + 90_000_000) } == ["app.A camera not-determined"])
+        #expect(done)
+        #expect(f.store.list().map(\.appID) == ["app.B"])
+        #expect(f.store.nextExpiry() == now + 120_000_000)
+    }
+
+    @Test("an expiry that changes no status (an admin allow) sends nothing")
+    func expiresUnderPolicy() throws {
+        let f = Fixture()
+        f.publish(camera(.available, ["app.A": .allow]))
+        let now = currentMicroseconds()
+        try f.store.set(app: "app.A", permission: "camera", decision: .authorized, setBy: "test", expiresAt: now)
+        var done = false
+        #expect(f.take { done = f.tracker.removeExpired(now: now) } == [])
+        #expect(done)
+        #expect(f.store.list().isEmpty)
+    }
+
+    @Test("a removal that fails is reported, keeps the row and sends nothing")
+    func removalFails() throws {
+        let f = Fixture()
+        f.publish(camera())
+        let now = currentMicroseconds()
+        try f.store.set(app: "app.A", permission: "camera", decision: .denied, setBy: "test", expiresAt: now)
+        f.store.failWrites = true
+        var done = true
+        #expect(f.take { done = f.tracker.removeExpired(now: now) } == [])
+        #expect(!done)
+        #expect(f.store.list().count == 1)
+    }
+}

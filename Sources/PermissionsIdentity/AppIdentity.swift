@@ -12,9 +12,18 @@ package struct AppIdentity: Sendable, Equatable {
         case snap
         /// From a systemd app scope or service (XDG desktop spec naming).
         case systemdUnit = "systemd-unit"
-        /// The caller's executable path.
+        /// The caller's executable path, for a process in the host's mount namespace.
         case executable
+        /// A process in a mount namespace of its own that is no recognised sandbox: its
+        /// executable path names a file of that namespace, which may be any file it
+        /// mounted there. The app id is `unverified:<path>`, which `Validate.isAppID`
+        /// refuses, so it never equals an id in `allow=`/`deny=`, an id a client can
+        /// name in `SetDecision`, or a stored row of the real path.
+        case unverified
     }
+
+    /// What an unverified caller's app id starts with (before its executable path).
+    package static let unverifiedPrefix = "unverified:"
 
     package var appID: String
     package var kind: Kind
@@ -31,12 +40,25 @@ package struct AppIdentity: Sendable, Equatable {
 /// then the executable path. The first kind that applies decides: a process that
 /// has a .flatpak-info with a bad name is refused, never identified by a weaker kind.
 ///
+/// Across users nothing can be borrowed (README, "Threat model"):
+/// - a .flatpak-info counts only with the instance flatpak set up for it, under the
+///   caller's own runtime directory (`verifyFlatpakInstance`);
+/// - an app scope or service counts only under the caller's own user manager,
+///   `/user.slice/user-UID.slice/user@UID.service/`;
+/// - the executable path counts only in the host's mount namespace (PID 1's, not the
+///   daemon's, which a hardened unit makes private); elsewhere the caller is `unverified`.
+///
 /// PID reuse: the process's start time (/proc/PID/stat) is read before and after
 /// the rest; if it changed, the PID now names another process and the caller is
 /// refused. (The caller cache also checks that the connection still exists after
 /// identification.)
 package struct IdentityReader: Sendable {
     package var procRoot: String
+    /// The process whose mount namespace is the host's (PID 1; tests name another
+    /// where PID 1's cannot be read).
+    package var hostPID: UInt32 = 1
+    /// Where the users' runtime directories are (`/run/user/UID`).
+    package var runtimeRoot = "/run/user"
     /// Runs between the two reads of the start time; a seam for tests that replace
     /// the process in the middle of identification.
     var betweenReads: (@Sendable () -> Void)?
@@ -71,14 +93,22 @@ package struct IdentityReader: Sendable {
         case .absent: break
         case .refused(let why): return .failure(.unreadable(why))
         case .present(let text):
-            guard let name = Self.flatpakName(text) else { return .failure(.invalid("no [Application] name in .flatpak-info")) }
+            guard let name = Self.flatpakValue(text, "Application", "name") else {
+                return .failure(.invalid("no [Application] name in .flatpak-info"))
+            }
+            // A .flatpak-info is a file anyone can put in a root of their own
+            // (chroot in a user namespace): refused unless flatpak's own instance vouches.
+            if Validate.isAppID(name), !name.hasPrefix("/"),
+               let why = verifyFlatpakInstance(Self.flatpakValue(text, "Instance", "instance-id"), pid: pid, uid: uid) {
+                return .failure(.unreadable(why))
+            }
             return found(name, .flatpak)
         }
         let cgroup = Files.readText(base + "/cgroup", limit: 65536)
         if let label = Files.readText(base + "/attr/current", limit: 4096), let snap = Self.snapName(fromLabel: label) {
             return found("snap." + snap, .snap)
         }
-        if let cgroup, let unit = Self.unitName(fromCgroup: cgroup) {
+        if let cgroup, let unit = Self.unitName(fromCgroup: cgroup, uid: uid) {
             if let snap = Self.snapName(fromUnit: unit) { return found("snap." + snap, .snap) }
             if let appID = Self.appID(fromUnit: unit) { return found(appID, .systemdUnit) }
         }
@@ -90,7 +120,20 @@ package struct IdentityReader: Sendable {
         // app: strip the mark only when the running executable really has no links.
         if exe.hasSuffix(" (deleted)"), linkCount(base + "/exe") == 0 { exe.removeLast(" (deleted)".count) }
         guard Validate.isAppID(exe), exe.hasPrefix("/") else { return .failure(.invalid(exe)) }
+        guard inHostMountNamespace(base) else {
+            return .success(AppIdentity(appID: AppIdentity.unverifiedPrefix + exe, kind: .unverified, uid: uid, pid: pid))
+        }
         return .success(AppIdentity(appID: exe, kind: .executable, uid: uid, pid: pid))
+    }
+
+    /// Whether the process shares the host's mount namespace, so that its executable
+    /// path names the host's file. Fails closed: a namespace that cannot be read
+    /// (either side) is not the host's.
+    func inHostMountNamespace(_ base: String) -> Bool {
+        guard let own = Files.readLink(base + "/ns/mnt"), let host = Files.readLink("\(procRoot)/\(hostPID)/ns/mnt") else {
+            return false
+        }
+        return own == host
     }
 
     /// st_nlink of what a /proc/PID/exe link points at (the running file itself).
@@ -139,12 +182,13 @@ package struct IdentityReader: Sendable {
         return .present(String(decoding: data, as: UTF8.self))
     }
 
-    /// `[Application] name=` of a .flatpak-info, through GLib's keyfile parser.
-    static func flatpakName(_ text: String) -> String? {
+    /// A value of a .flatpak-info (`[Application] name=`, `[Instance] instance-id=`),
+    /// through GLib's keyfile parser.
+    static func flatpakValue(_ text: String, _ group: String, _ key: String) -> String? {
         let keyFile = g_key_file_new()
         defer { g_key_file_free(keyFile) }
         let loaded = text.withCString { g_key_file_load_from_data(keyFile, $0, gsize(strlen($0)), G_KEY_FILE_NONE, nil) }
-        guard loaded != 0, let value = g_key_file_get_string(keyFile, "Application", "name", nil) else { return nil }
+        guard loaded != 0, let value = g_key_file_get_string(keyFile, group, key, nil) else { return nil }
         defer { g_free(value) }
         return String(cString: value)
     }
@@ -165,10 +209,16 @@ package struct IdentityReader: Sendable {
         return String(parts[1])
     }
 
-    /// The last path element of the unified (`0::`) cgroup line.
-    static func unitName(fromCgroup text: String) -> String? {
+    /// The last path element of the unified (`0::`) cgroup line, when the cgroup is
+    /// under the user manager of `uid`: only that manager (running as `uid`) names
+    /// units there, whereas root, or anyone a subtree was delegated to, can make a
+    /// cgroup called `app-gnome-org.victim.App-1.scope` anywhere else.
+    static func unitName(fromCgroup text: String, uid: UInt32) -> String? {
+        let manager = "/user.slice/user-\(uid).slice/user@\(uid).service/"
         for line in text.split(separator: "\n") where line.hasPrefix("0::") {
-            return line.split(separator: "/").last.map(String.init)
+            let path = line.dropFirst(3)
+            guard path.hasPrefix(manager) else { return nil }
+            return path.split(separator: "/").last.map(String.init)
         }
         return nil
     }

@@ -14,6 +14,9 @@ public final class DaemonUnderTest {
     public var logFile: String { root + "/permissionsd.log" }
     /// Run as uid/gid 65534 (nobody) instead of root, owning its directories.
     public var asNobody = false
+    /// The process whose mount namespace counts as the host's: the test runner, since
+    /// PID 1 of the test machines may not be readable (a VM's init, a container's).
+    public var hostPID = getpid()
     private var process: Process?
     /// Signalled once when the running process exits (its termination handler).
     private var exited = DispatchSemaphore(value: 0)
@@ -37,7 +40,7 @@ public final class DaemonUnderTest {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binDir + "/permissionsd")
         process.arguments = ["--address", bus.address, "--config-dir", configDirectory, "--state-dir", stateDirectory,
-                             "--verbose"] + pluginDirectories.flatMap { ["--plugin-dir", $0] }
+                             "--verbose", "--host-pid", String(hostPID)] + pluginDirectories.flatMap { ["--plugin-dir", $0] }
         if asNobody {
             for path in [root, configDirectory] + ((try? FileManager.default.subpathsOfDirectory(atPath: configDirectory))
                                                    ?? []).map({ configDirectory + "/" + $0 }) {

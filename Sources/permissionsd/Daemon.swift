@@ -16,6 +16,8 @@ public struct DaemonOptions: Sendable {
     public var stateDirectory: String?
     public var pluginDirectories: [String] = []
     public var verbose = false
+    /// The process whose mount namespace counts as the host's (IdentityReader).
+    public var hostPID: UInt32 = 1
 
     public init() {}
 
@@ -149,7 +151,11 @@ public final class Daemon {
         }
 
         host = PluginHost(queue: queue)
-        let callers = CallerCache(connection: connection, reader: IdentityReader())
+        let callers = CallerCache(connection: connection, reader: {
+            var reader = IdentityReader()
+            reader.hostPID = options.hostPID
+            return reader
+        }())
         service = PermissionsService(connection: connection, store: store, plugins: host, callers: callers,
                                      authorizer: Authorizer(connection: connection, systemBus: options.bus == .system))
         host.onPublish = { [unowned self] _, batch in

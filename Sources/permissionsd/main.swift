@@ -31,13 +31,15 @@ let usage = """
                            the system bus, ~/.local/state/permissions otherwise)
       --plugin-dir DIR     a plugin directory; may repeat (default: the build tree, then
                            /usr/local/lib/permissions/plugins, /usr/lib/permissions/plugins)
+      --host-pid PID       the process whose mount namespace is the host's (default 1):
+                           callers elsewhere get no executable-path identity
       --verbose            log debug messages
       -h, --help           show this help
 
     """
 
 let specs = ["system", "session", "verbose", "help", "version"].map { OptionSpec($0) }
-    + ["address", "config-dir", "state-dir", "plugin-dir"].map { OptionSpec($0, takesValue: true) }
+    + ["address", "config-dir", "state-dir", "plugin-dir", "host-pid"].map { OptionSpec($0, takesValue: true) }
 
 var options = DaemonOptions()
 do {
@@ -58,6 +60,10 @@ do {
     if let dir = parsed.last("config-dir") { options.configDirectory = dir }
     options.stateDirectory = parsed.last("state-dir")
     options.pluginDirectories = parsed.all("plugin-dir")
+    if let pid = parsed.last("host-pid") {
+        guard let value = UInt32(pid), value > 0 else { throw UsageError(description: "invalid --host-pid \(pid)") }
+        options.hostPID = value
+    }
     options.verbose = parsed.has("verbose")
 } catch {
     printError("permissionsd: \(error)\nTry 'permissionsd --help'.")

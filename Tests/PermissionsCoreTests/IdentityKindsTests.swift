@@ -11,7 +11,9 @@ struct IdentityKindsTests {
 
     init() throws {
         root = try TempDirectory()
-        reader = IdentityReader(procRoot: root.path)
+        var reader = IdentityReader(procRoot: root.path)
+        reader.runtimeRoot = root.url("run/user")
+        self.reader = reader
     }
 
     /// A stand-in process: a stat line (start time 4711), and optionally an app scope
@@ -19,14 +21,19 @@ struct IdentityKindsTests {
     /// kind wins or a bad claim falls back.
     private func process(_ pid: Int, scope: String? = nil, exe: String? = nil) throws {
         try root.write("\(pid)/stat", IdentityReaderTests.statLine(pid: pid, startTime: 4711))
+        try root.inHostMountNamespace(pid)
         if let scope {
             try root.write("\(pid)/cgroup", "0::/user.slice/user-1000.slice/user@1000.service/app.slice/\(scope)\n")
         }
         if let exe { try root.symlink("\(pid)/exe", to: exe) }
     }
 
+    /// A .flatpak-info, and the instance flatpak would have made for it (unless the
+    /// text names one itself).
     private func flatpakInfo(_ pid: Int, _ text: String) throws {
-        try root.write("\(pid)/root/.flatpak-info", text)
+        let instanced = text.contains("[Instance]") ? text : text + "\n[Instance]\ninstance-id=\(pid)\n"
+        try root.write("\(pid)/root/.flatpak-info", instanced)
+        try root.flatpakInstance("\(pid)", childPID: pid, uid: 1000)
     }
 
     private func expectUnreadable(_ result: Result<AppIdentity, IdentityReader.Failure>,
@@ -54,7 +61,7 @@ struct IdentityKindsTests {
             runtime=runtime/org.gnome.Platform/x86_64/45
 
             [Instance]
-            instance-id=1234567
+            instance-id=101
             app-path=/var/lib/flatpak/app/org.gnome.Maps/x86_64/stable/abc/files
 
             [Context]
@@ -83,7 +90,8 @@ struct IdentityKindsTests {
     /// /proc/PID/root is itself a link (to the process's root directory): it is followed.
     @Test func rootAsALinkToTheSandboxIsFollowed() throws {
         let sandbox = try TempDirectory()
-        try sandbox.write(".flatpak-info", "[Application]\nname=org.example.Linked\n")
+        try sandbox.write(".flatpak-info", "[Application]\nname=org.example.Linked\n[Instance]\ninstance-id=104\n")
+        try root.flatpakInstance("104", childPID: 104, uid: 1000)
         try process(104, exe: "/usr/bin/true")
         try root.symlink("104/root", to: sandbox.path)
         #expect(reader.identify(pid: 104, uid: 1000)

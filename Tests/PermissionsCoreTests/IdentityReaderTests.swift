@@ -14,6 +14,7 @@ struct IdentityReaderTests {
         // Every stand-in process has a stat line; its start time (field 22) is 4711.
         for pid in [4242, 7, 8, 9, 10, 11, 12, 13, 14, 15] {
             try root.write("\(pid)/stat", Self.statLine(pid: pid, startTime: 4711))
+            try root.inHostMountNamespace(pid)
         }
     }
 
@@ -48,7 +49,7 @@ struct IdentityReaderTests {
     ])
     func unitNames(unit: String, appID: String) throws {
         try cgroup(pid: 7, unit: unit)
-        let identity = try reader.identify(pid: 7, uid: 0).get()
+        let identity = try reader.identify(pid: 7, uid: 1000).get()
         #expect(identity.appID == appID)
         #expect(identity.kind == .systemdUnit)
     }

@@ -22,6 +22,7 @@ final class IdentityResolverTests {
         #expect(mkfifo(fifo, 0o600) == 0)
         // Process 7 is an ordinary host process.
         try root.write("7/stat", IdentityReaderTests.statLine(pid: 7, startTime: 4711))
+        try root.inHostMountNamespace(7)
         try root.symlink("7/exe", to: "/usr/bin/true")
     }
 

@@ -16,10 +16,20 @@ public struct DaemonOptions: Sendable {
     public var stateDirectory: String?
     public var pluginDirectories: [String] = []
     public var verbose = false
-    /// The process whose mount namespace counts as the host's (IdentityReader).
-    public var hostPID: UInt32 = 1
+    /// The process whose mount namespace counts as the host's (IdentityReader), as
+    /// given; else see `resolvedHostPID`.
+    public var hostPID: UInt32?
 
     public init() {}
+
+    /// PID 1 on the system bus, where many users share the daemon and a hardened unit
+    /// gives the daemon a mount namespace of its own. On a session bus or a given
+    /// address (one user; a daemon not running as root cannot read PID 1's
+    /// namespace, which would make every caller "unverified"), the daemon itself.
+    public var resolvedHostPID: UInt32 {
+        if let hostPID { return hostPID }
+        return bus == .system ? 1 : UInt32(getpid())
+    }
 
     /// The state directory: as given, else /var/lib/permissions on the system bus
     /// and $XDG_STATE_HOME/permissions (~/.local/state/permissions) otherwise.
@@ -153,7 +163,7 @@ public final class Daemon {
         host = PluginHost(queue: queue)
         let callers = CallerCache(connection: connection, reader: {
             var reader = IdentityReader()
-            reader.hostPID = options.hostPID
+            reader.hostPID = options.resolvedHostPID
             return reader
         }())
         service = PermissionsService(connection: connection, store: store, plugins: host, callers: callers,

@@ -31,8 +31,9 @@ let usage = """
                            the system bus, ~/.local/state/permissions otherwise)
       --plugin-dir DIR     a plugin directory; may repeat (default: the build tree, then
                            /usr/local/lib/permissions/plugins, /usr/lib/permissions/plugins)
-      --host-pid PID       the process whose mount namespace is the host's (default 1):
-                           callers elsewhere get no executable-path identity
+      --host-pid PID       the process whose mount namespace is the host's (default 1
+                           on the system bus, permissionsd itself otherwise): callers
+                           elsewhere get no executable-path identity
       --verbose            log debug messages
       -h, --help           show this help
 

@@ -14,22 +14,35 @@ package enum AgentAnswer: String, Sendable {
 
 /// A registered agent: an object on some connection that implements
 /// org.example.Permissions.Agent (dbus/org.example.Permissions.Agent.xml).
+/// It serves one user: the uid of the connection that registered it.
 final class Agent {
     let owner: String
     let path: String
+    let uid: UInt32
     var active: Prompt?
     var queued: [Prompt] = []
 
-    init(owner: String, path: String) {
+    init(owner: String, path: String, uid: UInt32) {
         self.owner = owner
         self.path = path
+        self.uid = uid
     }
 }
 
-/// One question to the user, shared by every request for the same app and
-/// permission made while it is open.
+/// What makes two requests one prompt: the same user, app and permission.
+/// Requests of different users are never merged (each user's agent asks its own user).
+struct PromptKey: Hashable {
+    let uid: UInt32
+    let app: String
+    let permission: String
+}
+
+/// One question to a user, shared by every request of that user for the same
+/// app and permission made while it is open.
 final class Prompt {
     let id: String
+    /// The requesting user's uid: only an agent of this uid is asked.
+    let uid: UInt32
     let app: String
     let permission: String
     let reason: String
@@ -41,28 +54,30 @@ final class Prompt {
     /// from the agent is then dropped.
     var finished = false
 
-    init(id: String, app: String, permission: String, reason: String, details: [(String, DBusValue)]) {
+    init(id: String, uid: UInt32, app: String, permission: String, reason: String, details: [(String, DBusValue)]) {
         self.id = id
+        self.uid = uid
         self.app = app
         self.permission = permission
         self.reason = reason
         self.details = details
     }
 
-    var key: DecisionKey { DecisionKey(app, permission) }
+    var key: PromptKey { PromptKey(uid: uid, app: app, permission: permission) }
 }
 
-/// Runs prompts through agents: one prompt at a time per agent, one prompt per
-/// (app, permission) however many requests wait for it, and nothing stored unless
+/// Runs prompts through agents: a user's prompts only through that user's agents
+/// (the newest of them), one prompt at a time per agent, one prompt per
+/// (uid, app, permission) however many requests wait for it, and nothing stored unless
 /// the user really answered (a dismissal, a timeout, an agent error or crash, or
 /// every requester leaving stores nothing).
 ///
 /// Confined to the service queue.
 final class PromptBroker {
     let connection: Connection
-    /// The newest registration gets new prompts.
+    /// The newest registration of a uid gets that uid's new prompts.
     private(set) var agents: [Agent] = []
-    private var open: [DecisionKey: Prompt] = [:]
+    private var open: [PromptKey: Prompt] = [:]
     private var nextID = 0
     /// Set by shutdown: no prompt starts any more.
     private var stopped = false
@@ -80,12 +95,14 @@ final class PromptBroker {
         self.undecided = undecided
     }
 
-    var hasAgent: Bool { !agents.isEmpty }
+    /// Whether a connection of `uid` has an agent registered.
+    func hasAgent(for uid: UInt32) -> Bool { agents.contains { $0.uid == uid } }
 
-    func register(owner: String, path: String) -> Bool {
+    /// `uid` is the registering connection's: the agent gets only that user's prompts.
+    func register(owner: String, path: String, uid: UInt32) -> Bool {
         guard !agents.contains(where: { $0.owner == owner && $0.path == path }) else { return false }
-        agents.append(Agent(owner: owner, path: path))
-        logInfo("agent \(owner) \(path) registered")
+        agents.append(Agent(owner: owner, path: path, uid: uid))
+        logInfo("agent \(owner) \(path) of uid \(uid) registered")
         return true
     }
 
@@ -94,33 +111,36 @@ final class PromptBroker {
         agents.removeAll { a in leaving.contains { $0 === a } }
         for agent in leaving {
             logInfo("agent \(agent.owner) \(agent.path) unregistered")
-            // Its prompts go to the next agent, if any; an open one is answered "undecided".
+            // Its prompts go to the user's next agent, if any; an open one is answered "undecided".
             if let prompt = agent.active { finish(prompt, status: undecided(prompt)) }
             for prompt in agent.queued { enqueue(prompt) }
         }
         return !leaving.isEmpty
     }
 
-    /// Asks (or joins the open prompt for the same app and permission). `done` runs
-    /// once with the status to reply with, or the error to answer.
-    func ask(app: String, permission: String, reason: String, details: [(String, DBusValue)],
+    /// Asks `uid`'s agent (or joins that user's open prompt for the same app and
+    /// permission). `done` runs once with the status to reply with, or the error to answer.
+    func ask(uid: UInt32, app: String, permission: String, reason: String, details: [(String, DBusValue)],
              sender: String, done: @escaping (Result<Status, BusError>) -> Void) {
         // Stopping: the caller has been answered (Cancelled); nothing is asked.
         guard !stopped else { return }
-        let key = DecisionKey(app, permission)
+        let key = PromptKey(uid: uid, app: app, permission: permission)
         if let prompt = open[key] {
             prompt.waiters.append((sender, done))
             return
         }
         nextID += 1
-        let prompt = Prompt(id: "\(nextID)", app: app, permission: permission, reason: reason, details: details)
+        let prompt = Prompt(id: "\(nextID)", uid: uid, app: app, permission: permission, reason: reason, details: details)
         prompt.waiters.append((sender, done))
         open[key] = prompt
         enqueue(prompt)
     }
 
     private func enqueue(_ prompt: Prompt) {
-        guard let agent = agents.last else { return finish(prompt, status: undecided(prompt)) }
+        // Another user's agent is never asked: without one of the prompt's uid, nothing is.
+        guard let agent = agents.last(where: { $0.uid == prompt.uid }) else {
+            return finish(prompt, status: undecided(prompt))
+        }
         agent.queued.append(prompt)
         startNext(agent)
     }

@@ -97,10 +97,11 @@ extension PermissionsService {
         guard !stopping else { return }
         let current = status(app: identity.appID, permission: permission)
         guard current == .notDetermined else { return done(.success(current)) }
-        guard broker.hasAgent else { return done(.success(noAgentAnswer(permission))) }
+        // Only an agent of the caller's own uid may ask: other users' agents count as none.
+        guard broker.hasAgent(for: identity.uid) else { return done(.success(noAgentAnswer(permission))) }
         let details: [(String, DBusValue)] = [("identity-kind", .string(identity.kind.rawValue)),
                                               ("uid", .uint32(identity.uid))] + options.details
-        broker.ask(app: identity.appID, permission: permission, reason: options.reason, details: details,
+        broker.ask(uid: identity.uid, app: identity.appID, permission: permission, reason: options.reason, details: details,
                    sender: sender, done: done)
     }
 
@@ -157,8 +158,8 @@ extension PermissionsService {
 
     func registerAgent(_ call: MethodCall) {
         guard case .objectPath(let path) = call.arguments[0] else { return call.fail(PermissionsError.invalidArgument("expected an object path")) }
-        asAdmin(call, action: .agent) { [unowned self] _ in
-            guard self.broker.register(owner: call.sender, path: path) else {
+        asAdmin(call, action: .agent) { [unowned self] identity in
+            guard self.broker.register(owner: call.sender, path: path, uid: identity.uid) else {
                 return call.fail(PermissionsError.invalidArgument("agent \(path) is already registered"))
             }
             call.reply()

@@ -79,11 +79,11 @@ private final class PolkitTestDaemon {
     var logFile: String { root + "/permissionsd.log" }
     private var process: Process?
 
-    init(bus: PolkitTestSystemBus) throws {
+    init(bus: PolkitTestSystemBus, config: String = "") throws {
         self.bus = bus
         root = try makeTemporaryDirectory("permissionsd-system")
         try FileManager.default.createDirectory(atPath: root + "/config", withIntermediateDirectories: true)
-        try "".write(toFile: root + "/config/permissions.conf", atomically: true, encoding: .utf8)
+        try config.write(toFile: root + "/config/permissions.conf", atomically: true, encoding: .utf8)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binDir + "/permissionsd")
         process.arguments = ["--system", "--config-dir", root + "/config", "--state-dir", root + "/state",
@@ -141,7 +141,7 @@ struct PolkitTests {
     init() throws {
         bus = try TestBus(type: "system")
         polkit = try PolkitTestMock(bus: bus)
-        daemon = try PolkitTestDaemon(bus: bus)
+        daemon = try PolkitTestDaemon(bus: bus, config: "[location]\nno-agent=denied\n[notifications]\nno-agent=denied\n")
     }
 
     /// ListDecisions for every app, as root.
@@ -243,5 +243,52 @@ struct PolkitTests {
         #expect(try daemon.call("GetStatus", "s", "notifications").stdout == "s \"not-determined\"\n")
         #expect(!(try decisions()).contains("org.example.NoPolkit"))
         #expect(try daemon.call("SetDecision", "sss", "org.example.Root", "location", "authorized").status == 0)
+    }
+
+    /// Agents are per user: `permissionsctl agent` as nobody (uid 65534) and a test
+    /// agent as root each get only their own user's prompts, the newest registration
+    /// of another user notwithstanding, and a user without an agent gets `no-agent`.
+    @Test func agentsGetOnlyTheirOwnUsersPrompts() throws {
+        try polkit.setAllowed([Self.agent])
+        let nobodyAgent = Process()
+        nobodyAgent.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        nobodyAgent.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups",
+                                 binDir + "/permissionsctl", "--address", bus.address, "agent"]
+        let input = Pipe(), output = Pipe()
+        nobodyAgent.standardInput = input
+        nobodyAgent.standardOutput = output
+        nobodyAgent.standardError = FileHandle.nullDevice
+        try nobodyAgent.run()
+        defer { kill(nobodyAgent.processIdentifier, SIGKILL); nobodyAgent.waitUntilExit() }
+        let lines = LineCollector(output.fileHandleForReading)
+        #expect(try lines.next { $0.hasPrefix("Agent registered at ") } != "")
+
+        // Root has no agent: nobody's is not asked; root gets location's no-agent answer at once.
+        let rootAlone = try daemon.call("Request", "sa{sv}", "location", "0")
+        #expect(rootAlone.stdout == "s \"denied\"\n", "\(rootAlone.stderr)")
+
+        // Root's own agent, registered after nobody's, gets root's prompt.
+        let rootAgent = try TestAgent(bus: bus, path: "/test/RootAgent")
+        let rootRequest = try BackgroundCommand("/usr/bin/busctl", [
+            "--address=\(bus.address)", "--timeout=60", "call", "org.example.Permissions", "/org/example/Permissions",
+            "org.example.Permissions", "Request", "sa{sv}", "location", "0"])
+        let rootPrompt = try rootAgent.waitForPrompt()
+        #expect(rootPrompt.permission == "location")
+        #expect(rootPrompt.details["uid"] == .variant(.uint32(0)))
+        rootAgent.answer(rootPrompt, "allow-once")
+        #expect(try rootRequest.wait().1 == "s \"authorized\"\n")
+
+        // Nobody's request goes to nobody's agent, not to root's newer one; the first
+        // prompt nobody's agent ever sees is this one (none of root's reached it).
+        let nobodyRequest = try BackgroundCommand("/usr/bin/setpriv", [
+            "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/busctl",
+            "--address=\(bus.address)", "--timeout=60", "call", "org.example.Permissions", "/org/example/Permissions",
+            "org.example.Permissions", "Request", "sa{sv}", "notifications", "0"])
+        let prompt = try lines.next { $0.hasPrefix("Prompt ") }
+        #expect(prompt.hasSuffix("/usr/bin/busctl asks for notifications"), "\(prompt)")
+        input.fileHandleForWriting.write("o\n".data(using: .utf8)!)
+        #expect(try nobodyRequest.wait().1 == "s \"authorized\"\n", "\(nobodyRequest.errorOutput)")
+        #expect(rootAgent.received.count == 1)
+        #expect(rootAgent.cancelled.isEmpty)
     }
 }

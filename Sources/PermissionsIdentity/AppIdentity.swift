@@ -169,17 +169,11 @@ package struct IdentityReader: Sendable {
             return errno == ENOENT ? .absent : .refused("cannot open .flatpak-info: \(String(cString: strerror(errno)))")
         }
         defer { close(fd) }
-        var st = stat()
-        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return .refused(".flatpak-info is not a file") }
-        var data: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while data.count < 65536 {
-            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n < 0, errno == EINTR { continue }
-            if n <= 0 { break }
-            data.append(contentsOf: buffer[0..<n])
+        switch Files.contents(of: fd, limit: 65536) {
+        case .success(let data): return .present(String(decoding: data, as: UTF8.self))
+        case .failure(.notRegular): return .refused(".flatpak-info is not a file")
+        case .failure(let error): return .refused("cannot read .flatpak-info: \(error)")
         }
-        return .present(String(decoding: data, as: UTF8.self))
     }
 
     /// A value of a .flatpak-info (`[Application] name=`, `[Instance] instance-id=`),

@@ -61,15 +61,7 @@ extension IdentityReader {
         let fd = openat(dir, elements.last!, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
-        guard owned(fd, S_IFREG) else { return nil }
-        var data: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while data.count < 65536 {
-            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n < 0, errno == EINTR { continue }
-            if n <= 0 { break }
-            data.append(contentsOf: buffer[0..<n])
-        }
+        guard owned(fd, S_IFREG), case .success(let data) = Files.contents(of: fd, limit: 65536) else { return nil }
         return String(decoding: data, as: UTF8.self)
     }
 

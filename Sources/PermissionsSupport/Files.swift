@@ -24,6 +24,13 @@ package enum Files {
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
         guard fd >= 0 else { return .failure(.system(errno)) }
         defer { close(fd) }
+        return contents(of: fd, limit: limit)
+    }
+
+    /// The whole of an opened file: refused unless it is a regular file of at most
+    /// `limit` bytes (also if it grows past it while read), or when a read fails, so
+    /// a caller never works on a cut or partial text. The descriptor stays open.
+    package static func contents(of fd: Int32, limit: Int) -> Result<[UInt8], ReadError> {
         var st = stat()
         guard fstat(fd, &st) == 0 else { return .failure(.system(errno)) }
         guard (st.st_mode & S_IFMT) == S_IFREG else { return .failure(.notRegular) }

@@ -18,6 +18,11 @@ public struct ParsedOptions: Sendable {
     /// What follows the options.
     public var positional: [String] = []
 
+    public init(values: [(name: String, value: String?)] = [], positional: [String] = []) {
+        self.values = values
+        self.positional = positional
+    }
+
     public func has(_ name: String) -> Bool { values.contains { $0.name == name } }
     public func last(_ name: String) -> String? { values.last { $0.name == name }?.value }
     public func all(_ name: String) -> [String] { values.filter { $0.name == name }.compactMap(\.value) }

@@ -280,9 +280,9 @@ public final class Connection: @unchecked Sendable {
     }
 
     /// Sends a signal from an exported path.
-    public func emitSignal(path: String, interface: String, member: String,
+    public func emitSignal(path: String, interface: String, member: String, destination: String? = nil,
                            _ arguments: [DBusValue]) throws(BusError) {
-        let message = try Message.signal(path: path, interface: interface, member: member)
+        let message = try Message.signal(path: path, interface: interface, member: member, destination: destination)
         try message.append(arguments)
         try send(message)
     }
@@ -390,6 +390,9 @@ public struct SignalMatch: Sendable {
     public var interface: String?
     public var member: String?
     public var arg0: String?
+    /// The unique name of this connection, for a signal sent to it alone (a
+    /// service's per-subscriber stream); nil for broadcasts.
+    public var destination: String?
 
     public init(sender: String? = nil, path: String? = nil, interface: String? = nil,
                 member: String? = nil, arg0: String? = nil) {
@@ -400,20 +403,31 @@ public struct SignalMatch: Sendable {
         self.arg0 = arg0
     }
 
+    /// A match for signals addressed to this connection alone. The bus delivers
+    /// those whatever the match rules; any peer may send one, so the sender must be
+    /// the unique name of the peer trusted (e.g. a service's current owner).
+    public static func unicast(to destination: String, sender: String, path: String? = nil,
+                               interface: String? = nil, member: String? = nil) -> SignalMatch {
+        var match = SignalMatch(sender: sender, path: path, interface: interface, member: member)
+        match.destination = destination
+        return match
+    }
+
     /// The rule for the bus daemon; fails only for a value with a NUL byte.
     func rule() throws(BusError) -> MatchRule {
         try MatchRule(["type": "signal", "sender": sender, "path": path, "interface": interface, "member": member,
-                       "arg0": arg0])
+                       "arg0": arg0, "destination": destination])
     }
 
     /// `sender` is compared when it is a unique name or the bus driver
     /// (org.freedesktop.DBus, the one well-known name messages carry as sender);
     /// other well-known names cannot be checked here and need the caller's own
     /// check of the owner's unique name. Signals addressed to us alone
-    /// (a destination set) are never taken: a match rule is for broadcasts, and
-    /// any peer can send a unicast signal that looks like one.
+    /// (a destination set) are taken only by a `unicast` match, whose sender is a
+    /// unique name: any peer can send a unicast signal that looks like a broadcast.
     func matches(_ message: Message) -> Bool {
-        if message.destination != nil { return false }
+        if message.destination != destination { return false }
+        if destination != nil, sender?.hasPrefix(":") != true { return false }
         if let sender, sender.hasPrefix(":") || sender == "org.freedesktop.DBus", message.sender != sender {
             return false
         }

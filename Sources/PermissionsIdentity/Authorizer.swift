@@ -1,19 +1,24 @@
 package import DBusKit
 internal import Glibc
 
-/// Decides who may use admin methods and register agents.
+/// Decides who may read or change stored decisions, and register agents.
 ///
-/// - root always;
-/// - on a session bus (or a given address), the daemon's own uid;
-/// - on the system bus, whoever polkit authorizes for the action
-///   (`CheckAuthorization`, asynchronous; polkit may ask the user through its own
-///   agent). Actions are shipped in dbus/org.example.Permissions.policy.
-///
-/// Sandboxed callers (flatpak, snap) are never admins and never agents, whatever
-/// their uid: the sandbox is the boundary the user relies on.
+/// - Sandboxed callers (flatpak, snap) and unverified ones (a mount namespace of
+///   their own) may do none of it, whatever their uid: the sandbox is the boundary
+///   the user relies on, and an unverified caller's app is not known.
+/// - Reading one's own user's decisions (no action) needs nothing more.
+/// - Otherwise root always; on a session bus (or a given address) the daemon's
+///   own uid (there is one user there); on the system bus whoever polkit
+///   authorizes for the action (`CheckAuthorization`, asynchronous; polkit may ask
+///   the user through its own agent). The actions are in
+///   dbus/org.example.Permissions.policy: `manage-own` (one's own decisions,
+///   active local sessions by default), `manage` (anyone's: admins), `agent`.
 package final class Authorizer {
     package enum Action: String, Sendable {
+        /// Change another user's decisions, list everyone's.
         case manage = "org.example.permissions.manage"
+        /// Change one's own user's decisions.
+        case manageOwn = "org.example.permissions.manage-own"
         case agent = "org.example.permissions.agent"
     }
 
@@ -25,11 +30,17 @@ package final class Authorizer {
         self.systemBus = systemBus
     }
 
-    /// Calls `done(nil)` if allowed, else `done(reason)`.
-    package func check(_ identity: AppIdentity, sender: String, action: Action, done: @escaping (String?) -> Void) {
+    /// Calls `done(nil)` if allowed, else `done(reason)`. `action` nil: reading the
+    /// caller's own user's decisions.
+    package func check(_ identity: AppIdentity, sender: String, action: Action?, done: @escaping (String?) -> Void) {
         if identity.kind == .flatpak || identity.kind == .snap {
             return done("sandboxed apps (\(identity.appID)) may not do this")
         }
+        if identity.kind == .unverified {
+            return done("\(identity.appID) runs in a mount namespace of its own and is no known sandbox; "
+                        + "such callers may not do this")
+        }
+        guard let action else { return done(nil) }
         if identity.uid == 0 { return done(nil) }
         if !systemBus {
             return done(identity.uid == getuid() ? nil : "uid \(identity.uid) is not the service's user")

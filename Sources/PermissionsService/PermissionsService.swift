@@ -22,7 +22,7 @@ package final class PermissionsService {
     package static let busName = BusNames.busName
     package static let objectPath = BusNames.objectPath
     package static let interfaceName = BusNames.interfaceName
-    package static let interfaceVersion: UInt32 = 1
+    package static let interfaceVersion: UInt32 = 2
 
     let connection: Connection
     /// Statuses, snapshots, decisions and session grants, and which changes to signal.
@@ -37,10 +37,18 @@ package final class PermissionsService {
         get { broker.agentTimeoutMilliseconds }
         set { broker.agentTimeoutMilliseconds = newValue }
     }
-    /// The change serial: the high 32 bits count daemon starts (kept in the store),
-    /// the low 32 bits count changes since this start. Strictly increasing across
-    /// restarts, with one write per start rather than one per change.
-    private(set) var changeSerial: UInt64 = 0
+    /// The change serial of the broadcast StatusChanged signals (everyone-level
+    /// changes): the high 32 bits count daemon starts (kept in the store), the low 32
+    /// bits count changes since this start. Strictly increasing across restarts,
+    /// with one write per start rather than one per change. Subscribers' streams
+    /// have sequences of their own with the same high bits (see Subscriptions.swift).
+    var changeSerial: UInt64 = 0
+    /// This start's high 32 bits of every serial.
+    private(set) var serialEpoch: UInt64 = 0
+    /// Subscribed connections (unique name) and the stream each is told.
+    var subscribers: [String: Stream] = [:]
+    /// Changes told in each stream since this start.
+    var streamCounts: [Stream: UInt32] = [:]
     /// Fires at the next decision expiry.
     var expiryTimer: (any DispatchSourceTimer)?
     /// Per-permission answers when no agent is registered ([<permission>] no-agent=).
@@ -76,16 +84,19 @@ package final class PermissionsService {
         // The epoch is at least the start time in seconds, so that serials keep growing
         // even if the store (and the epoch kept in it) had to be started afresh.
         let epoch = (try? store.nextEpoch(atLeast: currentMicroseconds() / 1_000_000)) ?? currentMicroseconds() / 1_000_000
-        changeSerial = UInt64(truncatingIfNeeded: epoch) << 32
+        serialEpoch = UInt64(truncatingIfNeeded: epoch) << 32
+        changeSerial = serialEpoch
         broker = PromptBroker(connection: connection,
                               settle: { [unowned self] in self.settle($0, $1, $2, $3) },
                               undecided: { [unowned self] in self.undecided($0) })
-        tracker.emit = { [unowned self] app, permission, status in
-            self.emitStatusChanged(app: app, permission: permission, status)
+        tracker.emit = { [unowned self] audience, app, permission, status in
+            self.deliver(audience, app: app, permission: permission, status)
         }
+        tracker.users = { [unowned self] in self.subscribedUsers }
         callers.onLeave.append { [unowned self] name in
-            // A connection left: its prompts, agents and session grants end.
+            // A connection left: its prompts, agents, subscription and session grants end.
             self.broker.peerLeft(name)
+            self.subscribers[name] = nil
             self.tracker.ownerLeft(name)
         }
         object = ExportedObject(path: Self.objectPath, interfaces: [makeInterface()],
@@ -110,7 +121,9 @@ package final class PermissionsService {
     package var permissions: [String] { tracker.permissions }
     func isKnown(_ permission: String) -> Bool { tracker.isKnown(permission) }
     func snapshot(_ permission: String) -> Snapshot { tracker.snapshot(permission) }
-    package func status(app: String, permission: String) -> Status { tracker.status(app: app, permission: permission) }
+    package func status(uid: UInt32, app: String, permission: String) -> Status {
+        tracker.status(uid: uid, app: app, permission: permission)
+    }
     package func refresh(_ permission: String) { tracker.refresh(permission) }
 
     /// A plugin came, went or changed state: refresh its permissions and announce
@@ -124,13 +137,6 @@ package final class PermissionsService {
     package func setDeclared(_ new: [String: Snapshot]) {
         tracker.setDeclared(new)
         pluginsChanged()
-    }
-
-    func emitStatusChanged(app: String, permission: String, _ status: Status) {
-        changeSerial += 1
-        logDebug("StatusChanged(\"\(app)\", \(permission), \(status.rawValue), \(changeSerial))")
-        try? connection.emitSignal(path: Self.objectPath, interface: Self.interfaceName, member: "StatusChanged",
-                                   [.string(app), .string(permission), .string(status.rawValue), .uint64(changeSerial)])
     }
 
     /// Holds back state changes (see `held`) until `releaseChanges`.
@@ -183,6 +189,15 @@ package final class PermissionsService {
             Method("SetDecision", input: "sss") { [unowned self] in self.setDecision($0) },
             Method("ResetDecisions", input: "sas") { [unowned self] in self.resetDecisions($0) },
             Method("ListDecisions", input: "s") { [unowned self] in self.listDecisions($0) },
+            Method("GetStatusForUser", input: "uss") { [unowned self] in self.getStatusForApp($0) },
+            Method("SetDecisionForUser", input: "usss") { [unowned self] in self.setDecision($0) },
+            Method("ResetDecisionsForUser", input: "usas") { [unowned self] in self.resetDecisions($0) },
+            Method("ListDecisionsForUser", input: "us") { [unowned self] in self.listDecisions($0) },
+            Method("ListAllDecisions", input: "s") { [unowned self] in self.listAllDecisions($0) },
+            Method("AssignDecisions", input: "sasu") { [unowned self] in self.assignDecisions($0) },
+            Method("ResetUnassignedDecisions", input: "sas") { [unowned self] in self.resetUnassigned($0) },
+            Method("Subscribe", input: "a{sv}") { [unowned self] in self.subscribe($0) },
+            Method("Unsubscribe") { [unowned self] in self.unsubscribe($0) },
             Method("Request", input: "sa{sv}") { [unowned self] in self.request($0) },
             Method("RequestMany", input: "asa{sv}") { [unowned self] in self.requestMany($0) },
             Method("RegisterAgent", input: "o") { [unowned self] in self.registerAgent($0) },
@@ -247,138 +262,6 @@ package final class PermissionsService {
         broker.shutdown()
     }
 
-    /// Runs `body` if the caller may use admin methods (see Authorizer).
-    func asAdmin(_ call: MethodCall, action: Authorizer.Action = .manage, _ body: @escaping (AppIdentity) -> Void) {
-        withCaller(call) { [unowned self] identity in
-            self.authorizer.check(identity, sender: call.sender, action: action) { refusal in
-                if let refusal {
-                    let member = call.message.member ?? ""
-                    return call.fail(PermissionsError.notAuthorized("\(member) is not allowed: \(refusal)"))
-                }
-                body(identity)
-            }
-        }
-    }
-
-    private func getStatus(_ call: MethodCall) {
-        switch knownPermission(call.arguments[0]) {
-        case .failure(let error): call.fail(error)
-        case .success(let permission):
-            withCaller(call) { [unowned self] identity in
-                call.reply([.string(self.status(app: identity.appID, permission: permission).rawValue)])
-            }
-        }
-    }
-
-    private func getAll(_ call: MethodCall) {
-        withCaller(call) { [unowned self] identity in
-            call.reply([.stringDictionary(self.permissions.map {
-                ($0, self.status(app: identity.appID, permission: $0).rawValue)
-            })])
-        }
-    }
-
-    private func getDetails(_ call: MethodCall) {
-        switch knownPermission(call.arguments[0]) {
-        case .failure(let error): call.fail(error)
-        case .success(let permission):
-            withCaller(call) { [unowned self] identity in
-                call.reply([self.details(identity: identity, permission: permission)])
-            }
-        }
-    }
-
-    func details(identity: AppIdentity, permission: String) -> DBusValue {
-        let s = snapshot(permission)
-        let stored = store.decision(app: identity.appID, permission: permission)
-        var pairs: [(String, DBusValue)] = [
-            ("app-id", .string(identity.appID)),
-            ("identity-kind", .string(identity.kind.rawValue)),
-            ("status", .string(status(app: identity.appID, permission: permission).rawValue)),
-            ("service-state", .string(s.service.rawValue)),
-            ("policy", .string(s.policy(for: identity.appID).rawValue)),
-            ("decision", .string(stored?.decision.rawValue ?? "none")),
-        ]
-        if let stored {
-            pairs.append(("decision-scope", .string("always")))
-            pairs.append(("decision-set-by", .string(stored.setBy)))
-            pairs.append(("decision-set-at", .int64(stored.setAt)))
-            if let expires = stored.expiresAt { pairs.append(("decision-expires-at", .int64(expires))) }
-        } else if tracker.hasSessionGrant(identity.appID, permission) {
-            pairs[5] = ("decision", .string("authorized"))
-            pairs.append(("decision-scope", .string("session")))
-        }
-        pairs.append(("plugin", .string(plugins.providers[permission]?.info.name ?? (declared[permission] != nil ? "config" : ""))))
-        pairs.append(("plugin-details", .stringDictionary(s.details.map { ($0.key, $0.value) })))
-        pairs.append(("devices", .array(elementSignature: "a{ss}", s.devices.map { device in
-            .stringDictionary(device.map { ($0.key, $0.value) })
-        })))
-        return .vardict(pairs)
-    }
-
-    private func getStatusForApp(_ call: MethodCall) {
-        let appResult = validAppID(call.arguments[0])
-        let permissionResult = knownPermission(call.arguments[1])
-        guard case .success(let app) = appResult else { return call.fail(appResult.error!) }
-        guard case .success(let permission) = permissionResult else { return call.fail(permissionResult.error!) }
-        asAdmin(call) { [unowned self] _ in
-            call.reply([.string(self.status(app: app, permission: permission).rawValue)])
-        }
-    }
-
-    private func setDecision(_ call: MethodCall) {
-        let appResult = validAppID(call.arguments[0])
-        let permissionResult = knownPermission(call.arguments[1])
-        guard case .success(let app) = appResult else { return call.fail(appResult.error!) }
-        guard case .success(let permission) = permissionResult else { return call.fail(permissionResult.error!) }
-        let word = call.arguments[2].stringValue ?? ""
-        guard let decision = Decision(rawValue: word) else {
-            return call.fail(PermissionsError.invalidArgument(
-                "invalid decision \"\(word.escapedForMessage)\": expected \"authorized\" or \"denied\""))
-        }
-        asAdmin(call) { [unowned self] identity in
-            do {
-                try self.tracker.setDecision(app: app, permission: permission, decision: decision,
-                                             setBy: "uid \(identity.uid) (\(identity.appID))")
-            } catch {
-                // Nothing changed, in memory or on disk (a session grant included).
-                return call.fail(PermissionsError.storageFailed("cannot store the decision: \(error)"))
-            }
-            call.reply()
-        }
-    }
-
-    private func resetDecisions(_ call: MethodCall) {
-        let appResult = validAppID(call.arguments[0])
-        guard case .success(let app) = appResult else { return call.fail(appResult.error!) }
-        var seen = Set<String>()
-        let names = (call.arguments[1].stringArray ?? []).filter { seen.insert($0).inserted }
-        if let bad = names.first(where: { !Validate.isPermissionName($0) }) {
-            return call.fail(PermissionsError.invalidPermissionName(bad))
-        }
-        asAdmin(call) { [unowned self] _ in
-            let removed: Int
-            do {
-                removed = try self.tracker.resetDecisions(app: app, names: names)
-            } catch {
-                // Nothing changed, in memory or on disk (session grants included).
-                return call.fail(PermissionsError.storageFailed("cannot reset decisions: \(error)"))
-            }
-            call.reply([.uint32(UInt32(removed))])
-        }
-    }
-
-    private func listDecisions(_ call: MethodCall) {
-        let filter = call.arguments[0].stringValue ?? ""
-        if !filter.isEmpty, !Validate.isAppID(filter) { return call.fail(PermissionsError.invalidAppID(filter)) }
-        asAdmin(call) { [unowned self] _ in
-            let rows = self.store.list(app: filter.isEmpty ? nil : filter)
-            call.reply([.array(elementSignature: "(sssxs)", rows.map { row in
-                .structure([.string(row.appID), .string(row.permission), .string(row.decision.rawValue),
-                            .int64(row.setAt), .string(row.setBy)])
-            })])
-        }
-    }
 }
 
 extension Result {

@@ -95,7 +95,7 @@ extension PermissionsService {
     func ask(_ identity: AppIdentity, _ permission: String, _ options: RequestOptions, sender: String,
              done: @escaping (Result<Status, BusError>) -> Void) {
         guard !stopping else { return }
-        let current = status(app: identity.appID, permission: permission)
+        let current = status(uid: identity.uid, app: identity.appID, permission: permission)
         guard current == .notDetermined else { return done(.success(current)) }
         // Only an agent of the caller's own uid may ask: other users' agents count as none.
         guard broker.hasAgent(for: identity.uid) else { return done(.success(noAgentAnswer(permission))) }
@@ -116,44 +116,52 @@ extension PermissionsService {
         return .notDetermined
     }
 
-    /// Stores what the user answered and returns the status to reply with, or, if
-    /// the answer cannot be stored, StorageFailed for every waiter: nothing is
-    /// stored or changed and no signal is sent. An error rather than the unchanged
-    /// status, so that no requester takes "not-determined" for the user's answer.
+    /// Stores what the user answered, for the prompt's user, and returns the status
+    /// to reply with, or, if the answer cannot be stored, StorageFailed for every
+    /// waiter: nothing is stored or changed and no signal is sent. An error rather
+    /// than the unchanged status, so that no requester takes "not-determined" for
+    /// the user's answer.
+    ///
+    /// An unverified caller's app is not known beyond this run of it: its "always"
+    /// is a session grant, and its deny answers this prompt only; nothing is stored.
     func settle(_ prompt: Prompt, _ answer: AgentAnswer, _ expiresAt: Int64?,
                 _ agent: Agent) -> Result<Status, BusError> {
-        let (app, permission) = (prompt.app, prompt.permission)
-        let before = status(app: app, permission: permission)
+        let (uid, app, permission) = (prompt.uid, prompt.app, prompt.permission)
+        let before = status(uid: uid, app: app, permission: permission)
         // Decided meanwhile (an admin, a config lock, a device gone): the newer fact wins.
         guard before == .notDetermined else { return .success(before) }
         let setBy = "user via agent \(agent.owner)"
+        let unverified = app.hasPrefix(AppIdentity.unverifiedPrefix)
+        let requesters = Set(prompt.waiters.map(\.sender))
         do {
             switch answer {
             case .allowOnce:
                 return .success(.authorized)
             case .allowSession:
-                tracker.grantSession(app, permission, to: Set(prompt.waiters.map(\.sender)))
-            case .allowAlways:
-                try store.set(app: app, permission: permission, decision: .authorized, setBy: setBy, expiresAt: expiresAt)
-            case .deny:
-                try store.set(app: app, permission: permission, decision: .denied, setBy: setBy, expiresAt: expiresAt)
+                tracker.grantSession(uid: uid, app: app, permission: permission, to: requesters)
+            case .allowAlways where unverified:
+                tracker.grantSession(uid: uid, app: app, permission: permission, to: requesters)
+            case .deny where unverified:
+                return .success(.denied)
+            case .allowAlways, .deny:
+                try tracker.setDecision(uid: uid, app: app, permission: permission,
+                                        decision: answer == .deny ? .denied : .authorized, setBy: setBy,
+                                        expiresAt: expiresAt)
             case .dismiss:
                 return .success(before)
             }
         } catch {
-            logError("cannot store the answer \(answer.rawValue) for \(app) / \(permission): \(error)")
+            logError("cannot store the answer \(answer.rawValue) for uid \(uid), \(app) / \(permission): \(error)")
             return .failure(PermissionsError.storageFailed(
                 "cannot store the answer \"\(answer.rawValue)\" for \"\(app.escapedForMessage)\" / "
                     + "\"\(permission.escapedForMessage)\": \(error)"))
         }
         if expiresAt != nil { scheduleExpiry() }
-        let after = status(app: app, permission: permission)
-        if after != before { emitStatusChanged(app: app, permission: permission, after) }
-        return .success(after)
+        return .success(status(uid: uid, app: app, permission: permission))
     }
 
     func undecided(_ prompt: Prompt) -> Status {
-        status(app: prompt.app, permission: prompt.permission)
+        status(uid: prompt.uid, app: prompt.app, permission: prompt.permission)
     }
 
     func registerAgent(_ call: MethodCall) {

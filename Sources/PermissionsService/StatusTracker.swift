@@ -2,11 +2,24 @@ package import PermissionsModel
 package import PermissionsStore
 internal import PermissionsSupport
 
+/// Who a status and its changes are for: one user's view (their own decisions and
+/// session grants count), or everyone's (what is true for a user with no decision
+/// of their own: device and service state, admin policy, unassigned denies).
+package enum Audience: Hashable, Sendable {
+    case everyone
+    case user(UInt32)
+}
+
 /// The service's logic without the bus: combines what a `SnapshotSource` (the
 /// plugin host) and the configuration say with stored decisions and session grants
-/// into statuses, and reports each real change of an app's status once, through
-/// `emit`. PermissionsService owns one and puts it on the bus; unit tests drive one
-/// with an `InMemoryDecisionStore` and a fake source.
+/// into statuses, and reports each real change of an app's status once per
+/// audience, through `emit`. PermissionsService owns one and puts it on the bus;
+/// unit tests drive one with an `InMemoryDecisionStore` and a fake source.
+///
+/// Users: a decision and a session grant belong to one (uid, app, permission) and
+/// count only in that user's view. Admin policy from the configuration is
+/// machine-wide. An unassigned row (migrated from a store without users) counts
+/// for every user if it is a deny, and for nobody if it is a grant (fail closed).
 ///
 /// Confined to the service's queue.
 package final class StatusTracker {
@@ -16,12 +29,17 @@ package final class StatusTracker {
     let sources: [any SnapshotSource]
     /// The configuration's permissions, the last of `sources`.
     let configured = DeclaredPermissions()
-    /// One real change of a status: StatusChanged(app, permission, status); app ""
-    /// stands for every app (a service-level change).
-    package var emit: (_ app: String, _ permission: String, _ status: Status) -> Void
+    /// One real change of a status as `audience` sees it: StatusChanged(app,
+    /// permission, status); app "" stands for every app (a service-level change).
+    /// A change of one user's decision is told to `.user(uid)` only; a change for
+    /// everyone is told to `.everyone` and to each of `users`.
+    package var emit: (_ audience: Audience, _ app: String, _ permission: String, _ status: Status) -> Void
+    /// The users whose own view of everyone-level changes is wanted (those with a
+    /// subscriber); each gets the change as it applies to them.
+    package var users: () -> [UInt32] = { [] }
     /// The snapshots clients last heard about (what signals were computed from).
     private(set) var snapshots: [String: Snapshot] = [:]
-    /// "allow-session" grants: (app, permission) -> the requesters' unique names
+    /// "allow-session" grants: (uid, app, permission) -> the requesters' unique names
     /// (see SessionGrants.swift).
     var sessionGrants: [DecisionKey: Set<String>] = [:]
     /// While true (start-up, before the name is owned), snapshots are taken without signals.
@@ -43,7 +61,8 @@ package final class StatusTracker {
     package var declared: [String: Snapshot] { configured.snapshots }
 
     package init(store: any DecisionStoring, source: any SnapshotSource,
-                 emit: @escaping (_ app: String, _ permission: String, _ status: Status) -> Void = { _, _, _ in }) {
+                 emit: @escaping (_ audience: Audience, _ app: String, _ permission: String, _ status: Status) -> Void
+                    = { _, _, _, _ in }) {
         self.store = store
         self.sources = [source, configured]
         self.emit = emit
@@ -71,15 +90,53 @@ package final class StatusTracker {
         return snapshot
     }
 
-    package func status(app: String, permission: String) -> Status {
+    /// The status of `app` for one user (their decisions count), or for everyone.
+    package func status(_ audience: Audience, app: String, permission: String) -> Status {
         let s = snapshot(permission)
-        return effectiveStatus(service: s.service, policy: s.policy(for: app), decision: decision(app, permission))
+        return effectiveStatus(service: s.service, policy: s.policy(for: app), decision: decision(audience, app, permission))
     }
 
-    /// The user decision in force: a stored one, else a session grant.
-    func decision(_ app: String, _ permission: String) -> Decision? {
-        if let stored = store.decision(app: app, permission: permission) { return stored.decision }
-        return hasSessionGrant(app, permission) ? .authorized : nil
+    package func status(uid: UInt32, app: String, permission: String) -> Status {
+        status(.user(uid), app: app, permission: permission)
+    }
+
+    /// The user decision in force for `audience`: an unassigned deny (for every
+    /// user), else the user's own stored one, else their session grant. `counting`
+    /// is a row to take as stored (one that expired but that clients were told of).
+    func decision(_ audience: Audience, _ app: String, _ permission: String,
+                  counting extra: StoredDecision? = nil) -> Decision? {
+        func row(_ uid: UInt32?) -> StoredDecision? {
+            let key = DecisionKey(uid: uid, app, permission)
+            if let extra, extra.key == key { return extra }
+            return store.decision(key)
+        }
+        if row(nil)?.decision == .denied { return .denied }
+        guard case .user(let uid) = audience else { return nil }
+        if let stored = row(uid) { return stored.decision }
+        return hasSessionGrant(DecisionKey(uid: uid, app, permission)) ? .authorized : nil
+    }
+
+    /// Everyone, then each user with a subscriber.
+    private var allAudiences: [Audience] { [.everyone] + users().map { .user($0) } }
+
+    /// Who a change of `owner`'s row can concern: that user, or, for an
+    /// unassigned row (which may be a deny in force for all), everyone.
+    func audiences(of owner: UInt32?) -> [Audience] {
+        owner.map { [.user($0)] } ?? allAudiences
+    }
+
+    /// Runs `change` and tells each of `audiences` whose status of each pair it changed.
+    func signalling<T>(_ audiences: [Audience], _ pairs: [(app: String, permission: String)],
+                               _ change: () throws -> T) rethrows -> T {
+        let before = pairs.map { pair in audiences.map { status($0, app: pair.app, permission: pair.permission) } }
+        let result = try change()
+        for (pair, old) in zip(pairs, before) where isKnown(pair.permission) {
+            for (audience, was) in zip(audiences, old) {
+                let now = status(audience, app: pair.app, permission: pair.permission)
+                if now != was { emit(audience, pair.app, pair.permission, now) }
+            }
+        }
+        return result
     }
 
     /// Recomputes a permission's snapshot and signals what really changed for apps.
@@ -94,15 +151,20 @@ package final class StatusTracker {
         snapshots[permission] = isKnown(permission) ? new : nil
         if quiet { return }
         let serviceChanged = old.serviceLevelStatus != new.serviceLevelStatus
-        if serviceChanged { emit("", permission, new.serviceLevelStatus) }
+        let audiences = allAudiences
+        if serviceChanged {
+            for audience in audiences { emit(audience, "", permission, new.serviceLevelStatus) }
+        }
         let apps = Set(old.policies.keys).union(new.policies.keys).filter { old.policy(for: $0) != new.policy(for: $0) }
         for app in apps.sorted() {
-            let decision = self.decision(app, permission)
-            let before = effectiveStatus(service: old.service, policy: old.policy(for: app), decision: decision)
-            let after = effectiveStatus(service: new.service, policy: new.policy(for: app), decision: decision)
-            // A service-level change already told every app about disabled/unsupported.
-            if before != after, !(serviceChanged && (after == .disabled || after == .unsupported)) {
-                emit(app, permission, after)
+            for audience in audiences {
+                let decision = self.decision(audience, app, permission)
+                let before = effectiveStatus(service: old.service, policy: old.policy(for: app), decision: decision)
+                let after = effectiveStatus(service: new.service, policy: new.policy(for: app), decision: decision)
+                // A service-level change already told every app about disabled/unsupported.
+                if before != after, !(serviceChanged && (after == .disabled || after == .unsupported)) {
+                    emit(audience, app, permission, after)
+                }
             }
         }
     }
@@ -131,49 +193,70 @@ package final class StatusTracker {
 
     // MARK: Decisions
 
-    /// SetDecision: stores the decision (a session grant for the pair ends) and
-    /// signals the change. A failed write throws and changes nothing, in memory or
-    /// on disk (the session grant included).
-    package func setDecision(app: String, permission: String, decision: Decision, setBy: String) throws {
-        let before = status(app: app, permission: permission)
-        let stored = store.decision(app: app, permission: permission)
-        if stored?.decision == decision, stored?.expiresAt == nil { return }
-        try store.set(app: app, permission: permission, decision: decision, setBy: setBy)
-        endSessionGrant(app, permission)
-        let after = status(app: app, permission: permission)
-        if before != after { emit(app, permission, after) }
+    /// SetDecision: stores `uid`'s decision (their session grant for the pair ends)
+    /// and signals the change to that user. A failed write throws and changes
+    /// nothing, in memory or on disk (the session grant included).
+    package func setDecision(uid: UInt32, app: String, permission: String, decision: Decision, setBy: String,
+                             expiresAt: Int64? = nil) throws {
+        let key = DecisionKey(uid: uid, app, permission)
+        let stored = store.decision(key)
+        if stored?.decision == decision, stored?.expiresAt == nil, expiresAt == nil { return }
+        try signalling([.user(uid)], [(app, permission)]) {
+            try store.set(key, decision: decision, setBy: setBy, expiresAt: expiresAt)
+            endSessionGrant(key)
+        }
     }
 
-    /// ResetDecisions: removes the app's decisions and session grants for `names`
-    /// (all when empty), signals the changes, and returns how many stored rows went.
-    /// A failed write throws and changes nothing (session grants included).
-    package func resetDecisions(app: String, names: [String]) throws -> Int {
-        let stored = names.isEmpty ? store.list(app: app).map(\.permission) : names
-        let affected = stored + sessionGrantedPermissions(app: app, among: names).filter { !stored.contains($0) }
-        let before = affected.map { status(app: app, permission: $0) }
-        let removed = try store.reset(app: app, permissions: names)
-        for permission in affected { endSessionGrant(app, permission) }
-        for (permission, old) in zip(affected, before) where isKnown(permission) {
-            let new = status(app: app, permission: permission)
-            if new != old { emit(app, permission, new) }
+    /// ResetDecisions: removes one owner's decisions of `app` for `names` (all when
+    /// empty), and a user's session grants of them; signals the changes, and returns
+    /// how many stored rows went. `uid` nil resets unassigned rows. A failed write
+    /// throws and changes nothing (session grants included).
+    package func resetDecisions(uid: UInt32?, app: String, names: [String]) throws -> Int {
+        let stored = store.list(app: app).filter { $0.uid == uid && (names.isEmpty || names.contains($0.permission)) }
+            .map(\.permission)
+        let granted = uid.map { sessionGrantedPermissions(uid: $0, app: app, among: names) } ?? []
+        let affected = stored + granted.filter { !stored.contains($0) }
+        return try signalling(audiences(of: uid), affected.map { (app, $0) }) {
+            let removed = try store.reset(uid: uid, app: app, permissions: names)
+            if let uid { for permission in affected { endSessionGrant(DecisionKey(uid: uid, app, permission)) } }
+            return removed
         }
-        return removed
+    }
+
+    /// Gives the unassigned rows of `app` for `names` (all when empty) to `uid`,
+    /// with the signals that implies (an unassigned deny ends for everyone else).
+    package func assign(app: String, names: [String], to uid: UInt32) throws -> Int {
+        let pairs = store.list(app: app).filter { $0.uid == nil && (names.isEmpty || names.contains($0.permission)) }
+            .map { (app: app, permission: $0.permission) }
+        var audiences = allAudiences
+        if !audiences.contains(.user(uid)) { audiences.append(.user(uid)) }
+        return try signalling(audiences, pairs) {
+            try store.assign(app: app, permissions: names, to: uid)
+        }
     }
 
     /// Removes decisions whose time has come, with the signals that implies. False
     /// if one could not be removed (the rest are left for a later try).
     package func removeExpired(now: Int64 = currentMicroseconds()) -> Bool {
         for row in store.expired(now: now) {
+            // The row no longer counts (expired), so "before" is computed with it.
+            let audiences = audiences(of: row.uid)
             let s = snapshot(row.permission)
-            let before = effectiveStatus(service: s.service, policy: s.policy(for: row.appID), decision: row.decision)
+            let before = audiences.map { audience in
+                effectiveStatus(service: s.service, policy: s.policy(for: row.appID),
+                                decision: self.decision(audience, row.appID, row.permission, counting: row))
+            }
             do {
                 try store.remove(row)
             } catch {
                 logError("cannot remove an expired decision: \(error); retrying in a minute")
                 return false
             }
-            let after = status(app: row.appID, permission: row.permission)
-            if before != after, isKnown(row.permission) { emit(row.appID, row.permission, after) }
+            guard isKnown(row.permission) else { continue }
+            for (audience, was) in zip(audiences, before) {
+                let now = status(audience, app: row.appID, permission: row.permission)
+                if now != was { emit(audience, row.appID, row.permission, now) }
+            }
         }
         return true
     }

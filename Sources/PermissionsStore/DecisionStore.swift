@@ -4,6 +4,8 @@ internal import PermissionsSupport
 
 /// A stored user decision and where it came from.
 package struct StoredDecision: Sendable, Equatable {
+    /// The user it belongs to; nil for an unassigned row (see DecisionStore).
+    package var uid: UInt32?
     package var appID: String
     package var permission: String
     package var decision: Decision
@@ -13,10 +15,18 @@ package struct StoredDecision: Sendable, Equatable {
     package var setBy: String
     /// When it stops applying, in microseconds since the Unix epoch; nil = never.
     package var expiresAt: Int64? = nil
+
+    package var key: DecisionKey { DecisionKey(uid: uid, appID, permission) }
 }
 
-/// Per-app decisions: one row per (app id, permission) in SQLite, and all of them
-/// in memory.
+/// Per-user decisions: one row per (uid, app id, permission) in SQLite, and all of
+/// them in memory.
+///
+/// Users: a store written before decisions had users (no `uid` column) is migrated
+/// at open, failing closed: each of its rows becomes *unassigned* (uid -1 in the
+/// file, nil here). The service keeps an unassigned deny in force for every user
+/// and lets an unassigned grant apply to nobody, until an administrator assigns the
+/// row to a user or resets it (see StatusTracker).
 ///
 /// Reads come from memory only, so a fault of the file or the disk can never turn a
 /// stored "denied" into "no decision". Every row is loaded at open, and a load that
@@ -47,7 +57,7 @@ package struct StoredDecision: Sendable, Equatable {
 /// Not thread-safe: owned by the service and used only on its queue.
 package final class DecisionStore {
     private let db: SQLiteDatabase
-    private var index: [DecisionKey: StoredDecision]
+    private var index: DecisionIndex
     /// The serial epoch stored in the meta table (0 if none yet).
     private var epoch: Int64
     package let path: String
@@ -127,7 +137,7 @@ package final class DecisionStore {
             + "; the decisions stored in it are not in force until it is restored or removed"
     }
 
-    private typealias Loaded = (db: SQLiteDatabase, index: [DecisionKey: StoredDecision], epoch: Int64)
+    private typealias Loaded = (db: SQLiteDatabase, index: DecisionIndex, epoch: Int64)
 
     /// Opens the file, sets it up and reads every row.
     private static func load(_ path: String) throws -> Loaded {
@@ -148,13 +158,14 @@ package final class DecisionStore {
         try db.execute("PRAGMA synchronous=FULL")
         try db.execute("""
             CREATE TABLE IF NOT EXISTS decisions (
+                \(uidColumn),
                 app_id TEXT NOT NULL,
                 permission TEXT NOT NULL,
                 decision TEXT NOT NULL CHECK (decision IN ('authorized', 'denied')),
                 set_at INTEGER NOT NULL,
                 set_by TEXT NOT NULL,
                 expires_at INTEGER,
-                PRIMARY KEY (app_id, permission)
+                PRIMARY KEY (uid, app_id, permission)
             ) WITHOUT ROWID
             """)
         try db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID")
@@ -174,11 +185,16 @@ package final class DecisionStore {
         }
         // Version 2 indexed expires_at for its queries; reads come from memory now.
         try db.execute("DROP INDEX IF EXISTS decisions_expiry")
+        // Before version 4, decisions had no user.
+        if try !db.strings("SELECT name FROM pragma_table_info('decisions')").contains("uid") {
+            try migrateToUsers(db, path)
+        }
 
-        var index: [DecisionKey: StoredDecision] = [:]
-        try db.rows("SELECT app_id, permission, decision, set_at, set_by, expires_at FROM decisions") { row in
+        var index = DecisionIndex()
+        try db.rows("SELECT app_id, permission, decision, set_at, set_by, expires_at, uid FROM decisions") { row in
             guard let app = row.text(0), let permission = row.text(1), let word = row.text(2),
-                  let setAt = row.int(3), let setBy = row.text(4), row.isNull(5) || row.int(5) != nil
+                  let setAt = row.int(3), let setBy = row.text(4), row.isNull(5) || row.int(5) != nil,
+                  let owner = row.int(6), owner >= -1, owner < Int64(UInt32.max)
             else {
                 throw StoreError(message: "\(path) has a decision row with a value of an unexpected type "
                                  + "(app id \"\((row.text(0) ?? "?").escapedForMessage)\"); left as it is")
@@ -189,8 +205,9 @@ package final class DecisionStore {
                 throw StoreError(message: "\(path) has an unknown decision \"\(word.escapedForMessage)\" for "
                                  + "\"\(app.escapedForMessage)\" / \"\(permission.escapedForMessage)\"; left as it is")
             }
-            index[DecisionKey(app, permission)] = StoredDecision(
-                appID: app, permission: permission, decision: decision, setAt: setAt, setBy: setBy,
+            let uid = owner == -1 ? nil : UInt32(owner)
+            index[DecisionKey(uid: uid, app, permission)] = StoredDecision(
+                uid: uid, appID: app, permission: permission, decision: decision, setAt: setAt, setBy: setBy,
                 expiresAt: row.isNull(5) ? nil : row.int(5))
         }
         guard check == ["ok"] else {
@@ -212,6 +229,41 @@ package final class DecisionStore {
         }
         try db.setCheckpointOnClose(true)
         return (db, index, epoch)
+    }
+
+    /// The owner column: a uid, or -1 for an unassigned row. (uid_t's -1 is no
+    /// user's, so it can never be a real owner.)
+    private static let uidColumn = "uid INTEGER NOT NULL CHECK (uid >= -1 AND uid < 4294967295)"
+
+    /// Rewrites a store without users into the per-user table in one transaction:
+    /// every row becomes unassigned (see the type's comment). Nothing is lost; an
+    /// interrupted migration leaves the old table as it was.
+    private static func migrateToUsers(_ db: SQLiteDatabase, _ path: String) throws {
+        let count = try db.transaction { () throws -> Int in
+            try db.execute("""
+                CREATE TABLE decisions_by_user (
+                    \(uidColumn),
+                    app_id TEXT NOT NULL,
+                    permission TEXT NOT NULL,
+                    decision TEXT NOT NULL CHECK (decision IN ('authorized', 'denied')),
+                    set_at INTEGER NOT NULL,
+                    set_by TEXT NOT NULL,
+                    expires_at INTEGER,
+                    PRIMARY KEY (uid, app_id, permission)
+                ) WITHOUT ROWID
+                """)
+            try db.execute("""
+                INSERT INTO decisions_by_user (uid, app_id, permission, decision, set_at, set_by, expires_at)
+                SELECT -1, app_id, permission, decision, set_at, set_by, expires_at FROM decisions
+                """)
+            let moved = db.changes
+            try db.execute("DROP TABLE decisions")
+            try db.execute("ALTER TABLE decisions_by_user RENAME TO decisions")
+            return moved
+        }
+        logWarning("\(path): migrated \(count) decision(s) from a store without users; they are unassigned: "
+                   + "a deny stays in force for every user, a grant applies to nobody, until an administrator "
+                   + "assigns or resets it (permissionsctl list --all)")
     }
 
     /// Moves a damaged store and its WAL to `aside`. Fails closed: if the file cannot
@@ -238,79 +290,81 @@ package final class DecisionStore {
 
     // MARK: Reads, from memory
 
-    /// The decision in force for the pair: an expired one does not count.
-    package func decision(app: String, permission: String, now: Int64 = currentMicroseconds()) -> StoredDecision? {
-        guard let stored = index[DecisionKey(app, permission)] else { return nil }
-        if let expires = stored.expiresAt, expires <= now { return nil }
-        return stored
+    /// The row of exactly this key, if in force: an expired one does not count.
+    package func decision(_ key: DecisionKey, now: Int64 = currentMicroseconds()) -> StoredDecision? {
+        index.decision(key, now: now)
     }
 
-    /// Every stored decision, or one app's, sorted by app id then permission (expired
-    /// ones too, until the expiry timer removes them).
-    package func list(app: String? = nil) -> [StoredDecision] {
-        let rows = app.map { app in index.filter { $0.key.app.utf8.elementsEqual(app.utf8) } } ?? index
-        return rows.sorted { $0.key < $1.key }.map(\.value)
-    }
+    /// Every stored decision of every owner, or one app's, in `DecisionKey` order
+    /// (expired ones too, until the expiry timer removes them).
+    package func list(app: String? = nil) -> [StoredDecision] { index.list(app: app) }
 
     /// Decisions whose time has come (expires_at <= now), for the expiry timer.
-    package func expired(now: Int64 = currentMicroseconds()) -> [StoredDecision] {
-        index.values.filter { $0.expiresAt.map { $0 <= now } ?? false }
-    }
+    package func expired(now: Int64 = currentMicroseconds()) -> [StoredDecision] { index.expired(now: now) }
 
     /// The earliest expiry of a stored decision, if any (it may already be due).
-    package func nextExpiry() -> Int64? {
-        index.values.compactMap(\.expiresAt).min()
-    }
+    package func nextExpiry() -> Int64? { index.nextExpiry() }
 
     // MARK: Writes, to the file and then to memory
 
-    /// Stores a decision durably (replaces an earlier one for the same pair).
-    package func set(app: String, permission: String, decision: Decision, setBy: String,
-                    expiresAt: Int64? = nil) throws {
+    /// The owner as stored: the uid, or -1 for an unassigned row.
+    private static func owner(_ uid: UInt32?) -> SQLiteDatabase.Value { .int(uid.map { Int64($0) } ?? -1) }
+
+    /// Stores a decision durably (replaces an earlier one for the same key).
+    package func set(_ key: DecisionKey, decision: Decision, setBy: String, expiresAt: Int64? = nil) throws {
         try db.endStrayTransaction()
-        let row = StoredDecision(appID: app, permission: permission, decision: decision,
+        let row = StoredDecision(uid: key.uid, appID: key.app, permission: key.permission, decision: decision,
                                  setAt: currentMicroseconds(), setBy: setBy, expiresAt: expiresAt)
-        try db.execute("INSERT OR REPLACE INTO decisions (app_id, permission, decision, set_at, set_by, expires_at) "
-                       + "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                       [.text(app), .text(permission), .text(decision.rawValue), .int(row.setAt), .text(setBy),
-                        expiresAt.map { .int($0) } ?? .null])
-        index[DecisionKey(app, permission)] = row
+        try db.execute("INSERT OR REPLACE INTO decisions (uid, app_id, permission, decision, set_at, set_by, "
+                       + "expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                       [Self.owner(key.uid), .text(key.app), .text(key.permission), .text(decision.rawValue),
+                        .int(row.setAt), .text(setBy), expiresAt.map { .int($0) } ?? .null])
+        index[key] = row
     }
 
     /// Deletes one decision if it is still the same (an expiry must not remove a
     /// newer decision made meanwhile).
     package func remove(_ decision: StoredDecision) throws {
         try db.endStrayTransaction()
-        try db.execute("DELETE FROM decisions WHERE app_id = ?1 AND permission = ?2 AND set_at = ?3",
-                       [.text(decision.appID), .text(decision.permission), .int(decision.setAt)])
-        let key = DecisionKey(decision.appID, decision.permission)
-        if index[key]?.setAt == decision.setAt { index[key] = nil }
+        try db.execute("DELETE FROM decisions WHERE uid = ?1 AND app_id = ?2 AND permission = ?3 AND set_at = ?4",
+                       [Self.owner(decision.uid), .text(decision.appID), .text(decision.permission),
+                        .int(decision.setAt)])
+        index.remove(decision)
     }
 
-    /// Removes an app's decisions for the given permissions (all when empty); returns
-    /// how many rows went, in one transaction.
-    package func reset(app: String, permissions: [String]) throws -> Int {
+    /// Removes one owner's decisions of `app` for the given permissions (all when
+    /// empty); returns how many rows went, in one transaction.
+    package func reset(uid: UInt32?, app: String, permissions: [String]) throws -> Int {
         try db.endStrayTransaction()
-        let keys: [DecisionKey]
-        let removed: Int
-        if permissions.isEmpty {
-            try db.execute("DELETE FROM decisions WHERE app_id = ?1", [.text(app)])
-            removed = db.changes
-            keys = index.keys.filter { $0.app.utf8.elementsEqual(app.utf8) }
-        } else {
-            keys = Set(permissions.map { DecisionKey(app, $0) }).sorted(by: <)
-            removed = try db.transaction {
-                var count = 0
-                for key in keys {
-                    try db.execute("DELETE FROM decisions WHERE app_id = ?1 AND permission = ?2",
-                                   [.text(key.app), .text(key.permission)])
-                    count += db.changes
-                }
-                return count
+        let keys = index.keys(uid: uid, app: app, permissions: permissions)
+        let removed = try db.transaction {
+            var count = 0
+            for key in keys {
+                try db.execute("DELETE FROM decisions WHERE uid = ?1 AND app_id = ?2 AND permission = ?3",
+                               [Self.owner(key.uid), .text(key.app), .text(key.permission)])
+                count += db.changes
             }
+            return count
         }
         for key in keys { index[key] = nil }
         return removed
+    }
+
+    /// Gives the unassigned rows of `app` for `permissions` (all when empty) to
+    /// `uid`, replacing that user's rows of the same pairs; in one transaction.
+    package func assign(app: String, permissions: [String], to uid: UInt32) throws -> Int {
+        try db.endStrayTransaction()
+        let keys = index.keys(uid: nil, app: app, permissions: permissions)
+        try db.transaction {
+            for key in keys {
+                try db.execute("DELETE FROM decisions WHERE uid = ?1 AND app_id = ?2 AND permission = ?3",
+                               [Self.owner(uid), .text(key.app), .text(key.permission)])
+                try db.execute("UPDATE decisions SET uid = ?1 WHERE uid = -1 AND app_id = ?2 AND permission = ?3",
+                               [Self.owner(uid), .text(key.app), .text(key.permission)])
+            }
+        }
+        index.assign(keys, to: uid)
+        return keys.count
     }
 
     /// Moves the serial epoch on: the larger of the stored one plus one and

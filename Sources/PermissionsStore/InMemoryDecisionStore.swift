@@ -10,7 +10,7 @@ package final class InMemoryDecisionStore: DecisionStoring {
         package var description: String { "writes fail (InMemoryDecisionStore.failWrites)" }
     }
 
-    private var index: [DecisionKey: StoredDecision] = [:]
+    private var index = DecisionIndex()
     private var epoch: Int64 = 0
     package var degradedReason: String?
     /// While true every write throws `WriteFailed` and changes nothing.
@@ -20,43 +20,36 @@ package final class InMemoryDecisionStore: DecisionStoring {
         self.degradedReason = degradedReason
     }
 
-    package func decision(app: String, permission: String, now: Int64) -> StoredDecision? {
-        guard let stored = index[DecisionKey(app, permission)] else { return nil }
-        if let expires = stored.expiresAt, expires <= now { return nil }
-        return stored
-    }
+    package func decision(_ key: DecisionKey, now: Int64) -> StoredDecision? { index.decision(key, now: now) }
 
-    package func list(app: String?) -> [StoredDecision] {
-        let rows = app.map { app in index.filter { $0.key.app.utf8.elementsEqual(app.utf8) } } ?? index
-        return rows.sorted { $0.key < $1.key }.map(\.value)
-    }
+    package func list(app: String?) -> [StoredDecision] { index.list(app: app) }
 
-    package func expired(now: Int64) -> [StoredDecision] {
-        index.values.filter { $0.expiresAt.map { $0 <= now } ?? false }
-    }
+    package func expired(now: Int64) -> [StoredDecision] { index.expired(now: now) }
 
-    package func nextExpiry() -> Int64? {
-        index.values.compactMap(\.expiresAt).min()
-    }
+    package func nextExpiry() -> Int64? { index.nextExpiry() }
 
-    package func set(app: String, permission: String, decision: Decision, setBy: String, expiresAt: Int64?) throws {
+    package func set(_ key: DecisionKey, decision: Decision, setBy: String, expiresAt: Int64?) throws {
         if failWrites { throw WriteFailed() }
-        index[DecisionKey(app, permission)] = StoredDecision(appID: app, permission: permission, decision: decision,
-                                                             setAt: currentMicroseconds(), setBy: setBy,
-                                                             expiresAt: expiresAt)
+        index[key] = StoredDecision(uid: key.uid, appID: key.app, permission: key.permission, decision: decision,
+                                    setAt: currentMicroseconds(), setBy: setBy, expiresAt: expiresAt)
     }
 
     package func remove(_ decision: StoredDecision) throws {
         if failWrites { throw WriteFailed() }
-        let key = DecisionKey(decision.appID, decision.permission)
-        if index[key]?.setAt == decision.setAt { index[key] = nil }
+        index.remove(decision)
     }
 
-    package func reset(app: String, permissions: [String]) throws -> Int {
+    package func reset(uid: UInt32?, app: String, permissions: [String]) throws -> Int {
         if failWrites { throw WriteFailed() }
-        let keys = permissions.isEmpty ? index.keys.filter { $0.app.utf8.elementsEqual(app.utf8) }
-                                       : Set(permissions.map { DecisionKey(app, $0) }).filter { index[$0] != nil }
+        let keys = index.keys(uid: uid, app: app, permissions: permissions)
         for key in keys { index[key] = nil }
+        return keys.count
+    }
+
+    package func assign(app: String, permissions: [String], to uid: UInt32) throws -> Int {
+        if failWrites { throw WriteFailed() }
+        let keys = index.keys(uid: nil, app: app, permissions: permissions)
+        index.assign(keys, to: uid)
         return keys.count
     }
 

@@ -17,6 +17,10 @@ struct Client {
     static let noTimeout: Int32 = 0x7fff_ffff
 
     func call(_ member: String, _ arguments: DBusValue..., timeout: Int32 = 25_000) throws(BusError) -> [DBusValue] {
+        try call(member, arguments: arguments, timeout: timeout)
+    }
+
+    func call(_ member: String, arguments: [DBusValue], timeout: Int32 = 25_000) throws(BusError) -> [DBusValue] {
         let message = try Message.methodCall(destination: Self.name, path: Self.path, interface: Self.interface,
                                              member: member)
         try message.append(arguments)
@@ -35,17 +39,25 @@ struct Client {
         return value
     }
 
+    /// Where the service sends a subscriber its own StatusChanged signals.
+    static let subscriptionPath = BusNames.objectPath + "/Subscription"
+
     /// Prints a line per StatusChanged and PropertiesChanged until the bus goes away.
     /// The first line ("Monitoring …") is printed once the match rules are in force,
     /// so a script can wait for it before it changes anything.
-    func monitor(_ print: @escaping (String) -> Void) throws(BusError) -> Never {
+    ///
+    /// By default it calls Subscribe and prints its own user's stream (the changes
+    /// of its user's decisions and the everyone-level ones, with that stream's
+    /// serials), subscribing again when the service restarts; with `broadcast`,
+    /// only the broadcast StatusChanged signals that any match rule sees
+    /// (everyone-level changes, with ChangeSerial's serials).
+    func monitor(broadcast: Bool, _ print: @escaping (String) -> Void) throws(BusError) -> Never {
         try connection.enableRouting()
-        // Unattached, subscribe waits for the bus to accept each rule: once both
-        // calls returned without an error, the rules are in force.
+        // Unattached, subscribe waits for the bus to accept each rule: once every
+        // call returned without an error, the rules are in force.
         var refused: BusError?
         let added = { (error: BusError?) in refused = refused ?? error }
-        connection.subscribe(SignalMatch(sender: Self.name, path: Self.path, interface: Self.interface,
-                                         member: "StatusChanged"), added: added) { message in
+        let printStatus = { (message: Message) in
             let args = message.arguments()
             let a = args.map { $0.stringValue ?? "" }
             guard a.count >= 3 else { return }
@@ -58,9 +70,47 @@ struct Client {
             let changed = message.arguments().dropFirst().first?.stringKeyedEntries ?? []
             print("PropertiesChanged " + changed.map { "\($0.0)=\(Format.value($0.1))" }.joined(separator: " "))
         }
-        if let refused { throw refused }
-        print("Monitoring \(Self.name) for StatusChanged and PropertiesChanged")
+        if broadcast {
+            connection.subscribe(SignalMatch(sender: Self.name, path: Self.path, interface: Self.interface,
+                                             member: "StatusChanged"), added: added, handler: printStatus)
+            if let refused { throw refused }
+            print("Monitoring \(Self.name) for broadcast StatusChanged and PropertiesChanged")
+        } else {
+            // The stream is unicast: taken only from the service's current owner.
+            var stream: Int?
+            func subscribe(owner: String) throws(BusError) -> UInt64 {
+                if let stream { connection.unsubscribe(stream) }
+                stream = connection.subscribe(.unicast(to: connection.uniqueName, sender: owner,
+                                                       path: Self.subscriptionPath, interface: Self.interface,
+                                                       member: "StatusChanged"), added: added, handler: printStatus)
+                return try call("Subscribe", .vardict([])).first?.uint64Value ?? 0
+            }
+            connection.subscribe(SignalMatch(sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus",
+                                             member: "NameOwnerChanged", arg0: Self.name), added: added) { message in
+                let args = message.arguments()
+                guard args.count == 3, let owner = args[2].stringValue, !owner.isEmpty else { return }
+                do throws(BusError) {
+                    print("Subscribed again to \(Self.name), now \(owner) (serial \(try subscribe(owner: owner)))")
+                } catch {
+                    print("Cannot subscribe again to \(Self.name): \(error.message) (\(error.name))")
+                }
+            }
+            let owner = try busCall("GetNameOwner", .string(Self.name)).first?.stringValue ?? ""
+            let serial = try subscribe(owner: owner)
+            if let refused { throw refused }
+            print("Monitoring \(Self.name) for your StatusChanged (serial \(serial)) and PropertiesChanged")
+        }
         while connection.readWriteDispatch(timeoutMilliseconds: -1) {}
         throw BusError(BusError.disconnected, "the bus closed the connection")
+    }
+
+    /// A call to the bus driver (org.freedesktop.DBus).
+    func busCall(_ member: String, _ arguments: DBusValue...) throws(BusError) -> [DBusValue] {
+        let message = try Message.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                             interface: "org.freedesktop.DBus", member: member)
+        try message.append(arguments)
+        let reply = try connection.callBlocking(message)
+        if let error = reply.asError { throw error }
+        return reply.arguments()
     }
 }

@@ -48,6 +48,12 @@ enum Format {
                 f[4].stringValue ?? ""]
     }
 
+    /// A ListAllDecisions row: (owner uid or -1, then as ListDecisions), owner first.
+    static func ownedDecisionRow(_ row: DBusValue) -> [String] {
+        guard case .structure(let f) = row, f.count == 6, case .int64(let owner) = f[0] else { return [] }
+        return [owner < 0 ? "unassigned" : String(owner)] + decisionRow(.structure(Array(f.dropFirst())))
+    }
+
     static func pluginRow(_ row: DBusValue) -> [String] {
         guard case .structure(let f) = row, f.count == 4 else { return [] }
         return [f[0].stringValue ?? "", f[1].stringValue ?? "", f[2].stringValue ?? "",

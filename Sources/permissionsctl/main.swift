@@ -10,16 +10,32 @@ let usage = """
 
     Commands:
       status [PERMISSION]        your own status: every permission, or one in detail
-      get APP PERMISSION         the status of any app (admin)
-      list [APP]                 stored decisions, of every app or one (admin)
-      grant APP PERMISSION       store "authorized" for an app (admin)
-      deny APP PERMISSION        store "denied" for an app (admin)
-      reset APP [PERMISSION...]  forget an app's decisions, all or some (admin)
+      get [--user U] APP PERMISSION
+                                 an app's status for you, or for user U
+      list [--user U | --all] [APP]
+                                 stored decisions: yours, user U's, or everyone's
+                                 and the unassigned ones (--all), of every app or one
+      grant [--user U] APP PERMISSION
+                                 store "authorized" for an app, yours or user U's
+      deny [--user U] APP PERMISSION
+                                 store "denied" for an app, yours or user U's
+      reset [--user U | --unassigned] APP [PERMISSION...]
+                                 forget an app's decisions, all or some
+      assign APP USER [PERMISSION...]
+                                 give an app's unassigned decisions to USER (admin)
       request [--reason TEXT] PERMISSION...
                                  ask for permissions (may prompt; waits for the answer)
-      monitor                    print every StatusChanged and property change
+      monitor [--broadcast]      print your StatusChanged stream and property
+                                 changes; --broadcast: the everyone-level ones only
       agent                      answer prompts in this terminal
       plugins                    the loaded plugins and their permissions
+
+    Users: U and USER are a user name or uid. Your own decisions need polkit's
+    org.example.permissions.manage-own on the system bus; another user's, --all,
+    --unassigned and assign need an admin (root, or polkit's
+    org.example.permissions.manage). Unassigned decisions come from a store
+    written before decisions had users: a deny holds for every user, a grant for
+    nobody, until assigned or reset.
 
     Options:
       --system                   the system bus (the default)
@@ -55,7 +71,6 @@ if parsed.has("help") {
     exit(0)
 }
 guard let command = parsed.positional.first else { fail("no command given\nTry 'permissionsctl --help'.", code: 2) }
-let arguments = Array(parsed.positional.dropFirst())
 
 var bus = Bus.system
 if parsed.has("session") { bus = .session }
@@ -68,8 +83,52 @@ do {
     fail("cannot connect to the bus: \(error.message)")
 }
 
+/// The command's own options (--user U, --all, --unassigned, --broadcast), where
+/// the command takes them, and the arguments left.
+func commandOptions(of command: String, _ given: [String]) -> ParsedOptions {
+    let allowed: [String: Set<String>] = ["get": ["user"], "list": ["user", "all"], "grant": ["user"],
+                                          "deny": ["user"], "reset": ["user", "unassigned"], "monitor": ["broadcast"]]
+    guard let names = allowed[command] else { return ParsedOptions(positional: given) }
+    let specs = [OptionSpec("user", takesValue: true), OptionSpec("all"), OptionSpec("unassigned"),
+                 OptionSpec("broadcast")]
+    let options: ParsedOptions
+    do {
+        options = try parseOptions(given, specs: specs, stopAtFirstPositional: false)
+    } catch {
+        fail("\(error)\nTry 'permissionsctl --help'.", code: 2)
+    }
+    if let bad = options.values.first(where: { !names.contains($0.name) }) {
+        fail("\(command) takes no --\(bad.name)\nTry 'permissionsctl --help'.", code: 2)
+    }
+    if options.has("user"), options.has("all") || options.has("unassigned") {
+        fail("--user cannot be given with --\(options.has("all") ? "all" : "unassigned")", code: 2)
+    }
+    return options
+}
+
+let options = commandOptions(of: command, Array(parsed.positional.dropFirst()))
+let arguments = options.positional
+
 func expectArguments(_ range: ClosedRange<Int>, _ synopsis: String) {
     guard range.contains(arguments.count) else { fail("usage: permissionsctl \(command) \(synopsis)", code: 2) }
+}
+
+/// The uid of a user name or a decimal uid.
+func resolveUser(_ text: String) -> UInt32 {
+    if let uid = UInt32(text), uid != UInt32.max { return uid }
+    guard !text.isEmpty, text.allSatisfy({ !$0.isNumber }), let entry = getpwnam(text) else {
+        fail("unknown user \"\(text)\"", code: 2)
+    }
+    return entry.pointee.pw_uid
+}
+
+/// --user as a uid, if given.
+let targetUser = options.last("user").map(resolveUser)
+
+/// `member`, or its *ForUser twin with the uid first when --user was given.
+func forUser(_ member: String, _ rest: DBusValue...) throws(BusError) -> [DBusValue] {
+    guard let targetUser else { return try client.call(member, arguments: rest) }
+    return try client.call(member + "ForUser", arguments: [.uint32(targetUser)] + rest)
 }
 
 do {
@@ -84,27 +143,44 @@ do {
             output(Format.table(["PERMISSION", "STATUS"], all.map { [$0.0, $0.1.stringValue ?? ""] }))
         }
     case "get":
-        expectArguments(2...2, "APP PERMISSION")
-        output(try client.call("GetStatusForApp", .string(arguments[0]), .string(arguments[1])).first?.stringValue ?? "")
+        expectArguments(2...2, "[--user U] APP PERMISSION")
+        let (app, permission) = (DBusValue.string(arguments[0]), DBusValue.string(arguments[1]))
+        let status = if let targetUser { try client.call("GetStatusForUser", .uint32(targetUser), app, permission) }
+                     else { try client.call("GetStatusForApp", app, permission) }
+        output(status.first?.stringValue ?? "")
     case "list":
-        expectArguments(0...1, "[APP]")
-        let rows = try client.call("ListDecisions", .string(arguments.first ?? "")).first?.arrayElements ?? []
-        output(Format.table(["APP", "PERMISSION", "DECISION", "SET AT", "SET BY"], rows.map(Format.decisionRow)))
+        expectArguments(0...1, "[--user U | --all] [APP]")
+        let app = DBusValue.string(arguments.first ?? "")
+        if options.has("all") {
+            let rows = try client.call("ListAllDecisions", app).first?.arrayElements ?? []
+            output(Format.table(["USER", "APP", "PERMISSION", "DECISION", "SET AT", "SET BY"],
+                                rows.map(Format.ownedDecisionRow)))
+        } else {
+            let rows = try forUser("ListDecisions", app).first?.arrayElements ?? []
+            output(Format.table(["APP", "PERMISSION", "DECISION", "SET AT", "SET BY"], rows.map(Format.decisionRow)))
+        }
     case "grant", "deny":
-        expectArguments(2...2, "APP PERMISSION")
+        expectArguments(2...2, "[--user U] APP PERMISSION")
         let decision = command == "grant" ? "authorized" : "denied"
-        _ = try client.call("SetDecision", .string(arguments[0]), .string(arguments[1]), .string(decision))
+        _ = try forUser("SetDecision", .string(arguments[0]), .string(arguments[1]), .string(decision))
     case "reset":
-        expectArguments(1...64, "APP [PERMISSION...]")
-        let removed = try client.call("ResetDecisions", .string(arguments[0]), .strings(Array(arguments.dropFirst())))
+        expectArguments(1...64, "[--user U | --unassigned] APP [PERMISSION...]")
+        let (app, names) = (DBusValue.string(arguments[0]), DBusValue.strings(Array(arguments.dropFirst())))
+        let removed = options.has("unassigned") ? try client.call("ResetUnassignedDecisions", app, names)
+                                                       : try forUser("ResetDecisions", app, names)
         output("removed \(removed.first?.uint32Value ?? 0) decision(s)")
+    case "assign":
+        expectArguments(2...64, "APP USER [PERMISSION...]")
+        let assigned = try client.call("AssignDecisions", .string(arguments[0]), .strings(Array(arguments.dropFirst(2))),
+                                       .uint32(resolveUser(arguments[1])))
+        output("assigned \(assigned.first?.uint32Value ?? 0) decision(s)")
     case "plugins":
         expectArguments(0...0, "")
         let plugins = try client.property("Plugins").arrayElements ?? []
         output(Format.table(["PLUGIN", "VERSION", "STATE", "PERMISSIONS"], plugins.map(Format.pluginRow)))
     case "monitor":
         expectArguments(0...0, "")
-        try client.monitor { output($0) }
+        try client.monitor(broadcast: options.has("broadcast")) { output($0) }
     case "request":
         var names = arguments
         var reason = ""

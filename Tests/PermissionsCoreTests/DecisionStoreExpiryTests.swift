@@ -25,9 +25,9 @@ struct DecisionStoreExpiryTests {
     @Test func setWithExpiryIsInForceUntilThen() throws {
         let store = try DecisionStore(path: path)
         let expires = currentMicroseconds() + 3600 * Self.second
-        try store.set(app: "org.gnome.Maps", permission: "location", decision: .authorized, setBy: "test",
+        try store.set(DecisionKey(uid: testUID, "org.gnome.Maps", "location"), decision: .authorized, setBy: "test",
                       expiresAt: expires)
-        let stored = try #require(store.decision(app: "org.gnome.Maps", permission: "location"))
+        let stored = try #require(store.decision(DecisionKey(uid: testUID, "org.gnome.Maps", "location")))
         #expect(stored.decision == .authorized)
         #expect(stored.expiresAt == expires)
         #expect(store.list() == [stored])
@@ -35,28 +35,28 @@ struct DecisionStoreExpiryTests {
 
     @Test func setWithoutExpiryHasNone() throws {
         let store = try DecisionStore(path: path)
-        try store.set(app: "org.a", permission: "camera", decision: .denied, setBy: "test")
-        #expect(try #require(store.decision(app: "org.a", permission: "camera")).expiresAt == nil)
+        try store.set(DecisionKey(uid: testUID, "org.a", "camera"), decision: .denied, setBy: "test")
+        #expect(try #require(store.decision(DecisionKey(uid: testUID, "org.a", "camera"))).expiresAt == nil)
     }
 
     @Test func expiredDecisionDoesNotCount() throws {
         let store = try DecisionStore(path: path)
         let now = currentMicroseconds()
-        try store.set(app: "org.a", permission: "camera", decision: .authorized, setBy: "test", expiresAt: now - 1)
-        try store.set(app: "org.a", permission: "location", decision: .denied, setBy: "test",
+        try store.set(DecisionKey(uid: testUID, "org.a", "camera"), decision: .authorized, setBy: "test", expiresAt: now - 1)
+        try store.set(DecisionKey(uid: testUID, "org.a", "location"), decision: .denied, setBy: "test",
                       expiresAt: now + 3600 * Self.second)
-        #expect(store.decision(app: "org.a", permission: "camera") == nil)
-        #expect(store.decision(app: "org.a", permission: "location")?.decision == .denied)
+        #expect(store.decision(DecisionKey(uid: testUID, "org.a", "camera")) == nil)
+        #expect(store.decision(DecisionKey(uid: testUID, "org.a", "location"))?.decision == .denied)
         // Still a row until the expiry timer removes it.
         #expect(store.list(app: "org.a").map(\.permission) == ["camera", "location"])
     }
 
     @Test func newDecisionReplacesAnExpiredOneAndItsExpiry() throws {
         let store = try DecisionStore(path: path)
-        try store.set(app: "org.a", permission: "camera", decision: .authorized, setBy: "first",
+        try store.set(DecisionKey(uid: testUID, "org.a", "camera"), decision: .authorized, setBy: "first",
                       expiresAt: currentMicroseconds() - Self.second)
-        try store.set(app: "org.a", permission: "camera", decision: .denied, setBy: "second")
-        let stored = try #require(store.decision(app: "org.a", permission: "camera"))
+        try store.set(DecisionKey(uid: testUID, "org.a", "camera"), decision: .denied, setBy: "second")
+        let stored = try #require(store.decision(DecisionKey(uid: testUID, "org.a", "camera")))
         #expect(stored.decision == .denied)
         #expect(stored.expiresAt == nil)
         #expect(store.expired(now: Int64.max).isEmpty)
@@ -66,9 +66,9 @@ struct DecisionStoreExpiryTests {
     @Test func expiredIsEveryRowWhoseTimeHasCome() throws {
         let store = try DecisionStore(path: path)
         let t: Int64 = 1_900_000_000 * Self.second
-        try store.set(app: "org.a", permission: "camera", decision: .authorized, setBy: "test", expiresAt: t)
-        try store.set(app: "org.b", permission: "camera", decision: .denied, setBy: "test", expiresAt: t + 10)
-        try store.set(app: "org.c", permission: "camera", decision: .authorized, setBy: "test")
+        try store.set(DecisionKey(uid: testUID, "org.a", "camera"), decision: .authorized, setBy: "test", expiresAt: t)
+        try store.set(DecisionKey(uid: testUID, "org.b", "camera"), decision: .denied, setBy: "test", expiresAt: t + 10)
+        try store.set(DecisionKey(uid: testUID, "org.c", "camera"), decision: .authorized, setBy: "test")
         #expect(store.expired(now: t - 1).isEmpty)
         // At the very microsecond of expiry it is due.
         #expect(store.expired(now: t).map(\.appID) == ["org.a"])
@@ -85,8 +85,8 @@ struct DecisionStoreExpiryTests {
     @Test func expiredDefaultsToNow() throws {
         let store = try DecisionStore(path: path)
         let now = currentMicroseconds()
-        try store.set(app: "org.past", permission: "camera", decision: .authorized, setBy: "test", expiresAt: now - 1)
-        try store.set(app: "org.future", permission: "camera", decision: .authorized, setBy: "test",
+        try store.set(DecisionKey(uid: testUID, "org.past", "camera"), decision: .authorized, setBy: "test", expiresAt: now - 1)
+        try store.set(DecisionKey(uid: testUID, "org.future", "camera"), decision: .authorized, setBy: "test",
                       expiresAt: now + 3600 * Self.second)
         #expect(store.expired().map(\.appID) == ["org.past"])
     }
@@ -94,14 +94,14 @@ struct DecisionStoreExpiryTests {
     @Test func nextExpiryIsTheEarliest() throws {
         let store = try DecisionStore(path: path)
         #expect(store.nextExpiry() == nil)
-        try store.set(app: "org.forever", permission: "camera", decision: .authorized, setBy: "test")
+        try store.set(DecisionKey(uid: testUID, "org.forever", "camera"), decision: .authorized, setBy: "test")
         #expect(store.nextExpiry() == nil)
         let now = currentMicroseconds()
-        try store.set(app: "org.b", permission: "camera", decision: .denied, setBy: "test", expiresAt: now + 500 * Self.second)
+        try store.set(DecisionKey(uid: testUID, "org.b", "camera"), decision: .denied, setBy: "test", expiresAt: now + 500 * Self.second)
         #expect(store.nextExpiry() == now + 500 * Self.second)
-        try store.set(app: "org.a", permission: "location", decision: .authorized, setBy: "test",
+        try store.set(DecisionKey(uid: testUID, "org.a", "location"), decision: .authorized, setBy: "test",
                       expiresAt: now + 20 * Self.second)
-        try store.set(app: "org.c", permission: "camera", decision: .denied, setBy: "test", expiresAt: now + 900 * Self.second)
+        try store.set(DecisionKey(uid: testUID, "org.c", "camera"), decision: .denied, setBy: "test", expiresAt: now + 900 * Self.second)
         #expect(store.nextExpiry() == now + 20 * Self.second)
         // Once the earliest is gone, the next one.
         try store.remove(try #require(store.list(app: "org.a").first))
@@ -113,16 +113,16 @@ struct DecisionStoreExpiryTests {
     @Test func nextExpiryIncludesOneAlreadyDue() throws {
         let store = try DecisionStore(path: path)
         let now = currentMicroseconds()
-        try store.set(app: "org.a", permission: "camera", decision: .denied, setBy: "test", expiresAt: now - 60 * Self.second)
-        try store.set(app: "org.b", permission: "camera", decision: .denied, setBy: "test", expiresAt: now + 60 * Self.second)
+        try store.set(DecisionKey(uid: testUID, "org.a", "camera"), decision: .denied, setBy: "test", expiresAt: now - 60 * Self.second)
+        try store.set(DecisionKey(uid: testUID, "org.b", "camera"), decision: .denied, setBy: "test", expiresAt: now + 60 * Self.second)
         #expect(store.nextExpiry() == now - 60 * Self.second)
     }
 
     @Test func removeTakesOnlyThatRow() throws {
         let store = try DecisionStore(path: path)
-        try store.set(app: "org.a", permission: "camera", decision: .authorized, setBy: "test", expiresAt: 1)
-        try store.set(app: "org.a", permission: "location", decision: .authorized, setBy: "test", expiresAt: 1)
-        try store.set(app: "org.b", permission: "camera", decision: .authorized, setBy: "test", expiresAt: 1)
+        try store.set(DecisionKey(uid: testUID, "org.a", "camera"), decision: .authorized, setBy: "test", expiresAt: 1)
+        try store.set(DecisionKey(uid: testUID, "org.a", "location"), decision: .authorized, setBy: "test", expiresAt: 1)
+        try store.set(DecisionKey(uid: testUID, "org.b", "camera"), decision: .authorized, setBy: "test", expiresAt: 1)
         let row = try #require(store.list(app: "org.a").first { $0.permission == "camera" })
         try store.remove(row)
         #expect(store.list().map { "\($0.appID) \($0.permission)" } == ["org.a location", "org.b camera"])
@@ -133,16 +133,16 @@ struct DecisionStoreExpiryTests {
 
     @Test func removeLeavesANewerDecisionForThePair() throws {
         let store = try DecisionStore(path: path)
-        try store.set(app: "org.a", permission: "camera", decision: .authorized, setBy: "old",
+        try store.set(DecisionKey(uid: testUID, "org.a", "camera"), decision: .authorized, setBy: "old",
                       expiresAt: currentMicroseconds() - 1)
         let old = try #require(store.expired().first)
         try clockPast(old.setAt)
         // The user decides again while the expiry is being handled.
-        try store.set(app: "org.a", permission: "camera", decision: .denied, setBy: "new")
-        let new = try #require(store.decision(app: "org.a", permission: "camera"))
+        try store.set(DecisionKey(uid: testUID, "org.a", "camera"), decision: .denied, setBy: "new")
+        let new = try #require(store.decision(DecisionKey(uid: testUID, "org.a", "camera")))
         #expect(new.setAt != old.setAt)
         try store.remove(old)
-        #expect(store.decision(app: "org.a", permission: "camera") == new)
+        #expect(store.decision(DecisionKey(uid: testUID, "org.a", "camera")) == new)
         #expect(store.list() == [new])
         try store.remove(new)
         #expect(store.list().isEmpty)
@@ -151,8 +151,8 @@ struct DecisionStoreExpiryTests {
     @Test func removeSurvivesReopening() throws {
         do {
             let store = try DecisionStore(path: path)
-            try store.set(app: "org.a", permission: "camera", decision: .authorized, setBy: "test", expiresAt: 5)
-            try store.set(app: "org.b", permission: "camera", decision: .authorized, setBy: "test", expiresAt: 5)
+            try store.set(DecisionKey(uid: testUID, "org.a", "camera"), decision: .authorized, setBy: "test", expiresAt: 5)
+            try store.set(DecisionKey(uid: testUID, "org.b", "camera"), decision: .authorized, setBy: "test", expiresAt: 5)
             try store.remove(try #require(store.list(app: "org.a").first))
         }
         let reopened = try DecisionStore(path: path)
@@ -214,21 +214,21 @@ struct DecisionStoreExpiryTests {
         try writeOldStore()
         do {
             let store = try DecisionStore(path: path)
-            // The old row is kept, with no expiry.
-            #expect(store.decision(app: "org.old.App", permission: "location")
-                    == StoredDecision(appID: "org.old.App", permission: "location", decision: .denied,
+            // The old row is kept, with no expiry and no owner (see DecisionUserMigrationTests).
+            #expect(store.decision(DecisionKey(uid: nil, "org.old.App", "location"))
+                    == StoredDecision(uid: nil, appID: "org.old.App", permission: "location", decision: .denied,
                                       setAt: 1_700_000_000_000_000, setBy: "uid 0 (old)", expiresAt: nil))
             #expect(store.nextExpiry() == nil)
             #expect(store.expired(now: Int64.max).isEmpty)
             // New rows with an expiry, and the serial epoch, work.
             let expires = currentMicroseconds() + 60 * Self.second
-            try store.set(app: "org.new.App", permission: "camera", decision: .authorized, setBy: "test",
+            try store.set(DecisionKey(uid: testUID, "org.new.App", "camera"), decision: .authorized, setBy: "test",
                           expiresAt: expires)
-            #expect(store.decision(app: "org.new.App", permission: "camera")?.expiresAt == expires)
+            #expect(store.decision(DecisionKey(uid: testUID, "org.new.App", "camera"))?.expiresAt == expires)
             #expect(store.nextExpiry() == expires)
             #expect(store.expired(now: expires).map(\.appID) == ["org.new.App"])
             #expect(try store.nextEpoch(atLeast: 0) == 1)
-            try store.remove(try #require(store.decision(app: "org.old.App", permission: "location")))
+            try store.remove(try #require(store.decision(DecisionKey(uid: nil, "org.old.App", "location"))))
             #expect(store.list().map(\.appID) == ["org.new.App"])
         }
         // The file was upgraded in place, not moved aside as unreadable.

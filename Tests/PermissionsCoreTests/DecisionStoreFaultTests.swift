@@ -32,8 +32,8 @@ struct DecisionStoreFaultTests {
         try dir.write("decisions.sqlite-shm", bytes: randomBytes(32768))
         let store = try DecisionStore(path: path)
         #expect(!FileManager.default.fileExists(atPath: path + "-shm"))
-        try store.set(app: "org.a", permission: "camera", decision: .denied, setBy: "t")
-        try store.set(app: "org.b", permission: "location", decision: .authorized, setBy: "t")
+        try store.set(DecisionKey(uid: testUID, "org.a", "camera"), decision: .denied, setBy: "t")
+        try store.set(DecisionKey(uid: testUID, "org.b", "location"), decision: .authorized, setBy: "t")
         let before = store.list()
         #expect(!FileManager.default.fileExists(atPath: path + "-shm"))
 
@@ -42,48 +42,48 @@ struct DecisionStoreFaultTests {
         try dir.write("decisions.sqlite-wal", bytes: randomBytes(max(walSize, 4096)))
         try dir.write("decisions.sqlite-shm", bytes: randomBytes(32768))
         try dir.write("decisions.sqlite", bytes: randomBytes(8192))
-        #expect(store.decision(app: "org.a", permission: "camera")?.decision == .denied)
+        #expect(store.decision(DecisionKey(uid: testUID, "org.a", "camera"))?.decision == .denied)
         #expect(store.list() == before)
         #expect(store.list(app: "org.a") == [before[0]])
         // A write after that either works or throws; either way memory tells the truth.
         do {
-            try store.set(app: "org.c", permission: "camera", decision: .denied, setBy: "t")
-            #expect(store.decision(app: "org.c", permission: "camera")?.decision == .denied)
+            try store.set(DecisionKey(uid: testUID, "org.c", "camera"), decision: .denied, setBy: "t")
+            #expect(store.decision(DecisionKey(uid: testUID, "org.c", "camera"))?.decision == .denied)
         } catch {
-            #expect(store.decision(app: "org.c", permission: "camera") == nil)
+            #expect(store.decision(DecisionKey(uid: testUID, "org.c", "camera")) == nil)
         }
-        #expect(store.decision(app: "org.a", permission: "camera")?.decision == .denied)
+        #expect(store.decision(DecisionKey(uid: testUID, "org.a", "camera"))?.decision == .denied)
     }
 
     @Test func failedWriteChangesNeitherMemoryNorFile() throws {
         let expires = currentMicroseconds() + 3_600_000_000
         do {
             let store = try DecisionStore(path: path)
-            try store.set(app: "org.a", permission: "camera", decision: .denied, setBy: "t")
-            try store.set(app: "org.a", permission: "location", decision: .authorized, setBy: "t", expiresAt: expires)
+            try store.set(DecisionKey(uid: testUID, "org.a", "camera"), decision: .denied, setBy: "t")
+            try store.set(DecisionKey(uid: testUID, "org.a", "location"), decision: .authorized, setBy: "t", expiresAt: expires)
             let epoch = try store.nextEpoch(atLeast: 0)
             let before = store.list()
 
             // SQLite refuses every write from here on (a real SQLITE_READONLY).
             try store.executeForTesting("PRAGMA query_only=ON")
             #expect(throws: StoreError.self) {
-                try store.set(app: "org.a", permission: "camera", decision: .authorized, setBy: "t")
+                try store.set(DecisionKey(uid: testUID, "org.a", "camera"), decision: .authorized, setBy: "t")
             }
             #expect(throws: StoreError.self) {
-                try store.set(app: "org.new", permission: "camera", decision: .denied, setBy: "t")
+                try store.set(DecisionKey(uid: testUID, "org.new", "camera"), decision: .denied, setBy: "t")
             }
-            #expect(throws: StoreError.self) { try store.reset(app: "org.a", permissions: []) }
-            #expect(throws: StoreError.self) { try store.reset(app: "org.a", permissions: ["camera", "location"]) }
+            #expect(throws: StoreError.self) { try store.reset(uid: testUID, app: "org.a", permissions: []) }
+            #expect(throws: StoreError.self) { try store.reset(uid: testUID, app: "org.a", permissions: ["camera", "location"]) }
             #expect(throws: StoreError.self) { try store.remove(before[1]) }
             #expect(throws: StoreError.self) { try store.nextEpoch(atLeast: 0) }
             #expect(store.list() == before)
-            #expect(store.decision(app: "org.a", permission: "camera")?.decision == .denied)
+            #expect(store.decision(DecisionKey(uid: testUID, "org.a", "camera"))?.decision == .denied)
             #expect(store.nextExpiry() == expires)
 
             // Writes work again once SQLite takes them, from the same state.
             try store.executeForTesting("PRAGMA query_only=OFF")
             #expect(try store.nextEpoch(atLeast: 0) == epoch + 1)
-            #expect(try store.reset(app: "org.a", permissions: ["location"]) == 1)
+            #expect(try store.reset(uid: testUID, app: "org.a", permissions: ["location"]) == 1)
         }
         // The file holds what memory held.
         let reopened = try DecisionStore(path: path)
@@ -93,13 +93,13 @@ struct DecisionStoreFaultTests {
 
     @Test func aSecondOpenIsRefusedWhileTheStoreIsOpen() throws {
         let store = try DecisionStore(path: path)
-        try store.set(app: "org.a", permission: "camera", decision: .denied, setBy: "t")
+        try store.set(DecisionKey(uid: testUID, "org.a", "camera"), decision: .denied, setBy: "t")
         let error = #expect(throws: StoreError.self) { try DecisionStore(path: path) }
         #expect(error?.isCorruption == false)
         #expect(error?.description.contains("locked") == true, "\(String(describing: error))")
         // Refused, not moved aside: the store is untouched.
         #expect(try dir.contents().allSatisfy { !$0.contains("corrupt") })
-        #expect(store.decision(app: "org.a", permission: "camera")?.decision == .denied)
+        #expect(store.decision(DecisionKey(uid: testUID, "org.a", "camera"))?.decision == .denied)
     }
 
     /// A damaged page in the middle of the table: the store is moved aside and the
@@ -108,7 +108,7 @@ struct DecisionStoreFaultTests {
         do {
             let store = try DecisionStore(path: path)
             for i in 0..<400 {
-                try store.set(app: "org.app\(i)", permission: "camera", decision: .denied, setBy: "test")
+                try store.set(DecisionKey(uid: testUID, "org.app\(i)", "camera"), decision: .denied, setBy: "test")
             }
         }
         #expect(!FileManager.default.fileExists(atPath: path + "-wal"), "closing checkpoints the WAL")
@@ -134,7 +134,7 @@ struct DecisionStoreFaultTests {
         var wal: [UInt8] = []
         do {
             let store = try DecisionStore(path: path)
-            try store.set(app: "org.a", permission: "camera", decision: .denied, setBy: "t")
+            try store.set(DecisionKey(uid: testUID, "org.a", "camera"), decision: .denied, setBy: "t")
             // Written since the open's checkpoint: in the WAL until the store closes.
             wal = try bytes(path + "-wal")
         }
@@ -159,7 +159,7 @@ struct DecisionStoreFaultTests {
     func truncatedStoreIsMovedAsideNotStartedAfresh(length: Int) throws {
         do {
             let store = try DecisionStore(path: path)
-            try store.set(app: "org.a", permission: "camera", decision: .denied, setBy: "t")
+            try store.set(DecisionKey(uid: testUID, "org.a", "camera"), decision: .denied, setBy: "t")
         }
         let kept = Array(try bytes(path).prefix(length))
         try dir.write("decisions.sqlite", bytes: kept)
@@ -184,8 +184,8 @@ struct DecisionStoreFaultTests {
     @Test func unknownDecisionWordFailsTheOpen() throws {
         do {
             let store = try DecisionStore(path: path)
-            try store.set(app: "org.a", permission: "camera", decision: .denied, setBy: "t")
-            try store.set(app: "org.b", permission: "camera", decision: .denied, setBy: "t")
+            try store.set(DecisionKey(uid: testUID, "org.a", "camera"), decision: .denied, setBy: "t")
+            try store.set(DecisionKey(uid: testUID, "org.b", "camera"), decision: .denied, setBy: "t")
         }
         try sqlite("PRAGMA ignore_check_constraints=ON; UPDATE decisions SET decision = 'ask' WHERE app_id = 'org.b'")
         let before = try bytes(path)
@@ -204,16 +204,16 @@ struct DecisionStoreFaultTests {
         #expect(composed == decomposed)  // Swift's String ==
         do {
             let store = try DecisionStore(path: path)
-            try store.set(app: composed, permission: "camera", decision: .denied, setBy: "t")
-            try store.set(app: decomposed, permission: "camera", decision: .authorized, setBy: "t")
+            try store.set(DecisionKey(uid: testUID, composed, "camera"), decision: .denied, setBy: "t")
+            try store.set(DecisionKey(uid: testUID, decomposed, "camera"), decision: .authorized, setBy: "t")
             #expect(store.list().count == 2)
-            #expect(store.decision(app: composed, permission: "camera")?.decision == .denied)
-            #expect(store.decision(app: decomposed, permission: "camera")?.decision == .authorized)
+            #expect(store.decision(DecisionKey(uid: testUID, composed, "camera"))?.decision == .denied)
+            #expect(store.decision(DecisionKey(uid: testUID, decomposed, "camera"))?.decision == .authorized)
         }
         let reopened = try DecisionStore(path: path)
         #expect(reopened.list().count == 2)
-        #expect(reopened.decision(app: composed, permission: "camera")?.decision == .denied)
-        #expect(try reopened.reset(app: decomposed, permissions: []) == 1)
+        #expect(reopened.decision(DecisionKey(uid: testUID, composed, "camera"))?.decision == .denied)
+        #expect(try reopened.reset(uid: testUID, app: decomposed, permissions: []) == 1)
         #expect(reopened.list().map(\.decision) == [.denied])
     }
 

@@ -17,16 +17,16 @@ struct DecisionStoreTests {
         #expect(store.path == path)
         #expect(store.list().isEmpty)
         #expect(store.list(app: "org.gnome.Maps").isEmpty)
-        #expect(store.decision(app: "org.gnome.Maps", permission: "camera") == nil)
+        #expect(store.decision(DecisionKey(uid: testUID, "org.gnome.Maps", "camera")) == nil)
         #expect(FileManager.default.fileExists(atPath: path))
     }
 
     @Test func setThenGet() throws {
         let store = try DecisionStore(path: path)
         let before = nowMicroseconds()
-        try store.set(app: "org.gnome.Maps", permission: "location", decision: .authorized, setBy: "uid 1000 (:1.42)")
+        try store.set(DecisionKey(uid: testUID, "org.gnome.Maps", "location"), decision: .authorized, setBy: "uid 1000 (:1.42)")
         let after = nowMicroseconds()
-        let stored = try #require(store.decision(app: "org.gnome.Maps", permission: "location"))
+        let stored = try #require(store.decision(DecisionKey(uid: testUID, "org.gnome.Maps", "location")))
         #expect(stored.appID == "org.gnome.Maps")
         #expect(stored.permission == "location")
         #expect(stored.decision == .authorized)
@@ -34,16 +34,16 @@ struct DecisionStoreTests {
         // Microseconds since the epoch, taken during the call (1 ms slack for clock rounding).
         #expect(stored.setAt >= before - 1000 && stored.setAt <= after + 1000,
                 "setAt \(stored.setAt) not in \(before)...\(after)")
-        #expect(store.decision(app: "org.gnome.Maps", permission: "camera") == nil)
-        #expect(store.decision(app: "org.gnome.Map", permission: "location") == nil)
+        #expect(store.decision(DecisionKey(uid: testUID, "org.gnome.Maps", "camera")) == nil)
+        #expect(store.decision(DecisionKey(uid: testUID, "org.gnome.Map", "location")) == nil)
     }
 
     @Test func setReplacesTheEarlierDecision() throws {
         let store = try DecisionStore(path: path)
-        try store.set(app: "org.a", permission: "camera", decision: .authorized, setBy: "first")
-        let first = try #require(store.decision(app: "org.a", permission: "camera"))
-        try store.set(app: "org.a", permission: "camera", decision: .denied, setBy: "second")
-        let second = try #require(store.decision(app: "org.a", permission: "camera"))
+        try store.set(DecisionKey(uid: testUID, "org.a", "camera"), decision: .authorized, setBy: "first")
+        let first = try #require(store.decision(DecisionKey(uid: testUID, "org.a", "camera")))
+        try store.set(DecisionKey(uid: testUID, "org.a", "camera"), decision: .denied, setBy: "second")
+        let second = try #require(store.decision(DecisionKey(uid: testUID, "org.a", "camera")))
         #expect(second.decision == .denied)
         #expect(second.setBy == "second")
         #expect(second.setAt >= first.setAt)
@@ -57,7 +57,7 @@ struct DecisionStoreTests {
             ("org.a", "microphone", .authorized), ("org.a", "camera", .denied), ("org.m", "location", .authorized),
         ]
         for (app, permission, decision) in rows {
-            try store.set(app: app, permission: permission, decision: decision, setBy: "test")
+            try store.set(DecisionKey(uid: testUID, app, permission), decision: decision, setBy: "test")
         }
         let all = store.list()
         #expect(all.map { "\($0.appID) \($0.permission) \($0.decision.rawValue)" } == [
@@ -74,39 +74,39 @@ struct DecisionStoreTests {
     @Test func resetAllOfOneApp() throws {
         let store = try DecisionStore(path: path)
         for permission in ["camera", "microphone", "location"] {
-            try store.set(app: "org.a", permission: permission, decision: .denied, setBy: "t")
+            try store.set(DecisionKey(uid: testUID, "org.a", permission), decision: .denied, setBy: "t")
         }
-        try store.set(app: "org.b", permission: "camera", decision: .authorized, setBy: "t")
-        #expect(try store.reset(app: "org.a", permissions: []) == 3)
+        try store.set(DecisionKey(uid: testUID, "org.b", "camera"), decision: .authorized, setBy: "t")
+        #expect(try store.reset(uid: testUID, app: "org.a", permissions: []) == 3)
         #expect(store.list(app: "org.a").isEmpty)
         #expect(store.list().map(\.appID) == ["org.b"])
-        #expect(try store.reset(app: "org.a", permissions: []) == 0)
+        #expect(try store.reset(uid: testUID, app: "org.a", permissions: []) == 0)
     }
 
     @Test func resetSomePermissions() throws {
         let store = try DecisionStore(path: path)
         for permission in ["camera", "microphone", "location"] {
-            try store.set(app: "org.a", permission: permission, decision: .authorized, setBy: "t")
+            try store.set(DecisionKey(uid: testUID, "org.a", permission), decision: .authorized, setBy: "t")
         }
-        try store.set(app: "org.b", permission: "camera", decision: .authorized, setBy: "t")
-        #expect(try store.reset(app: "org.a", permissions: ["camera", "location", "bluetooth", "camera"]) == 2)
+        try store.set(DecisionKey(uid: testUID, "org.b", "camera"), decision: .authorized, setBy: "t")
+        #expect(try store.reset(uid: testUID, app: "org.a", permissions: ["camera", "location", "bluetooth", "camera"]) == 2)
         #expect(store.list(app: "org.a").map(\.permission) == ["microphone"])
-        #expect(store.decision(app: "org.b", permission: "camera")?.decision == .authorized)
-        #expect(try store.reset(app: "org.a", permissions: ["camera"]) == 0)
+        #expect(store.decision(DecisionKey(uid: testUID, "org.b", "camera"))?.decision == .authorized)
+        #expect(try store.reset(uid: testUID, app: "org.a", permissions: ["camera"]) == 0)
         // The store still takes writes after the transactions.
-        try store.set(app: "org.a", permission: "camera", decision: .denied, setBy: "t")
-        #expect(store.decision(app: "org.a", permission: "camera")?.decision == .denied)
+        try store.set(DecisionKey(uid: testUID, "org.a", "camera"), decision: .denied, setBy: "t")
+        #expect(store.decision(DecisionKey(uid: testUID, "org.a", "camera"))?.decision == .denied)
     }
 
     @Test func hostileTextIsStoredVerbatim() throws {
         let store = try DecisionStore(path: path)
         let app = "/opt/My App/bin/it's \"quoted\""
         let setBy = "'); DROP TABLE decisions; -- ✓"
-        try store.set(app: app, permission: "camera", decision: .denied, setBy: setBy)
-        let stored = try #require(store.decision(app: app, permission: "camera"))
+        try store.set(DecisionKey(uid: testUID, app, "camera"), decision: .denied, setBy: setBy)
+        let stored = try #require(store.decision(DecisionKey(uid: testUID, app, "camera")))
         #expect(stored.appID == app)
         #expect(stored.setBy == setBy)
-        #expect(store.decision(app: "%", permission: "camera") == nil)
+        #expect(store.decision(DecisionKey(uid: testUID, "%", "camera")) == nil)
         #expect(store.list().count == 1)
     }
 
@@ -114,9 +114,9 @@ struct DecisionStoreTests {
         var expected: [StoredDecision] = []
         do {
             let store = try DecisionStore(path: path)
-            try store.set(app: "org.a", permission: "camera", decision: .authorized, setBy: "uid 0")
-            try store.set(app: "org.b", permission: "location", decision: .denied, setBy: "uid 1000")
-            _ = try store.reset(app: "org.b", permissions: ["camera"])  // a no-op
+            try store.set(DecisionKey(uid: testUID, "org.a", "camera"), decision: .authorized, setBy: "uid 0")
+            try store.set(DecisionKey(uid: testUID, "org.b", "location"), decision: .denied, setBy: "uid 1000")
+            _ = try store.reset(uid: testUID, app: "org.b", permissions: ["camera"])  // a no-op
             expected = store.list()
         }
         #expect(expected.count == 2)
@@ -144,12 +144,12 @@ struct DecisionStoreTests {
                 #expect(reason.contains(dir.url(name)), "\(reason)")
             }
             // Usable, and durable.
-            try store.set(app: "org.a", permission: "camera", decision: .denied, setBy: "t")
-            #expect(store.decision(app: "org.a", permission: "camera")?.decision == .denied)
+            try store.set(DecisionKey(uid: testUID, "org.a", "camera"), decision: .denied, setBy: "t")
+            #expect(store.decision(DecisionKey(uid: testUID, "org.a", "camera"))?.decision == .denied)
         }
         do {
             let reopened = try DecisionStore(path: path)
-            #expect(reopened.decision(app: "org.a", permission: "camera")?.decision == .denied)
+            #expect(reopened.decision(DecisionKey(uid: testUID, "org.a", "camera"))?.decision == .denied)
             // Readable now, but the denies of the file moved aside are still out of
             // force: degraded while it is there, naming it.
             let reason = try #require(reopened.degradedReason)
@@ -161,7 +161,7 @@ struct DecisionStoreTests {
         // Removed: the next open is no longer degraded.
         let cleared = try DecisionStore(path: path)
         #expect(cleared.degradedReason == nil)
-        #expect(cleared.decision(app: "org.a", permission: "camera")?.decision == .denied)
+        #expect(cleared.decision(DecisionKey(uid: testUID, "org.a", "camera"))?.decision == .denied)
     }
 
     /// Of several stores moved aside (and their WALs), the reason names the newest
@@ -181,7 +181,7 @@ struct DecisionStoreTests {
         do {
             let store = try DecisionStore(path: path)
             for i in 0..<200 {
-                try store.set(app: "org.app\(i)", permission: "camera", decision: .denied, setBy: "t")
+                try store.set(DecisionKey(uid: testUID, "org.app\(i)", "camera"), decision: .denied, setBy: "t")
             }
         }
         let whole = try Data(contentsOf: URL(fileURLWithPath: path))
@@ -189,7 +189,7 @@ struct DecisionStoreTests {
         try dir.write("decisions.db", bytes: Array(whole.prefix(whole.count / 2 + 100)))
 
         let store = try DecisionStore(path: path)
-        try store.set(app: "org.new", permission: "camera", decision: .authorized, setBy: "t")
-        #expect(store.decision(app: "org.new", permission: "camera")?.decision == .authorized)
+        try store.set(DecisionKey(uid: testUID, "org.new", "camera"), decision: .authorized, setBy: "t")
+        #expect(store.decision(DecisionKey(uid: testUID, "org.new", "camera"))?.decision == .authorized)
     }
 }

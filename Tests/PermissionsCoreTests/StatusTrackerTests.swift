@@ -11,13 +11,19 @@ private final class FakeSource: SnapshotSource {
 }
 
 /// A tracker over an in-memory store and a fake source, with every StatusChanged
-/// it emits written down as "app permission status".
+/// it emits written down as "app permission status" (`signals`), and with its
+/// audience, "everyone: …" or "uid N: …" (`heard`).
 private final class Fixture {
     let store = InMemoryDecisionStore()
     let source = FakeSource()
     var signals: [String] = []
-    lazy var tracker = StatusTracker(store: store, source: source) { [unowned self] app, permission, status in
+    var heard: [String] = []
+    lazy var tracker = StatusTracker(store: store, source: source) { [unowned self] audience, app, permission, status in
         self.signals.append("\(app) \(permission) \(status.rawValue)")
+        switch audience {
+        case .everyone: self.heard.append("everyone: \(app) \(permission) \(status.rawValue)")
+        case .user(let uid): self.heard.append("uid \(uid): \(app) \(permission) \(status.rawValue)")
+        }
     }
 
     /// The plugin publishes `snapshot`; returns the signals that caused.
@@ -29,6 +35,7 @@ private final class Fixture {
 
     func take(_ body: () throws -> Void) rethrows -> [String] {
         signals = []
+        heard = []
         try body()
         defer { signals = [] }
         return signals
@@ -48,8 +55,8 @@ struct StatusTrackerPrecedenceTests {
         for decision in PrecedenceTests.decisions {
             let f = Fixture()
             f.publish(camera(service, ["app.A": policy]))
-            if let decision { try f.store.set(app: "app.A", permission: "camera", decision: decision, setBy: "test") }
-            #expect(f.tracker.status(app: "app.A", permission: "camera")
+            if let decision { try f.store.set(DecisionKey(uid: testUID, "app.A", "camera"), decision: decision, setBy: "test") }
+            #expect(f.tracker.status(uid: testUID, app: "app.A", permission: "camera")
                     == PrecedenceTests.rule(service, policy, decision),
                     "service \(service), policy \(policy), decision \(String(describing: decision))")
         }
@@ -59,10 +66,10 @@ struct StatusTrackerPrecedenceTests {
     func sessionGrant() throws {
         let f = Fixture()
         f.publish(camera())
-        f.tracker.grantSession("app.A", "camera", to: [":1.5"])
-        #expect(f.tracker.status(app: "app.A", permission: "camera") == .authorized)
-        try f.store.set(app: "app.A", permission: "camera", decision: .denied, setBy: "test")
-        #expect(f.tracker.status(app: "app.A", permission: "camera") == .denied)
+        f.tracker.grantSession(uid: testUID, app: "app.A", permission: "camera", to: [":1.5"])
+        #expect(f.tracker.status(uid: testUID, app: "app.A", permission: "camera") == .authorized)
+        try f.store.set(DecisionKey(uid: testUID, "app.A", "camera"), decision: .denied, setBy: "test")
+        #expect(f.tracker.status(uid: testUID, app: "app.A", permission: "camera") == .denied)
     }
 
     @Test("plugins win a name clash with the configuration; a declared name alone is known")
@@ -71,8 +78,8 @@ struct StatusTrackerPrecedenceTests {
         f.publish(camera(.disabled))
         f.tracker.setDeclared(["camera": camera(.available),
                                "scanner": Snapshot(permission: "scanner", service: .available)])
-        #expect(f.tracker.status(app: "app.A", permission: "camera") == .disabled)
-        #expect(f.tracker.status(app: "app.A", permission: "scanner") == .notDetermined)
+        #expect(f.tracker.status(uid: testUID, app: "app.A", permission: "camera") == .disabled)
+        #expect(f.tracker.status(uid: testUID, app: "app.A", permission: "scanner") == .notDetermined)
         #expect(f.tracker.permissions == ["camera", "scanner"])
         #expect(!f.tracker.isKnown("microphone"))
         // Undeclared: one signal, and the name is unknown.
@@ -106,7 +113,7 @@ struct StatusTrackerSignalTests {
         // Back: one service-level signal again; apps with an entry of their own re-read
         // (the interface XML, StatusChanged).
         #expect(f.publish(camera(.available, ["app.A": .restricted, "app.B": .allow])) == [" camera not-determined"])
-        #expect(f.tracker.status(app: "app.A", permission: "camera") == .restricted)
+        #expect(f.tracker.status(uid: testUID, app: "app.A", permission: "camera") == .restricted)
         // The service and an app's policy change at once: the service-level signal
         // has told that app too.
         #expect(f.publish(camera(.unsupported, ["app.A": .allow, "app.B": .allow])) == [" camera unsupported"])
@@ -116,8 +123,11 @@ struct StatusTrackerSignalTests {
     func noStatusChange() throws {
         let f = Fixture()
         f.publish(camera())
-        try f.store.set(app: "app.A", permission: "camera", decision: .authorized, setBy: "test")
-        #expect(f.publish(camera(.available, ["app.A": .allow])) == [])
+        try f.store.set(DecisionKey(uid: testUID, "app.A", "camera"), decision: .authorized, setBy: "test")
+        f.tracker.users = { [testUID] }
+        // Everyone without a decision of their own is told; the user who had allowed is not.
+        #expect(f.publish(camera(.available, ["app.A": .allow])) == ["app.A camera authorized"])
+        #expect(f.heard == ["everyone: app.A camera authorized"])
         let withDevice = camera(.available, ["app.A": .allow], devices: [[.init("name", "Webcam")]])
         #expect(f.publish(withDevice) == [])
         #expect(f.tracker.snapshot("camera") == withDevice)
@@ -128,7 +138,7 @@ struct StatusTrackerSignalTests {
         let f = Fixture()
         f.tracker.quiet = true
         #expect(f.publish(camera(.available, ["app.A": .restricted])) == [])
-        #expect(f.tracker.status(app: "app.A", permission: "camera") == .restricted)
+        #expect(f.tracker.status(uid: testUID, app: "app.A", permission: "camera") == .restricted)
     }
 
     @Test("held changes are applied, with their signals, on release only")
@@ -137,9 +147,9 @@ struct StatusTrackerSignalTests {
         f.publish(camera())
         f.tracker.holdChanges()
         #expect(f.publish(camera(.disabled)) == [])
-        #expect(f.tracker.status(app: "app.A", permission: "camera") == .notDetermined)
+        #expect(f.tracker.status(uid: testUID, app: "app.A", permission: "camera") == .notDetermined)
         #expect(f.take { f.tracker.releaseChanges() } == [" camera disabled"])
-        #expect(f.tracker.status(app: "app.A", permission: "camera") == .disabled)
+        #expect(f.tracker.status(uid: testUID, app: "app.A", permission: "camera") == .disabled)
     }
 
     @Test("no configuration at start: available reads disabled, with one signal")
@@ -157,57 +167,58 @@ struct StatusTrackerDecisionTests {
     func grantEndsWithLastOwner() {
         let f = Fixture()
         f.publish(camera())
-        f.tracker.grantSession("app.A", "camera", to: [":1.5", ":1.6"])
+        f.tracker.grantSession(uid: testUID, app: "app.A", permission: "camera", to: [":1.5", ":1.6"])
         #expect(f.take { f.tracker.ownerLeft(":1.5") } == [])
-        #expect(f.tracker.status(app: "app.A", permission: "camera") == .authorized)
+        #expect(f.tracker.status(uid: testUID, app: "app.A", permission: "camera") == .authorized)
         #expect(f.take { f.tracker.ownerLeft(":1.6") } == ["app.A camera not-determined"])
-        #expect(!f.tracker.hasSessionGrant("app.A", "camera"))
+        #expect(!f.tracker.hasSessionGrant(DecisionKey(uid: testUID, "app.A", "camera")))
     }
 
     @Test("SetDecision ends a session grant, and a reset does not bring it back")
     func setDecisionEndsGrant() throws {
         let f = Fixture()
         f.publish(camera())
-        f.tracker.grantSession("app.A", "camera", to: [":1.5"])
-        #expect(try f.take { try f.tracker.setDecision(app: "app.A", permission: "camera", decision: .denied,
+        f.tracker.grantSession(uid: testUID, app: "app.A", permission: "camera", to: [":1.5"])
+        #expect(try f.take { try f.tracker.setDecision(uid: testUID, app: "app.A", permission: "camera", decision: .denied,
                                                        setBy: "test") } == ["app.A camera denied"])
-        #expect(try f.take { try f.tracker.setDecision(app: "app.A", permission: "camera", decision: .denied,
+        #expect(try f.take { try f.tracker.setDecision(uid: testUID, app: "app.A", permission: "camera", decision: .denied,
                                                        setBy: "test") } == [])
         var removed = 0
-        #expect(try f.take { removed = try f.tracker.resetDecisions(app: "app.A", names: []) }
+        #expect(try f.take { removed = try f.tracker.resetDecisions(uid: testUID, app: "app.A", names: []) }
                 == ["app.A camera not-determined"])
         #expect(removed == 1)
-        #expect(f.tracker.status(app: "app.A", permission: "camera") == .notDetermined)
+        #expect(f.tracker.status(uid: testUID, app: "app.A", permission: "camera") == .notDetermined)
     }
 
     @Test("ResetDecisions ends session grants too, counting only stored rows")
     func resetEndsGrant() throws {
         let f = Fixture()
         f.publish(camera())
-        f.tracker.grantSession("app.A", "camera", to: [":1.5"])
-        f.tracker.grantSession("app.B", "camera", to: [":1.7"])
+        f.tracker.grantSession(uid: testUID, app: "app.A", permission: "camera", to: [":1.5"])
+        f.tracker.grantSession(uid: testUID, app: "app.B", permission: "camera", to: [":1.7"])
         var removed = -1
-        #expect(try f.take { removed = try f.tracker.resetDecisions(app: "app.A", names: ["camera"]) }
+        #expect(try f.take { removed = try f.tracker.resetDecisions(uid: testUID, app: "app.A", names: ["camera"]) }
                 == ["app.A camera not-determined"])
         #expect(removed == 0)
-        #expect(f.tracker.status(app: "app.B", permission: "camera") == .authorized)
+        #expect(f.tracker.status(uid: testUID, app: "app.B", permission: "camera") == .authorized)
     }
 
     @Test("a store that cannot write: SetDecision and ResetDecisions throw and change nothing")
     func storageFailed() throws {
         let f = Fixture()
         f.publish(camera())
-        f.tracker.grantSession("app.A", "camera", to: [":1.5"])
+        #expect(f.take { f.tracker.grantSession(uid: testUID, app: "app.A", permission: "camera", to: [":1.5"]) }
+                == ["app.A camera authorized"])
         f.store.failWrites = true
         #expect(throws: InMemoryDecisionStore.WriteFailed.self) {
-            try f.tracker.setDecision(app: "app.A", permission: "camera", decision: .denied, setBy: "test")
+            try f.tracker.setDecision(uid: testUID, app: "app.A", permission: "camera", decision: .denied, setBy: "test")
         }
         #expect(throws: InMemoryDecisionStore.WriteFailed.self) {
-            _ = try f.tracker.resetDecisions(app: "app.A", names: [])
+            _ = try f.tracker.resetDecisions(uid: testUID, app: "app.A", names: [])
         }
         #expect(f.signals == [])
-        #expect(f.tracker.hasSessionGrant("app.A", "camera"))
-        #expect(f.tracker.status(app: "app.A", permission: "camera") == .authorized)
+        #expect(f.tracker.hasSessionGrant(DecisionKey(uid: testUID, "app.A", "camera")))
+        #expect(f.tracker.status(uid: testUID, app: "app.A", permission: "camera") == .authorized)
         #expect(f.store.list().isEmpty)
     }
 }
@@ -219,11 +230,11 @@ struct StatusTrackerExpiryTests {
         let f = Fixture()
         f.publish(camera())
         let now = currentMicroseconds()
-        try f.store.set(app: "app.A", permission: "camera", decision: .denied, setBy: "test",
+        try f.store.set(DecisionKey(uid: testUID, "app.A", "camera"), decision: .denied, setBy: "test",
                         expiresAt: now + 60_000_000)
-        try f.store.set(app: "app.B", permission: "camera", decision: .denied, setBy: "test",
+        try f.store.set(DecisionKey(uid: testUID, "app.B", "camera"), decision: .denied, setBy: "test",
                         expiresAt: now + 120_000_000)
-        #expect(f.tracker.status(app: "app.A", permission: "camera") == .denied)
+        #expect(f.tracker.status(uid: testUID, app: "app.A", permission: "camera") == .denied)
         var done = false
         #expect(f.take { done = f.tracker.removeExpired(now: now + 90_000_000) } == ["app.A camera not-determined"])
         #expect(done)
@@ -236,7 +247,7 @@ struct StatusTrackerExpiryTests {
         let f = Fixture()
         f.publish(camera(.available, ["app.A": .allow]))
         let now = currentMicroseconds()
-        try f.store.set(app: "app.A", permission: "camera", decision: .authorized, setBy: "test", expiresAt: now)
+        try f.store.set(DecisionKey(uid: testUID, "app.A", "camera"), decision: .authorized, setBy: "test", expiresAt: now)
         var done = false
         #expect(f.take { done = f.tracker.removeExpired(now: now) } == [])
         #expect(done)
@@ -248,11 +259,72 @@ struct StatusTrackerExpiryTests {
         let f = Fixture()
         f.publish(camera())
         let now = currentMicroseconds()
-        try f.store.set(app: "app.A", permission: "camera", decision: .denied, setBy: "test", expiresAt: now)
+        try f.store.set(DecisionKey(uid: testUID, "app.A", "camera"), decision: .denied, setBy: "test", expiresAt: now)
         f.store.failWrites = true
         var done = true
         #expect(f.take { done = f.tracker.removeExpired(now: now) } == [])
         #expect(!done)
         #expect(f.store.list().count == 1)
+    }
+}
+
+@Suite("StatusTracker: users")
+struct StatusTrackerUserTests {
+    @Test("one user's decision is that user's alone, and told to that user only")
+    func decisionsArePerUser() throws {
+        let f = Fixture()
+        f.publish(camera())
+        f.tracker.users = { [1, 2] }
+        _ = try f.take { try f.tracker.setDecision(uid: 1, app: "app.A", permission: "camera", decision: .authorized, setBy: "t") }
+        #expect(f.heard == ["uid 1: app.A camera authorized"])
+        #expect(f.tracker.status(uid: 1, app: "app.A", permission: "camera") == .authorized)
+        #expect(f.tracker.status(uid: 2, app: "app.A", permission: "camera") == .notDetermined)
+        #expect(f.tracker.status(.everyone, app: "app.A", permission: "camera") == .notDetermined)
+        _ = f.take { f.tracker.grantSession(uid: 2, app: "app.B", permission: "camera", to: [":1.9"]) }
+        #expect(f.heard == ["uid 2: app.B camera authorized"])
+        #expect(f.tracker.status(uid: 1, app: "app.B", permission: "camera") == .notDetermined)
+    }
+
+    @Test("an everyone-level change is told to everyone and to each user as it applies to them")
+    func policyChangePerUser() throws {
+        let f = Fixture()
+        f.publish(camera())
+        f.tracker.users = { [1, 2] }
+        try f.store.set(DecisionKey(uid: 1, "app.A", "camera"), decision: .denied, setBy: "t")
+        _ = f.publish(camera(.available, ["app.A": .allow]))
+        #expect(f.heard == ["everyone: app.A camera authorized", "uid 1: app.A camera authorized",
+                            "uid 2: app.A camera authorized"])
+        _ = f.publish(camera(.available, [:]))
+        #expect(f.heard == ["everyone: app.A camera not-determined", "uid 1: app.A camera denied",
+                            "uid 2: app.A camera not-determined"])
+        _ = f.publish(camera(.disabled, [:]))
+        #expect(f.heard == ["everyone:  camera disabled", "uid 1:  camera disabled", "uid 2:  camera disabled"])
+    }
+
+    @Test("an unassigned deny holds for every user, over their own grant; an unassigned grant for nobody")
+    func unassignedRows() throws {
+        let f = Fixture()
+        f.publish(camera())
+        f.tracker.users = { [1, 2] }
+        try f.store.set(DecisionKey(uid: nil, "app.A", "camera"), decision: .denied, setBy: "old")
+        try f.store.set(DecisionKey(uid: nil, "app.B", "camera"), decision: .authorized, setBy: "old")
+        try f.store.set(DecisionKey(uid: 1, "app.A", "camera"), decision: .authorized, setBy: "t")
+        for uid: UInt32 in [1, 2] {
+            #expect(f.tracker.status(uid: uid, app: "app.A", permission: "camera") == .denied)
+            #expect(f.tracker.status(uid: uid, app: "app.B", permission: "camera") == .notDetermined)
+        }
+        #expect(f.tracker.status(.everyone, app: "app.A", permission: "camera") == .denied)
+        // Resetting the unassigned deny ends it for everyone; user 1's own grant shows.
+        var removed = 0
+        _ = try f.take { removed = try f.tracker.resetDecisions(uid: nil, app: "app.A", names: []) }
+        #expect(removed == 1)
+        #expect(f.heard == ["everyone: app.A camera not-determined", "uid 1: app.A camera authorized",
+                            "uid 2: app.A camera not-determined"])
+        // Assigning the unassigned grant gives it to user 2 only.
+        var assigned = 0
+        _ = try f.take { assigned = try f.tracker.assign(app: "app.B", names: [], to: 2) }
+        #expect(assigned == 1)
+        #expect(f.heard == ["uid 2: app.B camera authorized"])
+        #expect(f.tracker.status(uid: 1, app: "app.B", permission: "camera") == .notDetermined)
     }
 }

@@ -39,3 +39,6 @@ final class TempDirectory {
         try FileManager.default.contentsOfDirectory(atPath: relative.isEmpty ? path : url(relative)).sorted()
     }
 }
+
+/// The user whose decisions the unit tests store (any uid but (uid_t)-1 would do).
+let testUID: UInt32 = 1000

@@ -1,0 +1,73 @@
+internal import PermissionsModel
+internal import DBusKit
+internal import PermissionsStore
+internal import PermissionsIdentity
+
+// The caller-scoped methods: GetStatus, GetAll, GetDetails. The app is the
+// caller, as its bus credentials identify it, and the user is the caller's uid.
+// Part of PermissionsService; confined to its queue.
+extension PermissionsService {
+    func getStatus(_ call: MethodCall) {
+        switch knownPermission(call.arguments[0]) {
+        case .failure(let error): call.fail(error)
+        case .success(let permission):
+            withCaller(call) { [unowned self] identity in
+                call.reply([.string(self.status(uid: identity.uid, app: identity.appID, permission: permission).rawValue)])
+            }
+        }
+    }
+
+    func getAll(_ call: MethodCall) {
+        withCaller(call) { [unowned self] identity in
+            call.reply([.stringDictionary(self.permissions.map {
+                ($0, self.status(uid: identity.uid, app: identity.appID, permission: $0).rawValue)
+            })])
+        }
+    }
+
+    func getDetails(_ call: MethodCall) {
+        switch knownPermission(call.arguments[0]) {
+        case .failure(let error): call.fail(error)
+        case .success(let permission):
+            withCaller(call) { [unowned self] identity in
+                call.reply([self.details(identity: identity, permission: permission)])
+            }
+        }
+    }
+
+    /// GetDetails' dictionary. The decision in force is, in order: an unassigned
+    /// deny (scope "unassigned": from a store without users, in force for every
+    /// user), the caller's user's stored one ("always"), their session grant ("session").
+    func details(identity: AppIdentity, permission: String) -> DBusValue {
+        let s = snapshot(permission)
+        let (uid, app) = (identity.uid, identity.appID)
+        let unassignedDeny = store.decision(DecisionKey(uid: nil, app, permission)).flatMap { $0.decision == .denied ? $0 : nil }
+        let stored = unassignedDeny ?? store.decision(DecisionKey(uid: uid, app, permission))
+        var pairs: [(String, DBusValue)] = [
+            ("app-id", .string(app)),
+            ("identity-kind", .string(identity.kind.rawValue)),
+            ("uid", .uint32(uid)),
+            ("status", .string(status(uid: uid, app: app, permission: permission).rawValue)),
+            ("service-state", .string(s.service.rawValue)),
+            ("policy", .string(s.policy(for: app).rawValue)),
+        ]
+        if let stored {
+            pairs.append(("decision", .string(stored.decision.rawValue)))
+            pairs.append(("decision-scope", .string(stored.uid == nil ? "unassigned" : "always")))
+            pairs.append(("decision-set-by", .string(stored.setBy)))
+            pairs.append(("decision-set-at", .int64(stored.setAt)))
+            if let expires = stored.expiresAt { pairs.append(("decision-expires-at", .int64(expires))) }
+        } else if tracker.hasSessionGrant(DecisionKey(uid: uid, app, permission)) {
+            pairs.append(("decision", .string("authorized")))
+            pairs.append(("decision-scope", .string("session")))
+        } else {
+            pairs.append(("decision", .string("none")))
+        }
+        pairs.append(("plugin", .string(plugins.providers[permission]?.info.name ?? (declared[permission] != nil ? "config" : ""))))
+        pairs.append(("plugin-details", .stringDictionary(s.details.map { ($0.key, $0.value) })))
+        pairs.append(("devices", .array(elementSignature: "a{ss}", s.devices.map { device in
+            .stringDictionary(device.map { ($0.key, $0.value) })
+        })))
+        return .vardict(pairs)
+    }
+}

@@ -1,0 +1,202 @@
+internal import PermissionsModel
+internal import DBusKit
+internal import PermissionsSupport
+internal import PermissionsStore
+internal import PermissionsIdentity
+
+// The methods that read and change stored decisions. Each v1 method (GetStatusForApp,
+// SetDecision, ResetDecisions, ListDecisions) is about the caller's own uid; its
+// *ForUser twin takes the uid first and, for another user's, needs an admin. The
+// unassigned rows of a migrated store have methods of their own (admins only).
+// Part of PermissionsService; confined to its queue.
+extension PermissionsService {
+    /// A uid a call names: any but (uid_t)-1, which is no user's.
+    func validUID(_ value: DBusValue) -> Result<UInt32, BusError> {
+        let uid = value.uint32Value ?? UInt32.max
+        guard uid != UInt32.max else {
+            return .failure(PermissionsError.invalidArgument("invalid uid \(uid): (uid_t)-1 is no user's"))
+        }
+        return .success(uid)
+    }
+
+    /// For the *ForUser methods: the named uid and the arguments after it; for the
+    /// v1 ones: nil (the caller's own) and all the arguments.
+    func target(_ call: MethodCall) -> Result<(uid: UInt32?, arguments: ArraySlice<DBusValue>), BusError> {
+        guard call.message.member?.hasSuffix("ForUser") == true else { return .success((nil, call.arguments[...])) }
+        return validUID(call.arguments[0]).map { ($0, call.arguments.dropFirst()) }
+    }
+
+    /// Runs `body` with the uid whose decisions the caller may `change` or read:
+    /// - its own (`uid` nil, or its own uid): any caller of the host that is not
+    ///   sandboxed or unverified; to change them, polkit's `manage-own` on the
+    ///   system bus (see Authorizer);
+    /// - another user's: an admin (root, or polkit's `manage`).
+    func asOwnerOrAdmin(_ call: MethodCall, uid: UInt32?, change: Bool,
+                        _ body: @escaping (_ caller: AppIdentity, _ uid: UInt32) -> Void) {
+        withCaller(call) { [unowned self] identity in
+            let own = uid == nil || uid == identity.uid
+            let action: Authorizer.Action? = own ? (change ? .manageOwn : nil) : .manage
+            self.authorizer.check(identity, sender: call.sender, action: action) { refusal in
+                if let refusal {
+                    let member = call.message.member ?? ""
+                    let whose = own ? "" : " for uid \(uid!)"
+                    return call.fail(PermissionsError.notAuthorized("\(member)\(whose) is not allowed: \(refusal)"))
+                }
+                body(identity, uid ?? identity.uid)
+            }
+        }
+    }
+
+    /// GetStatusForApp(ss) and GetStatusForUser(uss): an app's status for a user.
+    func getStatusForApp(_ call: MethodCall) {
+        let target = target(call)
+        guard case .success(let (uid, arguments)) = target else { return call.fail(target.error!) }
+        let appResult = validAppID(arguments[arguments.startIndex])
+        let permissionResult = knownPermission(arguments[arguments.startIndex + 1])
+        guard case .success(let app) = appResult else { return call.fail(appResult.error!) }
+        guard case .success(let permission) = permissionResult else { return call.fail(permissionResult.error!) }
+        asOwnerOrAdmin(call, uid: uid, change: false) { [unowned self] _, uid in
+            call.reply([.string(self.status(uid: uid, app: app, permission: permission).rawValue)])
+        }
+    }
+
+    /// SetDecision(sss) and SetDecisionForUser(usss).
+    func setDecision(_ call: MethodCall) {
+        let target = target(call)
+        guard case .success(let (uid, arguments)) = target else { return call.fail(target.error!) }
+        let first = arguments.startIndex
+        let appResult = validAppID(arguments[first])
+        let permissionResult = knownPermission(arguments[first + 1])
+        guard case .success(let app) = appResult else { return call.fail(appResult.error!) }
+        guard case .success(let permission) = permissionResult else { return call.fail(permissionResult.error!) }
+        let word = arguments[first + 2].stringValue ?? ""
+        guard let decision = Decision(rawValue: word) else {
+            return call.fail(PermissionsError.invalidArgument(
+                "invalid decision \"\(word.escapedForMessage)\": expected \"authorized\" or \"denied\""))
+        }
+        asOwnerOrAdmin(call, uid: uid, change: true) { [unowned self] identity, uid in
+            do {
+                try self.tracker.setDecision(uid: uid, app: app, permission: permission, decision: decision,
+                                             setBy: "uid \(identity.uid) (\(identity.appID))")
+            } catch {
+                // Nothing changed, in memory or on disk (a session grant included).
+                return call.fail(PermissionsError.storageFailed("cannot store the decision: \(error)"))
+            }
+            call.reply()
+        }
+    }
+
+    /// The permission names of a reset or an assignment: each once, each valid.
+    func permissionNames(_ value: DBusValue) -> Result<[String], BusError> {
+        var seen = Set<String>()
+        let names = (value.stringArray ?? []).filter { seen.insert($0).inserted }
+        if let bad = names.first(where: { !Validate.isPermissionName($0) }) {
+            return .failure(PermissionsError.invalidPermissionName(bad))
+        }
+        return .success(names)
+    }
+
+    /// ResetDecisions(sas) and ResetDecisionsForUser(usas).
+    func resetDecisions(_ call: MethodCall) {
+        let target = target(call)
+        guard case .success(let (uid, arguments)) = target else { return call.fail(target.error!) }
+        let appResult = validAppID(arguments[arguments.startIndex])
+        let namesResult = permissionNames(arguments[arguments.startIndex + 1])
+        guard case .success(let app) = appResult else { return call.fail(appResult.error!) }
+        guard case .success(let names) = namesResult else { return call.fail(namesResult.error!) }
+        asOwnerOrAdmin(call, uid: uid, change: true) { [unowned self] _, uid in
+            self.reset(call, uid: uid, app: app, names: names)
+        }
+    }
+
+    /// ListDecisions(s) and ListDecisionsForUser(us): one user's rows, of every app
+    /// or one: a(sssxs) (app, permission, decision, set at in µs, set by).
+    func listDecisions(_ call: MethodCall) {
+        let target = target(call)
+        guard case .success(let (uid, arguments)) = target else { return call.fail(target.error!) }
+        let filterResult = appFilter(arguments[arguments.startIndex])
+        guard case .success(let filter) = filterResult else { return call.fail(filterResult.error!) }
+        asOwnerOrAdmin(call, uid: uid, change: false) { [unowned self] _, uid in
+            let rows = self.store.list(app: filter).filter { $0.uid == uid }
+            call.reply([.array(elementSignature: "(sssxs)", rows.map { row in
+                .structure([.string(row.appID), .string(row.permission), .string(row.decision.rawValue),
+                            .int64(row.setAt), .string(row.setBy)])
+            })])
+        }
+    }
+
+    /// "" for every app, or a valid app id.
+    func appFilter(_ value: DBusValue) -> Result<String?, BusError> {
+        let filter = value.stringValue ?? ""
+        if filter.isEmpty { return .success(nil) }
+        return Validate.isAppID(filter) ? .success(filter) : .failure(PermissionsError.invalidAppID(filter))
+    }
+
+    /// ListAllDecisions(s): every user's rows and the unassigned ones (admins):
+    /// a(xsssxs) (owner uid, or -1 for unassigned; then as ListDecisions).
+    func listAllDecisions(_ call: MethodCall) {
+        let filterResult = appFilter(call.arguments[0])
+        guard case .success(let filter) = filterResult else { return call.fail(filterResult.error!) }
+        asAdmin(call) { [unowned self] _ in
+            let rows = self.store.list(app: filter)
+            call.reply([.array(elementSignature: "(xsssxs)", rows.map { row in
+                .structure([.int64(row.uid.map { Int64($0) } ?? -1), .string(row.appID), .string(row.permission),
+                            .string(row.decision.rawValue), .int64(row.setAt), .string(row.setBy)])
+            })])
+        }
+    }
+
+    /// AssignDecisions(sasu): gives unassigned rows of an app to a user (admins).
+    func assignDecisions(_ call: MethodCall) {
+        let appResult = validAppID(call.arguments[0])
+        let namesResult = permissionNames(call.arguments[1])
+        let uidResult = validUID(call.arguments[2])
+        guard case .success(let app) = appResult else { return call.fail(appResult.error!) }
+        guard case .success(let names) = namesResult else { return call.fail(namesResult.error!) }
+        guard case .success(let uid) = uidResult else { return call.fail(uidResult.error!) }
+        asAdmin(call) { [unowned self] _ in
+            do {
+                call.reply([.uint32(UInt32(try self.tracker.assign(app: app, names: names, to: uid)))])
+            } catch {
+                call.fail(PermissionsError.storageFailed("cannot assign decisions: \(error)"))
+            }
+        }
+    }
+
+    /// ResetUnassignedDecisions(sas): removes unassigned rows of an app (admins).
+    func resetUnassigned(_ call: MethodCall) {
+        let appResult = validAppID(call.arguments[0])
+        let namesResult = permissionNames(call.arguments[1])
+        guard case .success(let app) = appResult else { return call.fail(appResult.error!) }
+        guard case .success(let names) = namesResult else { return call.fail(namesResult.error!) }
+        asAdmin(call) { [unowned self] _ in
+            self.reset(call, uid: nil, app: app, names: names)
+        }
+    }
+
+    /// Resets one owner's rows and replies with how many went.
+    private func reset(_ call: MethodCall, uid: UInt32?, app: String, names: [String]) {
+        let removed: Int
+        do {
+            removed = try tracker.resetDecisions(uid: uid, app: app, names: names)
+        } catch {
+            // Nothing changed, in memory or on disk (session grants included).
+            return call.fail(PermissionsError.storageFailed("cannot reset decisions: \(error)"))
+        }
+        call.reply([.uint32(UInt32(removed))])
+    }
+
+    /// Runs `body` if the caller is an admin (see Authorizer): ListAllDecisions and
+    /// the unassigned rows' methods.
+    func asAdmin(_ call: MethodCall, action: Authorizer.Action = .manage, _ body: @escaping (AppIdentity) -> Void) {
+        withCaller(call) { [unowned self] identity in
+            self.authorizer.check(identity, sender: call.sender, action: action) { refusal in
+                if let refusal {
+                    let member = call.message.member ?? ""
+                    return call.fail(PermissionsError.notAuthorized("\(member) is not allowed: \(refusal)"))
+                }
+                body(identity)
+            }
+        }
+    }
+}

@@ -1,0 +1,109 @@
+internal import PermissionsModel
+internal import DBusKit
+internal import PermissionsSupport
+internal import PermissionsIdentity
+
+/// What a subscriber is told: every change its user sees (their own decisions,
+/// for every app, and the everyone-level changes), or only one app's (the
+/// everyone-level changes for every app, "", and that app's own).
+///
+/// Each stream has its own serial sequence, counting exactly the changes its
+/// subscribers are told, so that a gap means "a change was missed, re-read", and
+/// nobody can infer from gaps what happened in a stream they cannot see (another
+/// user's decisions, or, for a sandboxed app, its user's other apps).
+enum Stream: Hashable {
+    case user(UInt32)
+    case app(UInt32, String)
+
+    var uid: UInt32 {
+        switch self {
+        case .user(let uid), .app(let uid, _): uid
+        }
+    }
+
+    /// Whether a change of `app` ("" = every app) for this stream's user belongs in it.
+    func carries(_ app: String) -> Bool {
+        switch self {
+        case .user: true
+        case .app(_, let own): app.isEmpty || app.utf8.elementsEqual(own.utf8)
+        }
+    }
+}
+
+/// Subscribe / Unsubscribe, and the delivery of StatusChanged: broadcast for
+/// everyone-level changes, unicast to each subscriber for its stream. Part of
+/// PermissionsService; confined to its queue.
+extension PermissionsService {
+    /// Where unicast StatusChanged signals come from, so that a client (or a
+    /// GDBus signal subscription) can tell its own stream from the broadcast one
+    /// at /org/example/Permissions, which carries another serial sequence.
+    package static let subscriptionPath = BusNames.objectPath + "/Subscription"
+
+    func subscribe(_ call: MethodCall) {
+        var scope: String?
+        for (key, value) in call.arguments[0].stringKeyedEntries ?? [] where key == "scope" {
+            guard case .variant(.string(let word)) = value else {
+                return call.fail(PermissionsError.invalidArgument("option \"scope\" must be a string (s)"))
+            }
+            guard word == "user" || word == "app" else {
+                return call.fail(PermissionsError.invalidArgument(
+                    "invalid scope \"\(word.escapedForMessage)\": expected \"user\" or \"app\""))
+            }
+            scope = word
+        }
+        withCaller(call) { [unowned self] identity in
+            // A sandboxed or unverified caller is one app: it never sees its user's others.
+            let confined = identity.kind != .executable && identity.kind != .systemdUnit
+            if confined, scope == "user" {
+                return call.fail(PermissionsError.notAuthorized(
+                    "scope \"user\" is not allowed: \(identity.appID) (\(identity.kind.rawValue)) may follow only "
+                        + "its own app"))
+            }
+            let stream: Stream = (scope ?? (confined ? "app" : "user")) == "app"
+                ? .app(identity.uid, identity.appID) : .user(identity.uid)
+            self.subscribers[call.sender] = stream
+            call.reply([.uint64(self.serial(of: stream))])
+        }
+    }
+
+    func unsubscribe(_ call: MethodCall) {
+        guard subscribers.removeValue(forKey: call.sender) != nil else {
+            return call.fail(PermissionsError.invalidArgument("\(call.sender) has not subscribed"))
+        }
+        call.reply()
+    }
+
+    /// The users with a subscriber, for the tracker's per-user signals.
+    var subscribedUsers: [UInt32] {
+        Array(Set(subscribers.values.map(\.uid))).sorted()
+    }
+
+    /// The serial last sent in a stream (epoch in the high 32 bits, as ChangeSerial).
+    func serial(of stream: Stream) -> UInt64 {
+        serialEpoch | UInt64(streamCounts[stream] ?? 0)
+    }
+
+    /// Tells one change to its audience: everyone-level ones are broadcast (with
+    /// ChangeSerial's sequence); a user's are unicast to that user's subscribers
+    /// whose stream carries it, each with its stream's next serial.
+    func deliver(_ audience: Audience, app: String, permission: String, _ status: Status) {
+        let arguments: (UInt64) -> [DBusValue] = {
+            [.string(app), .string(permission), .string(status.rawValue), .uint64($0)]
+        }
+        switch audience {
+        case .everyone:
+            changeSerial += 1
+            logDebug("StatusChanged(\"\(app)\", \(permission), \(status.rawValue), \(changeSerial)) to everyone")
+            try? connection.emitSignal(path: Self.objectPath, interface: Self.interfaceName,
+                                       member: "StatusChanged", arguments(changeSerial))
+        case .user(let uid):
+            let streams = Set(subscribers.values.filter { $0.uid == uid && $0.carries(app) })
+            for stream in streams { streamCounts[stream, default: 0] &+= 1 }
+            for (name, stream) in subscribers where streams.contains(stream) {
+                logDebug("StatusChanged(\"\(app)\", \(permission), \(status.rawValue), \(serial(of: stream))) to \(name)")
+                try? connection.emitSignal(path: Self.subscriptionPath, interface: Self.interfaceName,
+                                           member: "StatusChanged", destination: name, arguments(serial(of: stream)))
+            }
+        }
+    }
+}

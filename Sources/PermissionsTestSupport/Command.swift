@@ -8,14 +8,15 @@ public struct CommandResult {
 }
 
 /// Runs a command to completion. With `asNobody`, it runs as uid/gid 65534 through
-/// setpriv, to play a caller who is not an administrator.
+/// setpriv, to play a caller who is not an administrator; with `asUser`, as that
+/// uid (and the gid of the same number), to play one of several users.
 @discardableResult
-public func run(_ executable: String, _ arguments: [String], asNobody: Bool = false,
+public func run(_ executable: String, _ arguments: [String], asNobody: Bool = false, asUser: UInt32? = nil,
          environment: [String: String]? = nil) throws -> CommandResult {
     let process = Process()
-    if asNobody {
+    if let uid = asUser ?? (asNobody ? 65534 : nil) {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-        process.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", executable] + arguments
+        process.arguments = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", executable] + arguments
     } else {
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments

@@ -90,15 +90,20 @@ struct Client {
                 let args = message.arguments()
                 guard args.count == 3, let owner = args[2].stringValue, !owner.isEmpty else { return }
                 do throws(BusError) {
-                    print("Subscribed again to \(Self.name), now \(owner) (serial \(try subscribe(owner: owner)))")
+                    print("Subscribed to \(Self.name) at \(owner) (serial \(try subscribe(owner: owner)))")
                 } catch {
                     print("Cannot subscribe again to \(Self.name): \(error.message) (\(error.name))")
                 }
             }
-            let owner = try busCall("GetNameOwner", .string(Self.name)).first?.stringValue ?? ""
-            let serial = try subscribe(owner: owner)
+            // Not running yet: the NameOwnerChanged rule subscribes once it is.
+            let owner = try? busCall("GetNameOwner", .string(Self.name)).first?.stringValue
             if let refused { throw refused }
-            print("Monitoring \(Self.name) for your StatusChanged (serial \(serial)) and PropertiesChanged")
+            if let owner {
+                let serial = try subscribe(owner: owner)
+                print("Monitoring \(Self.name) for your StatusChanged (serial \(serial)) and PropertiesChanged")
+            } else {
+                print("Monitoring \(Self.name) for your StatusChanged and PropertiesChanged once it runs")
+            }
         }
         while connection.readWriteDispatch(timeoutMilliseconds: -1) {}
         throw BusError(BusError.disconnected, "the bus closed the connection")

@@ -13,9 +13,11 @@ final class Monitor {
     private let process = Process()
     private let output: LineCollector
 
-    init(_ daemon: DaemonUnderTest) throws {
+    /// `broadcast`: only the everyone-level signals (`monitor --broadcast`), as any
+    /// match rule sees them; else the test user's own stream (Subscribe).
+    init(_ daemon: DaemonUnderTest, broadcast: Bool = false) throws {
         process.executableURL = URL(fileURLWithPath: binDir + "/permissionsctl")
-        process.arguments = ["--address", daemon.bus.address, "monitor"]
+        process.arguments = ["--address", daemon.bus.address, "monitor"] + (broadcast ? ["--broadcast"] : [])
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice
@@ -47,6 +49,13 @@ final class Monitor {
     /// The StatusChanged lines received so far (all, including consumed ones).
     var statusChanges: [String] {
         output.all.filter { $0.hasPrefix("StatusChanged") }.map(Self.withoutSerial)
+    }
+
+    /// The serial Subscribe returned: the stream's serial before its first signal.
+    var subscribedSerial: UInt64 {
+        output.all.first.flatMap { line in
+            line.range(of: "(serial ").flatMap { UInt64(line[$0.upperBound...].prefix { $0.isNumber }) }
+        } ?? 0
     }
 
     /// The serials of the StatusChanged signals received so far, in order.

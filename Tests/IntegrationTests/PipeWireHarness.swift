@@ -7,8 +7,8 @@ import PermissionsTestSupport
 // fake cameras and microphones made with pw-cli, and permissionsd loading the
 // plugin this build made. Every wait is for an event, with a deadline.
 
-/// A plugin directory with the PipeWire plugin, plus notifications (whose grants
-/// serve as fences) and location. Made once per test process.
+/// A plugin directory with the PipeWire plugin, plus notifications (whose admin
+/// locks serve as fences) and location. Made once per test process.
 let pipewirePluginDirectory: String = pluginDirectory("pipewire-plugins", with: ["pipewire", "notifications", "location"])
 
 /// The environment minus PipeWire's own variables, so that only what a test sets
@@ -132,6 +132,8 @@ final class PipeWireRig {
     /// Index in the recorded lines up to which `newSignals` has reported.
     private var cursor = 0
     private var fences = 0
+    /// The drop-in the fences' locks go to, made (empty) before the daemon starts.
+    static let fenceDropIn = "permissions.conf.d/99-fences.conf"
     private var markers = 0
 
     /// With `startDaemon` false, the subscriber is in place before the daemon
@@ -142,18 +144,22 @@ final class PipeWireRig {
         daemon = try DaemonUnderTest(bus: bus, config: "[notifications]\nenabled=true\n",
                                      pluginDirectories: [pipewirePluginDirectory],
                                      environment: environment ?? pipewire.daemonEnvironment, start: false)
+        try FileManager.default.createDirectory(atPath: daemon.configDirectory + "/permissions.conf.d",
+                                                withIntermediateDirectories: true)
+        try daemon.writeConfig("", name: Self.fenceDropIn)
         try subscribe()
         if startDaemon { try daemon.start() }
     }
 
     func startDaemon() throws { try daemon.start() }
 
-    /// `permissionsctl monitor`, which says "Monitoring" once its match rules are in
-    /// force (they name the service's well-known name, so they work before it runs).
+    /// `permissionsctl monitor --broadcast` (device changes are everyone-level), which
+    /// says "Monitoring" once its match rules are in force (they name the service's
+    /// well-known name, so they work before it runs).
     private func subscribe() throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binDir + "/permissionsctl")
-        process.arguments = ["--address", bus.address, "monitor"]
+        process.arguments = ["--address", bus.address, "monitor", "--broadcast"]
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice
@@ -181,15 +187,16 @@ final class PipeWireRig {
     }
 
     /// The StatusChanged lines since the previous call, excluding the fences',
-    /// complete: it makes a change of its own (a grant on notifications) and waits
-    /// for that signal; signals from one sender arrive in order, so every signal
-    /// the daemon emitted before the grant has arrived by then.
+    /// complete: it makes an everyone-level change of its own (an admin lock on
+    /// notifications, added to the configuration) and waits for that broadcast;
+    /// signals from one sender arrive in order, so every signal the daemon emitted
+    /// before the lock has arrived by then.
     func newSignals() throws -> [String] {
         fences += 1
         let app = "org.example.Fence\(fences)"
-        let fence = statusLine(app: app, "notifications", "authorized")
-        let r = try daemon.ctl("grant", app, "notifications")
-        guard r.status == 0 else { throw HarnessError(description: "fence grant failed: \(r.stderr)") }
+        let fence = statusLine(app: app, "notifications", "restricted")
+        let locked = (1...fences).map { "org.example.Fence\($0)" }.joined(separator: ";")
+        try daemon.writeConfig("[notifications]\ndeny=\(locked)\n", name: Self.fenceDropIn)
         try signals.wait(what: "fence \(fences)") { lines in lines.contains { stripSerial($0) == fence } }
         let all = statusLines
         let index = all.lastIndex(of: fence)!

@@ -6,129 +6,6 @@ import PermissionsTestSupport
 // with --system on a stand-in system bus, next to python-dbusmock's polkitd
 // template, and real clients call it as root and as nobody.
 
-/// The stand-in system bus of these tests.
-private typealias PolkitTestSystemBus = TestBus
-
-private extension TestBus {
-    /// The test runner's environment with this bus as the system bus.
-    var environment: [String: String] { asSystemBusEnvironment }
-
-    /// Waits (gdbus, with a deadline) until `name` has an owner on this bus.
-    func waitForName(_ name: String) throws {
-        let waited = try run("/usr/bin/gdbus", ["wait", "--system", "--timeout", "20", name], environment: environment)
-        guard waited.status == 0 else { throw HarnessError(description: "\(name) did not appear: \(waited.stderr)") }
-    }
-
-    /// Waits (up to `timeout` seconds) until `name` has no owner on this bus.
-    func waitForNameToGo(_ name: String, timeout: TimeInterval = 15) throws {
-        let deadline = Date().addingTimeInterval(timeout)
-        while true {
-            let r = try run("/usr/bin/busctl", ["--address=\(address)", "call", "org.freedesktop.DBus",
-                                                "/org/freedesktop/DBus", "org.freedesktop.DBus", "NameHasOwner", "s", name])
-            if r.stdout == "b false\n" { return }
-            if Date() > deadline { throw HarnessError(description: "\(name) still owned after \(timeout) s: \(r)") }
-        }
-    }
-}
-
-/// python-dbusmock's polkitd on the stand-in system bus. It starts allowing nothing.
-private final class PolkitTestMock {
-    private let bus: PolkitTestSystemBus
-    private var process: Process?
-
-    init(bus: PolkitTestSystemBus) throws {
-        self.bus = bus
-        let process = Process()
-        // Not the pyenv python3 on PATH: only the system one has dbusmock.
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = ["-m", "dbusmock", "--system", "-t", "polkitd"]
-        process.environment = bus.environment
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        self.process = process
-        try bus.waitForName("org.freedesktop.PolicyKit1")
-    }
-
-    /// The actions polkit allows from now on (the mock's SetAllowed).
-    func setAllowed(_ actions: [String]) throws {
-        let r = try run("/usr/bin/busctl", ["--address=\(bus.address)", "call", "org.freedesktop.PolicyKit1",
-                                            "/org/freedesktop/PolicyKit1/Authority", "org.freedesktop.DBus.Mock",
-                                            "SetAllowed", "as", String(actions.count)] + actions)
-        guard r.status == 0 else { throw HarnessError(description: "SetAllowed failed: \(r.stderr)") }
-    }
-
-    /// SIGKILL, and wait until the bus has dropped its name.
-    func kill() throws {
-        guard let process else { return }
-        Glibc.kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-        self.process = nil
-        try bus.waitForNameToGo("org.freedesktop.PolicyKit1")
-    }
-
-    deinit { try? kill() }
-}
-
-/// permissionsd with --system on the stand-in bus (DaemonUnderTest always passes
-/// --address, which makes the daemon treat its own uid as admin and never ask polkit).
-private final class PolkitTestDaemon {
-    let bus: PolkitTestSystemBus
-    let root: String
-    var logFile: String { root + "/permissionsd.log" }
-    private var process: Process?
-
-    init(bus: PolkitTestSystemBus, config: String = "") throws {
-        self.bus = bus
-        root = try makeTemporaryDirectory("permissionsd-system")
-        try FileManager.default.createDirectory(atPath: root + "/config", withIntermediateDirectories: true)
-        try config.write(toFile: root + "/config/permissions.conf", atomically: true, encoding: .utf8)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: binDir + "/permissionsd")
-        process.arguments = ["--system", "--config-dir", root + "/config", "--state-dir", root + "/state",
-                             "--plugin-dir", corePluginDirectory, "--verbose"]
-        process.environment = bus.environment
-        FileManager.default.createFile(atPath: logFile, contents: nil)
-        let logHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: logFile))
-        process.standardOutput = logHandle
-        process.standardError = logHandle
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        self.process = process
-        let waited = try run("/usr/bin/gdbus", ["wait", "--system", "--timeout", "20", "org.example.Permissions"],
-                             environment: bus.environment)
-        guard waited.status == 0, process.isRunning else {
-            throw HarnessError(description: "permissionsd did not take its name on the system bus; log:\n\(self.log)")
-        }
-    }
-
-    var isRunning: Bool { process?.isRunning ?? false }
-    var log: String { (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "" }
-
-    deinit {
-        if let process, process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
-        try? FileManager.default.removeItem(atPath: root)
-    }
-
-    /// `busctl call` on the service object and interface, through the stand-in bus.
-    func call(_ member: String, _ signatureAndArguments: String..., asNobody: Bool = false) throws -> CommandResult {
-        try run("/usr/bin/busctl", ["--address=\(bus.address)", "call", "org.example.Permissions",
-                                    "/org/example/Permissions", "org.example.Permissions", member]
-                + signatureAndArguments, asNobody: asNobody)
-    }
-
-    /// The same through gdbus, whose error output names the D-Bus error.
-    func gdbusCall(_ method: String, _ arguments: String..., asNobody: Bool = false) throws -> CommandResult {
-        try run("/usr/bin/gdbus", ["call", "--address", bus.address, "--dest", "org.example.Permissions",
-                                   "--object-path", "/org/example/Permissions",
-                                   "--method", "org.example.Permissions." + method] + arguments, asNobody: asNobody)
-    }
-}
-
 @Suite("Polkit on the system bus", .serialized)
 struct PolkitTests {
     private let bus: PolkitTestSystemBus
@@ -136,6 +13,7 @@ struct PolkitTests {
     private let daemon: PolkitTestDaemon
 
     private static let manage = "org.example.permissions.manage"
+    private static let manageOwn = "org.example.permissions.manage-own"
     private static let agent = "org.example.permissions.agent"
 
     init() throws {
@@ -144,10 +22,10 @@ struct PolkitTests {
         daemon = try PolkitTestDaemon(bus: bus, config: "[location]\nno-agent=denied\n[notifications]\nno-agent=denied\n")
     }
 
-    /// ListDecisions for every app, as root.
+    /// Every user's decisions (ListAllDecisions), as root.
     private func decisions() throws -> String {
-        let r = try daemon.call("ListDecisions", "s", "")
-        #expect(r.status == 0, "ListDecisions as root: \(r.stderr)")
+        let r = try daemon.call("ListAllDecisions", "s", "")
+        #expect(r.status == 0, "ListAllDecisions as root: \(r.stderr)")
         return r.stdout
     }
 
@@ -164,41 +42,62 @@ struct PolkitTests {
 
     @Test func nobodyIsRefusedWhilePolkitAllowsNothing() throws {
         let r = try setDecisionAsNobody("org.example.Refused")
-        expectRefused(r, "SetDecision", reason: "polkit refused \(Self.manage)")
+        expectRefused(r, "SetDecision", reason: "polkit refused \(Self.manageOwn)")
         // The D-Bus error is NotAuthorized.
         let g = try daemon.gdbusCall("SetDecision", "org.example.Refused", "location", "authorized", asNobody: true)
         #expect(g.status != 0)
         #expect(g.stderr.contains("org.example.Permissions.Error.NotAuthorized"), "\(g.stderr)")
-        // The other admin methods likewise.
-        expectRefused(try daemon.call("ListDecisions", "s", "", asNobody: true), "ListDecisions",
-                      reason: "polkit refused \(Self.manage)")
-        expectRefused(try daemon.call("GetStatusForApp", "ss", "org.example.X", "location", asNobody: true),
-                      "GetStatusForApp", reason: "polkit refused \(Self.manage)")
+        // Resetting one's own likewise; another user's, or everyone's list, need manage.
         expectRefused(try daemon.call("ResetDecisions", "sas", "org.example.X", "0", asNobody: true),
-                      "ResetDecisions", reason: "polkit refused \(Self.manage)")
+                      "ResetDecisions", reason: "polkit refused \(Self.manageOwn)")
+        expectRefused(try daemon.call("SetDecisionForUser", "usss", "0", "org.example.X", "location", "denied",
+                                      asNobody: true),
+                      "SetDecisionForUser for uid 0", reason: "polkit refused \(Self.manage)")
+        expectRefused(try daemon.call("ListAllDecisions", "s", "", asNobody: true), "ListAllDecisions",
+                      reason: "polkit refused \(Self.manage)")
+        // Reading one's own needs nothing.
+        #expect(try daemon.call("ListDecisions", "s", "", asNobody: true).stdout == "a(sssxs) 0\n")
+        #expect(try daemon.call("GetStatusForApp", "ss", "org.example.X", "location", asNobody: true).stdout
+                == "s \"not-determined\"\n")
         #expect(!(try decisions()).contains("org.example.Refused"))
         // Nobody may still ask for its own status.
         #expect(try daemon.call("GetStatus", "s", "location", asNobody: true).stdout == "s \"not-determined\"\n")
     }
 
-    @Test func nobodyIsAllowedOnceAllowedTheManageAction() throws {
-        try polkit.setAllowed([Self.manage])
+    @Test func nobodyChangesOwnDecisionsOnceAllowedTheManageOwnAction() throws {
+        try polkit.setAllowed([Self.manageOwn])
         let r = try setDecisionAsNobody("org.example.Allowed")
         #expect(r.status == 0, "SetDecision as nobody: \(r.stderr)")
-        #expect(try decisions().contains("\"org.example.Allowed\" \"location\" \"authorized\""))
+        #expect(try decisions().contains("65534 \"org.example.Allowed\" \"location\" \"authorized\""))
         let status = try daemon.call("GetStatusForApp", "ss", "org.example.Allowed", "location", asNobody: true)
         #expect(status.stdout == "s \"authorized\"\n", "\(status.stderr)")
+        // Root's own status of the app is not nobody's decision.
+        #expect(try daemon.call("GetStatusForApp", "ss", "org.example.Allowed", "location").stdout
+                == "s \"not-determined\"\n")
+        // manage-own is not enough for another user's.
+        expectRefused(try daemon.call("SetDecisionForUser", "usss", "0", "org.example.Allowed", "location", "denied",
+                                      asNobody: true),
+                      "SetDecisionForUser for uid 0", reason: "polkit refused \(Self.manage)")
         // Taking the action away again refuses the next call (nothing is cached).
         try polkit.setAllowed([])
         expectRefused(try setDecisionAsNobody("org.example.Later", "denied"), "SetDecision",
-                      reason: "polkit refused \(Self.manage)")
+                      reason: "polkit refused \(Self.manageOwn)")
         #expect(!(try decisions()).contains("org.example.Later"))
+    }
+
+    @Test func theManageActionChangesAnotherUsersDecisions() throws {
+        try polkit.setAllowed([Self.manage])
+        let r = try daemon.call("SetDecisionForUser", "usss", "0", "org.example.ForRoot", "location", "denied",
+                                asNobody: true)
+        #expect(r.status == 0, "SetDecisionForUser as nobody: \(r.stderr)")
+        #expect(try daemon.call("GetStatusForApp", "ss", "org.example.ForRoot", "location").stdout == "s \"denied\"\n")
+        #expect(try decisions().contains("0 \"org.example.ForRoot\" \"location\" \"denied\""))
     }
 
     @Test func theAgentActionDoesNotAllowManaging() throws {
         try polkit.setAllowed([Self.agent])
         expectRefused(try setDecisionAsNobody("org.example.AgentOnly"), "SetDecision",
-                      reason: "polkit refused \(Self.manage)")
+                      reason: "polkit refused \(Self.manageOwn)")
         #expect(!(try decisions()).contains("org.example.AgentOnly"))
     }
 
@@ -228,7 +127,7 @@ struct PolkitTests {
     }
 
     @Test func withoutPolkitNobodyIsRefusedAndTheDaemonKeepsAnswering() throws {
-        try polkit.setAllowed([Self.manage, Self.agent])
+        try polkit.setAllowed([Self.manage, Self.manageOwn, Self.agent])
         try polkit.kill()
         let r = try setDecisionAsNobody("org.example.NoPolkit")
         #expect(r.status != 0, "SetDecision without polkit was not refused")

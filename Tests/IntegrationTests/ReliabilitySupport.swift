@@ -119,6 +119,14 @@ final class BusClient: @unchecked Sendable {
 
     /// A round trip to the bus daemon: everything this connection sent before it
     /// (match rules included) has been processed when it returns.
+    /// The unique name that owns `name` now.
+    func nameOwner(_ name: String) throws -> String {
+        let message = try Message.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                             interface: "org.freedesktop.DBus", member: "GetNameOwner")
+        try message.append(.string(name))
+        return try send(message).get().arguments().first?.stringValue ?? ""
+    }
+
     func pingBus() throws {
         let message = try Message.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
                                              interface: "org.freedesktop.DBus.Peer", member: "Ping")
@@ -203,8 +211,8 @@ struct ReceivedStatusChange {
     let receivedAt: UInt64
 }
 
-/// A subscriber to StatusChanged on a connection of its own, recording every
-/// signal with the time it arrived.
+/// A subscriber (Subscribe) to its user's StatusChanged stream on a connection of
+/// its own, recording every signal with the time it arrived. The daemon must run.
 ///
 /// `@unchecked Sendable`: `received` is touched only under `condition`'s lock; the
 /// connection only on the client's queue.
@@ -216,9 +224,11 @@ final class StatusRecorder: @unchecked Sendable {
     init(bus: TestBus) throws {
         client = try BusClient(bus: bus, label: "status-recorder")
         let connection = client.connection
+        let owner = try client.nameOwner("org.example.Permissions")
         client.queue.sync {
-            let match = SignalMatch(path: "/org/example/Permissions", interface: "org.example.Permissions",
-                                    member: "StatusChanged")
+            let match = SignalMatch.unicast(to: connection.uniqueName, sender: owner,
+                                            path: "/org/example/Permissions/Subscription",
+                                            interface: "org.example.Permissions", member: "StatusChanged")
             _ = connection.subscribe(match) { [unowned self] message in
                 let args = message.arguments()
                 guard message.signature == "ssst", args.count == 4 else {
@@ -234,7 +244,7 @@ final class StatusRecorder: @unchecked Sendable {
                 self.condition.unlock()
             }
         }
-        try client.pingBus()  // the match rule is in force from here on
+        _ = try client.call("Subscribe", [.vardict([])]).get()
     }
 
     var all: [ReceivedStatusChange] {

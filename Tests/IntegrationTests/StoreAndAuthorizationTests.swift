@@ -37,24 +37,34 @@ import PermissionsTestSupport
         #expect(try daemon.call("GetStatusForApp", "ss", "org.example.Durable", "location").stdout == "s \"authorized\"\n")
     }
 
+    /// On a session bus (one user: the daemon's), another uid may read its own
+    /// decisions but change none, and may not touch the daemon's user's.
     @Test func nonAdminIsRefusedAndNothingIsStored() throws {
+        #expect(try daemon.ctl("grant", "org.example.X", "location").status == 0)
         let before = try decisions()
         for (member, arguments) in [("SetDecision", ["sss", "org.example.X", "location", "authorized"]),
                                     ("ResetDecisions", ["sas", "org.example.Kept", "0"]),
-                                    ("ListDecisions", ["s", ""]),
-                                    ("GetStatusForApp", ["ss", "org.example.X", "location"])] {
+                                    ("SetDecisionForUser", ["usss", "0", "org.example.X", "location", "denied"]),
+                                    ("ResetDecisionsForUser", ["usas", "0", "org.example.X", "0"]),
+                                    ("ListDecisionsForUser", ["us", "0", ""]),
+                                    ("GetStatusForUser", ["uss", "0", "org.example.X", "location"]),
+                                    ("ListAllDecisions", ["s", ""])] {
             let r = try daemon.busctl(["call", "org.example.Permissions", "/org/example/Permissions",
                                        "org.example.Permissions", member] + arguments, asNobody: true)
             #expect(r.status != 0)
-            #expect(r.stderr.contains("\(member) is not allowed: uid 65534 is not the service's user"), "\(member): \(r.stderr)")
+            #expect(r.stderr.contains("Call failed: \(member)"), "\(member): \(r.stderr)")
+            #expect(r.stderr.contains(" is not allowed: uid 65534 is not the service's user"), "\(member): \(r.stderr)")
         }
         let ctl = try daemon.ctl("grant", "org.example.X", "location", asNobody: true)
         #expect(ctl.status == 1)
         #expect(ctl.stderr.hasSuffix("(org.example.Permissions.Error.NotAuthorized)\n"))
         #expect(try decisions() == before)
-        // The same caller may read its own status.
+        // The same caller may read its own status and decisions: root's grant is not among them.
         let own = try daemon.call("GetStatus", "s", "location", asNobody: true)
         #expect(own.stdout == "s \"not-determined\"\n")
+        #expect(try daemon.call("ListDecisions", "s", "", asNobody: true).stdout == "a(sssxs) 0\n")
+        let app = try daemon.call("GetStatusForApp", "ss", "org.example.X", "location", asNobody: true)
+        #expect(app.stdout == "s \"not-determined\"\n", "\(app.stderr)")
     }
 
     @Test func unknownPermissionIsNamed() throws {

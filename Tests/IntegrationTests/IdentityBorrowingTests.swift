@@ -221,7 +221,7 @@ import PermissionsTestSupport
 }
 
 /// What GetDetails says about the caller.
-struct Identity: Equatable, CustomStringConvertible {
+private struct Identity: Equatable, CustomStringConvertible {
     var appID: String
     var kind: String
     var status: String
@@ -246,12 +246,12 @@ struct Identity: Equatable, CustomStringConvertible {
 }
 
 /// A word for /bin/sh.
-func quote(_ word: String) -> String { "'" + word.replacingOccurrences(of: "'", with: "'\\''") + "'" }
+private func quote(_ word: String) -> String { "'" + word.replacingOccurrences(of: "'", with: "'\\''") + "'" }
 
 /// /run/user/UID as logind makes it (0700, owned by the user), for a test on a
 /// machine without one. Afterwards it is removed if the test made it, else only the
 /// instance directories the test named are.
-final class RuntimeDirectory {
+private final class RuntimeDirectory {
     static let root = "/run/user"
     let uid: UInt32
     let path: String
@@ -298,19 +298,21 @@ final class RuntimeDirectory {
 
 /// Cgroups made under the cgroup v2 hierarchy for a test, removed (innermost first)
 /// afterwards; the ones that were there before are left alone.
-final class CgroupTree {
-    static let root = "/sys/fs/cgroup/unified"
+private final class CgroupTree {
+    /// cgroup v2: beside the v1 hierarchies (hybrid, as on the test machines), or alone.
+    let root: String
     private var made: [String] = []
 
     init() throws {
-        guard FileManager.default.fileExists(atPath: Self.root + "/cgroup.procs") else {
-            throw HarnessError(description: "no cgroup v2 hierarchy at \(Self.root)")
-        }
+        guard let root = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
+            .first(where: { FileManager.default.fileExists(atPath: $0 + "/cgroup.controllers") })  // v2 only
+        else { throw HarnessError(description: "no cgroup v2 hierarchy at /sys/fs/cgroup/unified or /sys/fs/cgroup") }
+        self.root = root
     }
 
     /// Makes `relative` (and its parents) under the hierarchy; returns its path.
     func make(_ relative: String) throws -> String {
-        var path = Self.root
+        var path = root
         for element in relative.split(separator: "/") {
             path += "/" + element
             if mkdir(path, 0o755) == 0 {

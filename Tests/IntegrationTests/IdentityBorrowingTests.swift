@@ -48,7 +48,7 @@ import PermissionsTestSupport
     /// User 2 makes a root of its own (user and mount namespace, tmpfs, chroot) holding
     /// a .flatpak-info that names org.victim.App and an instance of user 1.
     @Test func chrootWithForgedFlatpakInfoBorrowsNothing() throws {
-        #expect(try daemon.ctl("grant", "org.victim.App", "location").status == 0)
+        #expect(try daemon.ctl("grant", "--user", "1", "org.victim.App", "location").status == 0)
         let runtime = try RuntimeDirectory(uid: 1)
         // User 1's instance "victim". Its child-pid is the test runner, an ancestor of
         // every process this test starts: only the uid the instance is looked up
@@ -98,7 +98,7 @@ import PermissionsTestSupport
     /// manager. The scopes are made with mkdir under cgroup v2, and the caller is
     /// moved into one before it execs busctl as uid 1 or 2.
     @Test func appScopeOutsideOwnUserManagerBorrowsNothing() throws {
-        #expect(try daemon.ctl("grant", "org.victim.App", "location").status == 0)
+        #expect(try daemon.ctl("grant", "--user", "1", "org.victim.App", "location").status == 0)
         let tag = String(UInt32.random(in: 1...UInt32.max))
         let scope = "app-gnome-org.victim.App-\(tag).scope"
         let cgroups = try CgroupTree()
@@ -135,7 +135,7 @@ import PermissionsTestSupport
     /// .flatpak-info names an instance it is not part of, or one with no or someone
     /// else's bwrapinfo.json, is refused.
     @Test func flatpakSandboxCountsOnlyWithItsInstance() throws {
-        #expect(try daemon.ctl("grant", "org.victim.App", "location").status == 0)
+        #expect(try daemon.ctl("grant", "--user", "1", "org.victim.App", "location").status == 0)
         let runtime = try RuntimeDirectory(uid: 1)
         let app = Identity(appID: "org.victim.App", kind: "flatpak", status: "authorized")
 

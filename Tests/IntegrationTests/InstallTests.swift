@@ -1,0 +1,362 @@
+import Foundation
+import Testing
+import PermissionsTestSupport
+
+/// scripts/install and scripts/uninstall, for real: files in their FHS places, a
+/// unit that passes systemd-analyze, an installed daemon that runs with the Swift
+/// toolchain hidden, started by D-Bus activation through the installed activation
+/// file, under the installed bus policy, extended by a plugin built from the
+/// installed SDK alone.
+///
+/// Both tests install the release build scripts/test makes before the tests run
+/// (PERMISSIONS_RELEASE_BIN_DIR; `swift build` cannot run inside `swift test`,
+/// which holds the build directory's lock), through `--build-dir`.
+@Suite(.serialized) struct InstallTests {
+    static let releaseDir = ProcessInfo.processInfo.environment["PERMISSIONS_RELEASE_BIN_DIR"]
+
+    /// The toolchain's `usr` directory (holding bin/swiftc and lib/swift), which the
+    /// installed programs must not need.
+    static let toolchainDir: String = {
+        let swiftc = (try? run("/bin/sh", ["-c", "readlink -f \"$(command -v swiftc)\""]))?.stdout
+            .trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+        return URL(fileURLWithPath: swiftc).deletingLastPathComponent().deletingLastPathComponent().path
+    }()
+
+    @discardableResult
+    static func install(_ arguments: [String], script: String = "install") throws -> CommandResult {
+        let releaseDir = try #require(Self.releaseDir, "run through scripts/test, which makes the release build")
+        let extra = script == "install" ? ["--build-dir", releaseDir] : []
+        let result = try run(packageRoot + "/scripts/" + script, arguments + extra)
+        #expect(result.status == 0, "scripts/\(script) \(arguments): \(result.stderr)")
+        return result
+    }
+
+    static func pkgconfig(_ package: String, _ variable: String) throws -> String {
+        try run("/usr/bin/pkg-config", ["--variable=\(variable)", package]).stdout
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Every regular file and symbolic link under `root`, as paths below it ("/usr/bin/x").
+    static func files(under root: String) -> Set<String> {
+        var result = Set<String>()
+        guard let walker = FileManager.default.enumerator(atPath: root) else { return result }
+        while let relative = walker.nextObject() as? String {
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: root + "/" + relative, isDirectory: &isDirectory),
+               !isDirectory.boolValue { result.insert("/" + relative) }
+        }
+        return result
+    }
+
+    /// `command` in a mount namespace of its own where the toolchain directory is an
+    /// empty tmpfs: what a machine without the toolchain looks like to it.
+    static func withoutToolchain(_ command: [String]) -> [String] {
+        ["/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
+         "mount -t tmpfs tmpfs \"$0\" && exec \"$@\"", toolchainDir] + command
+    }
+
+    static func runWithoutToolchain(_ command: [String]) throws -> CommandResult {
+        let full = withoutToolchain(command)
+        return try run(full[0], Array(full.dropFirst()))
+    }
+
+    /// systemd-analyze's exposure figure for a unit file ("2.0" in "… permissionsd.service: 2.0 OK").
+    static func exposure(of unit: String) throws -> Double {
+        let result = try run("/usr/bin/systemd-analyze", ["security", "--offline=true", unit])
+        let line = try #require(result.stdout.split(separator: "\n").last { $0.contains("Overall exposure level") },
+                                "systemd-analyze security: \(result.stdout) \(result.stderr)")
+        let figure = line.split(separator: ":").last?.split(separator: " ").first.map(String.init) ?? ""
+        return try #require(Double(figure), "no figure in \(line)")
+    }
+
+    // MARK: A DESTDIR install
+
+    @Test func destdirInstallPutsEveryFileInItsFHSPlace() throws {
+        let stage = try makeTemporaryDirectory("install-destdir")
+        defer { try? FileManager.default.removeItem(atPath: stage) }
+        try Self.install(["--destdir", stage, "--prefix", "/usr"])
+
+        // Where dbus-daemon, polkit and systemd look, whatever the prefix.
+        let dbusPolicy = try Self.pkgconfig("dbus-1", "datadir") + "/dbus-1/system.d"
+        let dbusServices = try Self.pkgconfig("dbus-1", "system_bus_services_dir")
+        var polkit = try Self.pkgconfig("polkit-gobject-1", "policydir")
+        if polkit.isEmpty { polkit = "/usr/share/polkit-1/actions" }
+        let units = try Self.pkgconfig("systemd", "systemdsystemunitdir")
+        #expect(!dbusServices.isEmpty && !units.isEmpty)
+
+        let plugins = ["location", "notifications", "pipewire", "bluetooth"]
+        var expected: Set<String> = [
+            "/usr/libexec/permissionsd",
+            "/usr/bin/permissionsctl",
+            "/usr/include/permissions/permissions-plugin.h",
+            "/usr/lib/pkgconfig/permissions-plugin.pc",
+            "/usr/share/permissions/plugin.map",
+            "/usr/share/permissions/install-manifest",
+            dbusPolicy + "/org.example.Permissions.conf",
+            dbusServices + "/org.example.Permissions.service",
+            "/usr/share/dbus-1/interfaces/org.example.Permissions.xml",
+            "/usr/share/dbus-1/interfaces/org.example.Permissions.Agent.xml",
+            polkit + "/org.example.Permissions.policy",
+            units + "/permissionsd.service",
+            "/usr/share/man/man8/permissionsd.8",
+            "/usr/share/man/man1/permissionsctl.1",
+            "/usr/share/man/man5/permissions.conf.5",
+            "/etc/permissions/permissions.conf",
+        ]
+        for plugin in plugins { expected.insert("/usr/lib/permissions/plugins/libpermissions-\(plugin).so") }
+        let found = Self.files(under: stage)
+        // The rest is the bundled Swift runtime, next to the plugin directory.
+        let runtime = found.subtracting(expected)
+        #expect(runtime.contains("/usr/lib/permissions/libswiftCore.so"), "\(found.sorted())")
+        #expect(runtime.allSatisfy { $0.hasPrefix("/usr/lib/permissions/lib") && $0.hasSuffix(".so") && !$0.dropFirst(21).contains("/") },
+                "files outside their places: \(runtime.sorted())")
+        #expect(expected.subtracting(found).sorted() == [], "missing")
+
+        // The manifest lists every file but the configuration and itself.
+        let manifest = try String(contentsOfFile: stage + "/usr/share/permissions/install-manifest", encoding: .utf8)
+        let listed = Set(manifest.split(separator: "\n").filter { $0.hasPrefix("f ") }.map { String($0.dropFirst(2)) })
+        #expect(listed == found.subtracting(["/etc/permissions/permissions.conf", "/usr/share/permissions/install-manifest"]))
+
+        // Paths written into the files are those of the prefix, not of the stage.
+        let activation = try String(contentsOfFile: stage + dbusServices + "/org.example.Permissions.service", encoding: .utf8)
+        #expect(activation.contains("\nExec=/usr/libexec/permissionsd\n"), "\(activation)")
+        #expect(activation.contains("\nSystemdService=permissionsd.service\n"))
+        let unit = try String(contentsOfFile: stage + units + "/permissionsd.service", encoding: .utf8)
+        #expect(unit.contains("\nExecStart=/usr/libexec/permissionsd --system\n"))
+        #expect(unit.contains("\nStateDirectory=permissions\n"))
+        let pc = try String(contentsOfFile: stage + "/usr/lib/pkgconfig/permissions-plugin.pc", encoding: .utf8)
+        #expect(pc.contains("\nprefix=/usr\n") && pc.contains("pluginsdir=${prefix}/lib/permissions/plugins"))
+        #expect(!(manifest + activation + unit + pc).contains(stage))
+
+        // The unit, as hardened as systemd's own bus services.
+        let figure = try Self.exposure(of: stage + units + "/permissionsd.service")
+        #expect(figure <= 2.0, "systemd-analyze security rates the unit \(figure)")
+
+        // The man pages render without a warning.
+        for page in ["man8/permissionsd.8", "man1/permissionsctl.1", "man5/permissions.conf.5"] {
+            let lint = try run("/usr/bin/groff", ["-man", "-ww", "-z", stage + "/usr/share/man/" + page])
+            #expect(lint.status == 0 && lint.stderr.isEmpty, "\(page): \(lint.stderr)")
+        }
+
+        // No installed ELF file names the toolchain; with the toolchain hidden, the
+        // daemon runs and loads every Swift plugin (each needs the runtime, and the
+        // pipewire and bluetooth ones a library the daemon itself does not load).
+        for file in found where file.hasSuffix(".so") || file.hasSuffix("/permissionsd") || file.hasSuffix("/permissionsctl") {
+            let dynamic = try run("/usr/bin/readelf", ["-d", stage + file]).stdout
+            #expect(!dynamic.contains(Self.toolchainDir), "\(file): \(dynamic)")
+        }
+        let config = try makeTemporaryDirectory("install-config")
+        defer { try? FileManager.default.removeItem(atPath: config) }
+        try "[location]\nenabled=true\n".write(toFile: config + "/permissions.conf", atomically: true, encoding: .utf8)
+        let check = try Self.runWithoutToolchain([stage + "/usr/libexec/permissionsd", "--check-config",
+                                                  "--config-dir", config,
+                                                  "--plugin-dir", stage + "/usr/lib/permissions/plugins"])
+        #expect(check.status == 0, "\(check.stdout) \(check.stderr)")
+        #expect(check.stdout.contains("\(config): configuration OK"))
+        for plugin in plugins {
+            #expect(check.stderr.contains("plugin \(plugin) 1.0 loaded from \(stage)/usr/lib/permissions/plugins/"),
+                    "\(plugin): \(check.stderr)")
+        }
+        let version = try Self.runWithoutToolchain([stage + "/usr/bin/permissionsctl", "--version"])
+        #expect(version.status == 0 && version.stdout.hasPrefix("permissionsctl "), "\(version.stderr)")
+    }
+
+    // MARK: An install whose paths are real
+
+    /// A system-type dbus-daemon whose configuration is the installed files': the
+    /// bus policy included, the installed activation directory as its service
+    /// directory, and otherwise the default-deny policy of dbus's system.conf. It
+    /// runs with the toolchain hidden, and so does the daemon it activates.
+    final class InstalledSystemBus {
+        let directory: String
+        let address: String
+        private let process = Process()
+
+        init(policy: String, services: String) throws {
+            directory = try makeTemporaryDirectory("install-bus")
+            chmod(directory, 0o755)  // nobody connects too
+            address = "unix:path=\(directory)/bus_socket"
+            let config = """
+                <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+                 "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+                <busconfig>
+                  <type>system</type>
+                  <listen>\(address)</listen>
+                  <auth>EXTERNAL</auth>
+                  <servicedir>\(services)</servicedir>
+                  <policy context="default">
+                    <allow user="*"/>
+                    <deny own="*"/>
+                    <deny send_type="method_call"/>
+                    <allow send_type="signal"/>
+                    <allow send_requested_reply="true" send_type="method_return"/>
+                    <allow send_requested_reply="true" send_type="error"/>
+                    <allow receive_type="method_call"/>
+                    <allow receive_type="method_return"/>
+                    <allow receive_type="error"/>
+                    <allow receive_type="signal"/>
+                    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"/>
+                    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Introspectable"/>
+                    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Properties"/>
+                    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Peer"/>
+                  </policy>
+                  <include>\(policy)</include>
+                </busconfig>
+                """
+            try config.write(toFile: directory + "/bus.conf", atomically: true, encoding: .utf8)
+            let command = InstallTests.withoutToolchain(["/usr/bin/dbus-daemon", "--nofork",
+                                                         "--config-file=\(directory)/bus.conf", "--print-address=1"])
+            process.executableURL = URL(fileURLWithPath: command[0])
+            process.arguments = Array(command.dropFirst())
+            let out = Pipe()
+            process.standardOutput = out
+            let log = directory + "/bus.log"
+            FileManager.default.createFile(atPath: log, contents: nil)
+            process.standardError = FileHandle(forWritingAtPath: log)  // the activated daemon logs here too
+            try process.run()
+            // It prints its address once it listens.
+            let line = try LineCollector(out.fileHandleForReading).next { !$0.isEmpty }
+            #expect(line.hasPrefix(address), "\(line)")
+        }
+
+        var log: String { (try? String(contentsOfFile: directory + "/bus.log", encoding: .utf8)) ?? "" }
+
+        deinit {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+    }
+
+    @Test func installedServiceIsActivatedServedExtendedAndUninstalled() throws {
+        // Resolved: compared with what /proc shows.
+        let root = URL(fileURLWithPath: try makeTemporaryDirectory("install-root")).resolvingSymlinksInPath().path
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        chmod(root, 0o755)  // nobody runs the installed permissionsctl
+        let flags = ["--prefix", root + "/usr", "--sysconfdir", root + "/etc", "--localstatedir", root + "/var",
+                     "--dbus-system-policy-dir", root + "/dbus/system.d",
+                     "--dbus-system-services-dir", root + "/dbus/system-services",
+                     "--polkit-actions-dir", root + "/polkit/actions", "--systemd-unit-dir", root + "/systemd"]
+        try Self.install(flags)
+        let daemonPath = root + "/usr/libexec/permissionsd"
+        let ctl = root + "/usr/bin/permissionsctl"
+
+        // The installed unit names the installed daemon; systemd-analyze verify finds
+        // nothing to say (its man pages are found where they were installed).
+        let unit = root + "/systemd/permissionsd.service"
+        var manEnvironment = ProcessInfo.processInfo.environment
+        manEnvironment["MANPATH"] = root + "/usr/share/man"
+        let verify = try run("/usr/bin/systemd-analyze", ["verify", unit], environment: manEnvironment)
+        #expect(verify.status == 0 && verify.stdout.isEmpty && verify.stderr.isEmpty, "\(verify.stdout) \(verify.stderr)")
+        #expect(try String(contentsOfFile: unit, encoding: .utf8).contains("\nExecStart=\(daemonPath) --system\n"))
+        #expect(try Self.exposure(of: unit) <= 2.0)
+
+        // Its compiled-in defaults are the installed directories: with no option,
+        // --check-config reads SYSCONFDIR/permissions/permissions.conf.
+        let check = try run(daemonPath, ["--check-config"])
+        #expect(check.status == 0, "\(check.stderr)")
+        #expect(check.stdout.contains("\(root)/etc/permissions: configuration OK (\(root)/etc/permissions/permissions.conf)"),
+                "\(check.stdout)")
+
+        // Nobody starts the daemon: a call activates it.
+        let bus = try InstalledSystemBus(policy: root + "/dbus/system.d/org.example.Permissions.conf",
+                                         services: root + "/dbus/system-services")
+        let busctl = { (arguments: [String], asNobody: Bool) throws -> CommandResult in
+            try run("/usr/bin/busctl", ["--address=\(bus.address)"] + arguments, asNobody: asNobody)
+        }
+        let call = { (method: String, arguments: [String], asNobody: Bool) throws -> CommandResult in
+            try busctl(["call", "org.example.Permissions", "/org/example/Permissions", "org.example.Permissions", method]
+                       + arguments, asNobody)
+        }
+        let first = try call("GetStatus", ["s", "location"], false)
+        #expect(first.status == 0 && first.stdout == "s \"not-determined\"\n", "\(first.stderr) \(bus.log)")
+        #expect(bus.log.contains("Activating service name='org.example.Permissions'"), "\(bus.log)")
+        let pidReply = try busctl(["call", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                                   "GetConnectionUnixProcessID", "s", "org.example.Permissions"], false)
+        let pid = try #require(Int32(pidReply.stdout.dropFirst(2).trimmingCharacters(in: .whitespacesAndNewlines)),
+                               "\(pidReply.stdout) \(pidReply.stderr)")
+        // The activated process is the installed daemon, and its runtime is the
+        // installed one (the toolchain is hidden from it anyway).
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe") == daemonPath)
+        let maps = try run("/bin/cat", ["/proc/\(pid)/maps"]).stdout  // (Foundation reads /proc files short)
+        #expect(maps.contains(root + "/usr/lib/permissions/libswiftCore.so"), "\(maps)")
+        #expect(!maps.contains(Self.toolchainDir + "/"))
+        #expect(bus.log.contains("store \(root)/var/lib/permissions/decisions.sqlite"), "\(bus.log)")
+
+        // The installed policy: someone else cannot own the name, but can call the
+        // service and hear what it broadcasts.
+        let own = try busctl(["call", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                              "RequestName", "su", "org.example.Permissions", "4"], true)
+        #expect(own.status != 0 && own.stderr.contains("Access denied"), "\(own.stdout) \(own.stderr)")
+        let nobodyCall = try call("GetStatus", ["s", "notifications"], true)
+        #expect(nobodyCall.status == 0 && nobodyCall.stdout == "s \"not-determined\"\n", "\(nobodyCall.stderr)")
+        let monitor = Process()
+        monitor.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        monitor.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", ctl, "--address", bus.address, "monitor"]
+        let monitorOut = Pipe()
+        monitor.standardOutput = monitorOut
+        monitor.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        try monitor.run()
+        defer {
+            kill(monitor.processIdentifier, SIGKILL)
+            monitor.waitUntilExit()
+        }
+        let heard = LineCollector(monitorOut.fileHandleForReading)
+        try heard.next { $0.hasPrefix("Monitoring") }
+
+        // A plugin built with nothing but the installed SDK (its .pc file), dropped
+        // into the installed plugin directory by its own `make install`: the
+        // running daemon serves it, and nobody hears about it.
+        let example = try makeTemporaryDirectory("install-example")
+        defer { try? FileManager.default.removeItem(atPath: example) }
+        for file in ["Makefile", "local-network.c"] {
+            try FileManager.default.copyItem(atPath: packageRoot + "/Plugins/Example/" + file, toPath: example + "/" + file)
+        }
+        var sdk = ProcessInfo.processInfo.environment
+        sdk["PKG_CONFIG_PATH"] = root + "/usr/lib/pkgconfig"
+        sdk["PKG_CONFIG_LIBDIR"] = root + "/usr/lib/pkgconfig"
+        let make = try run("/usr/bin/make", ["-s", "-C", example, "install"], environment: sdk)
+        #expect(make.status == 0, "make: \(make.stdout) \(make.stderr)")
+        let plugin = root + "/usr/lib/permissions/plugins/libpermissions-local-network.so"
+        #expect(FileManager.default.fileExists(atPath: plugin))
+        try heard.next { $0.hasPrefix("StatusChanged app=* permission=local-network status=not-determined") }
+        try heard.next { $0.hasPrefix("PropertiesChanged") && $0.contains("local-network 1.0 loaded") }
+        #expect(try call("GetStatus", ["s", "local-network"], true).stdout == "s \"not-determined\"\n")
+
+        // --version: the package version of both programs, and the interface version
+        // the running service announces.
+        let interface = try busctl(["get-property", "org.example.Permissions", "/org/example/Permissions",
+                                    "org.example.Permissions", "version"], false).stdout
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(interface.hasPrefix("u "), "\(interface)")
+        let ctlVersion = try run(ctl, ["--version"])
+        let daemonVersion = try run(daemonPath, ["--version"])
+        #expect(ctlVersion.status == 0 && daemonVersion.status == 0)
+        let ctlLines = ctlVersion.stdout.split(separator: "\n")
+        let daemonLines = daemonVersion.stdout.split(separator: "\n")
+        #expect(ctlLines.first?.hasPrefix("permissionsctl ") == true, "\(ctlVersion.stdout)")
+        #expect(ctlLines.first?.dropFirst("permissionsctl ".count) == daemonLines.first?.dropFirst("permissionsd ".count))
+        #expect(ctlLines.last == "org.example.Permissions interface version \(interface.dropFirst(2))", "\(ctlVersion.stdout)")
+        #expect(daemonLines.last == ctlLines.last)
+
+        // Stopped (SIGTERM, as systemd would), then uninstalled: nothing installed is
+        // left, only the configuration and the decisions, and the plugin the
+        // administrator (this test) added, which the test removes itself.
+        kill(pid, SIGTERM)
+        let gone = Date().addingTimeInterval(15)
+        while Date() < gone, (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8))
+                .map({ !$0.contains(") Z ") }) ?? false {
+            usleep(10_000)  // polling for the exit, with a deadline
+        }
+        #expect(bus.log.contains("stopping"), "\(bus.log)")
+        try FileManager.default.removeItem(atPath: plugin)
+        try Self.install(flags, script: "uninstall")
+        let left = Self.files(under: root)
+        #expect(left.contains("/etc/permissions/permissions.conf"))
+        #expect(left.contains("/var/lib/permissions/decisions.sqlite"))
+        let unexpected = left.filter { !$0.hasPrefix("/etc/permissions/") && !$0.hasPrefix("/var/lib/permissions/") }
+        #expect(unexpected.sorted() == [], "left behind")
+        let directories = try FileManager.default.contentsOfDirectory(atPath: root).sorted()
+        #expect(directories == ["etc", "var"], "directories left behind")
+    }
+}

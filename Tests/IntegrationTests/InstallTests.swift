@@ -163,28 +163,21 @@ import PermissionsTestSupport
 
     // MARK: An install whose paths are real
 
-    /// A system-type dbus-daemon whose configuration is the installed files': the
-    /// bus policy included, the installed activation directory as its service
-    /// directory, and otherwise the default-deny policy of dbus's system.conf. It
-    /// runs with the toolchain hidden, and so does the daemon it activates.
-    final class InstalledSystemBus {
+    /// A dbus-daemon whose configuration is the installed files': the installed
+    /// activation directory as its service directory and, for a system-type bus,
+    /// the bus policy included after the default-deny policy of dbus's system.conf
+    /// (other types allow everything). It runs with the toolchain hidden, and so
+    /// does the daemon it activates, with `environment` added to its own.
+    final class InstalledBus {
         let directory: String
         let address: String
         private let process = Process()
 
-        init(policy: String, services: String) throws {
+        init(type: String?, policy: String? = nil, services: String, environment: [String: String] = [:]) throws {
             directory = try makeTemporaryDirectory("install-bus")
             chmod(directory, 0o755)  // nobody connects too
             address = "unix:path=\(directory)/bus_socket"
-            let config = """
-                <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-                 "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-                <busconfig>
-                  <type>system</type>
-                  <listen>\(address)</listen>
-                  <auth>EXTERNAL</auth>
-                  <servicedir>\(services)</servicedir>
-                  <policy context="default">
+            let rules = type == "system" ? """
                     <allow user="*"/>
                     <deny own="*"/>
                     <deny send_type="method_call"/>
@@ -199,8 +192,24 @@ import PermissionsTestSupport
                     <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Introspectable"/>
                     <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Properties"/>
                     <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Peer"/>
+                """ : """
+                    <allow user="*"/>
+                    <allow own="*"/>
+                    <allow send_destination="*"/>
+                    <allow receive_sender="*"/>
+                """
+            let config = """
+                <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+                 "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+                <busconfig>
+                  \(type.map { "<type>\($0)</type>" } ?? "")
+                  <listen>\(address)</listen>
+                  <auth>EXTERNAL</auth>
+                  <servicedir>\(services)</servicedir>
+                  <policy context="default">
+                \(rules)
                   </policy>
-                  <include>\(policy)</include>
+                  \(policy.map { "<include>\($0)</include>" } ?? "")
                 </busconfig>
                 """
             try config.write(toFile: directory + "/bus.conf", atomically: true, encoding: .utf8)
@@ -208,6 +217,7 @@ import PermissionsTestSupport
                                                          "--config-file=\(directory)/bus.conf", "--print-address=1"])
             process.executableURL = URL(fileURLWithPath: command[0])
             process.arguments = Array(command.dropFirst())
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
             let out = Pipe()
             process.standardOutput = out
             let log = directory + "/bus.log"
@@ -228,16 +238,24 @@ import PermissionsTestSupport
         }
     }
 
-    @Test func installedServiceIsActivatedServedExtendedAndUninstalled() throws {
+    /// Installs with every directory in a new temporary directory (returned, with
+    /// the flags that said so), so that the paths written into the files are real.
+    static func installWithRealPaths() throws -> (root: String, flags: [String]) {
         // Resolved: compared with what /proc shows.
         let root = URL(fileURLWithPath: try makeTemporaryDirectory("install-root")).resolvingSymlinksInPath().path
-        defer { try? FileManager.default.removeItem(atPath: root) }
         chmod(root, 0o755)  // nobody runs the installed permissionsctl
         let flags = ["--prefix", root + "/usr", "--sysconfdir", root + "/etc", "--localstatedir", root + "/var",
                      "--dbus-system-policy-dir", root + "/dbus/system.d",
                      "--dbus-system-services-dir", root + "/dbus/system-services",
                      "--polkit-actions-dir", root + "/polkit/actions", "--systemd-unit-dir", root + "/systemd"]
-        try Self.install(flags)
+        try install(flags)
+        return (root, flags)
+    }
+
+    @Test func installedServiceIsActivatedServedExtendedAndUninstalled() throws {
+        // Resolved: compared with what /proc shows.
+        let (root, flags) = try Self.installWithRealPaths()
+        defer { try? FileManager.default.removeItem(atPath: root) }
         let daemonPath = root + "/usr/libexec/permissionsd"
         let ctl = root + "/usr/bin/permissionsctl"
 
@@ -259,7 +277,7 @@ import PermissionsTestSupport
                 "\(check.stdout)")
 
         // Nobody starts the daemon: a call activates it.
-        let bus = try InstalledSystemBus(policy: root + "/dbus/system.d/org.example.Permissions.conf",
+        let bus = try InstalledBus(type: "system", policy: root + "/dbus/system.d/org.example.Permissions.conf",
                                          services: root + "/dbus/system-services")
         let busctl = { (arguments: [String], asNobody: Bool) throws -> CommandResult in
             try run("/usr/bin/busctl", ["--address=\(bus.address)"] + arguments, asNobody: asNobody)
@@ -358,5 +376,32 @@ import PermissionsTestSupport
         #expect(unexpected.sorted() == [], "left behind")
         let directories = try FileManager.default.contentsOfDirectory(atPath: root).sorted()
         #expect(directories == ["etc", "var"], "directories left behind")
+    }
+
+    /// The activation file's Exec= names no bus: the daemon serves the bus that
+    /// started it, as DBUS_STARTER_ADDRESS and DBUS_STARTER_BUS_TYPE say, whatever
+    /// bus its environment otherwise names: a session bus as a session bus (state
+    /// in XDG_STATE_HOME), a bus of no standard type by its address.
+    @Test(arguments: ["session", nil] as [String?])
+    func activatedItServesTheBusThatStartedIt(type: String?) throws {
+        let (root, _) = try Self.installWithRealPaths()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let stateHome = root + "/state-home"
+        // The system bus and session bus that the environment names go nowhere: a
+        // daemon that took its bus from them would fail, and activation with it.
+        let bus = try InstalledBus(type: type, services: root + "/dbus/system-services",
+                                   environment: ["XDG_STATE_HOME": stateHome,
+                                                 "DBUS_SYSTEM_BUS_ADDRESS": "unix:path=\(root)/no-system-bus",
+                                                 "DBUS_SESSION_BUS_ADDRESS": "unix:path=\(root)/no-session-bus"])
+        let reply = try run("/usr/bin/busctl", ["--address=\(bus.address)", "--timeout=20", "call", "org.example.Permissions",
+                                                "/org/example/Permissions", "org.example.Permissions", "GetStatus", "s", "location"])
+        #expect(reply.status == 0 && reply.stdout == "s \"not-determined\"\n", "\(reply.stderr) \(bus.log)")
+        #expect(bus.log.contains("store \(stateHome)/permissions/decisions.sqlite"), "\(bus.log)")
+        let pidReply = try run("/usr/bin/busctl", ["--address=\(bus.address)", "call", "org.freedesktop.DBus",
+                                                   "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                                                   "GetConnectionUnixProcessID", "s", "org.example.Permissions"])
+        if let pid = Int32(pidReply.stdout.dropFirst(2).trimmingCharacters(in: .whitespacesAndNewlines)) {
+            kill(pid, SIGTERM)  // (the bus going away would stop it too)
+        }
     }
 }

@@ -6,82 +6,21 @@ import PermissionsTestSupport
 /// unit that passes systemd-analyze, an installed daemon that runs with the Swift
 /// toolchain hidden, started by D-Bus activation through the installed activation
 /// file, under the installed bus policy, extended by a plugin built from the
-/// installed SDK alone.
-///
-/// Both tests install the release build scripts/test makes before the tests run
-/// (PERMISSIONS_RELEASE_BIN_DIR; `swift build` cannot run inside `swift test`,
-/// which holds the build directory's lock), through `--build-dir`.
+/// installed SDK alone; then uninstalled. The helpers are in InstallHarness.swift.
 @Suite(.serialized) struct InstallTests {
-    static let releaseDir = ProcessInfo.processInfo.environment["PERMISSIONS_RELEASE_BIN_DIR"]
-
-    /// The toolchain's `usr` directory (holding bin/swiftc and lib/swift), which the
-    /// installed programs must not need.
-    static let toolchainDir: String = {
-        let swiftc = (try? run("/bin/sh", ["-c", "readlink -f \"$(command -v swiftc)\""]))?.stdout
-            .trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
-        return URL(fileURLWithPath: swiftc).deletingLastPathComponent().deletingLastPathComponent().path
-    }()
-
-    @discardableResult
-    static func install(_ arguments: [String], script: String = "install") throws -> CommandResult {
-        let releaseDir = try #require(Self.releaseDir, "run through scripts/test, which makes the release build")
-        let extra = script == "install" ? ["--build-dir", releaseDir] : []
-        let result = try run(packageRoot + "/scripts/" + script, arguments + extra)
-        #expect(result.status == 0, "scripts/\(script) \(arguments): \(result.stderr)")
-        return result
-    }
-
-    static func pkgconfig(_ package: String, _ variable: String) throws -> String {
-        try run("/usr/bin/pkg-config", ["--variable=\(variable)", package]).stdout
-            .trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-
-    /// Every regular file and symbolic link under `root`, as paths below it ("/usr/bin/x").
-    static func files(under root: String) -> Set<String> {
-        var result = Set<String>()
-        guard let walker = FileManager.default.enumerator(atPath: root) else { return result }
-        while let relative = walker.nextObject() as? String {
-            var isDirectory: ObjCBool = false
-            if FileManager.default.fileExists(atPath: root + "/" + relative, isDirectory: &isDirectory),
-               !isDirectory.boolValue { result.insert("/" + relative) }
-        }
-        return result
-    }
-
-    /// `command` in a mount namespace of its own where the toolchain directory is an
-    /// empty tmpfs: what a machine without the toolchain looks like to it.
-    static func withoutToolchain(_ command: [String]) -> [String] {
-        ["/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
-         "mount -t tmpfs tmpfs \"$0\" && exec \"$@\"", toolchainDir] + command
-    }
-
-    static func runWithoutToolchain(_ command: [String]) throws -> CommandResult {
-        let full = withoutToolchain(command)
-        return try run(full[0], Array(full.dropFirst()))
-    }
-
-    /// systemd-analyze's exposure figure for a unit file ("2.0" in "… permissionsd.service: 2.0 OK").
-    static func exposure(of unit: String) throws -> Double {
-        let result = try run("/usr/bin/systemd-analyze", ["security", "--offline=true", unit])
-        let line = try #require(result.stdout.split(separator: "\n").last { $0.contains("Overall exposure level") },
-                                "systemd-analyze security: \(result.stdout) \(result.stderr)")
-        let figure = line.split(separator: ":").last?.split(separator: " ").first.map(String.init) ?? ""
-        return try #require(Double(figure), "no figure in \(line)")
-    }
-
     // MARK: A DESTDIR install
 
     @Test func destdirInstallPutsEveryFileInItsFHSPlace() throws {
         let stage = try makeTemporaryDirectory("install-destdir")
         defer { try? FileManager.default.removeItem(atPath: stage) }
-        try Self.install(["--destdir", stage, "--prefix", "/usr"])
+        try Installing.install(["--destdir", stage, "--prefix", "/usr"])
 
         // Where dbus-daemon, polkit and systemd look, whatever the prefix.
-        let dbusPolicy = try Self.pkgconfig("dbus-1", "datadir") + "/dbus-1/system.d"
-        let dbusServices = try Self.pkgconfig("dbus-1", "system_bus_services_dir")
-        var polkit = try Self.pkgconfig("polkit-gobject-1", "policydir")
+        let dbusPolicy = try Installing.pkgconfig("dbus-1", "datadir") + "/dbus-1/system.d"
+        let dbusServices = try Installing.pkgconfig("dbus-1", "system_bus_services_dir")
+        var polkit = try Installing.pkgconfig("polkit-gobject-1", "policydir")
         if polkit.isEmpty { polkit = "/usr/share/polkit-1/actions" }
-        let units = try Self.pkgconfig("systemd", "systemdsystemunitdir")
+        let units = try Installing.pkgconfig("systemd", "systemdsystemunitdir")
         #expect(!dbusServices.isEmpty && !units.isEmpty)
 
         let plugins = ["location", "notifications", "pipewire", "bluetooth"]
@@ -104,7 +43,7 @@ import PermissionsTestSupport
             "/etc/permissions/permissions.conf",
         ]
         for plugin in plugins { expected.insert("/usr/lib/permissions/plugins/libpermissions-\(plugin).so") }
-        let found = Self.files(under: stage)
+        let found = Installing.files(under: stage)
         // The rest is the bundled Swift runtime, next to the plugin directory.
         let runtime = found.subtracting(expected)
         #expect(runtime.contains("/usr/lib/permissions/libswiftCore.so"), "\(found.sorted())")
@@ -129,7 +68,7 @@ import PermissionsTestSupport
         #expect(!(manifest + activation + unit + pc).contains(stage))
 
         // The unit, as hardened as systemd's own bus services.
-        let figure = try Self.exposure(of: stage + units + "/permissionsd.service")
+        let figure = try Installing.exposure(of: stage + units + "/permissionsd.service")
         #expect(figure <= 2.0, "systemd-analyze security rates the unit \(figure)")
 
         // The man pages render without a warning.
@@ -143,12 +82,12 @@ import PermissionsTestSupport
         // pipewire and bluetooth ones a library the daemon itself does not load).
         for file in found where file.hasSuffix(".so") || file.hasSuffix("/permissionsd") || file.hasSuffix("/permissionsctl") {
             let dynamic = try run("/usr/bin/readelf", ["-d", stage + file]).stdout
-            #expect(!dynamic.contains(Self.toolchainDir), "\(file): \(dynamic)")
+            #expect(!dynamic.contains(Installing.toolchainDir), "\(file): \(dynamic)")
         }
         let config = try makeTemporaryDirectory("install-config")
         defer { try? FileManager.default.removeItem(atPath: config) }
         try "[location]\nenabled=true\n".write(toFile: config + "/permissions.conf", atomically: true, encoding: .utf8)
-        let check = try Self.runWithoutToolchain([stage + "/usr/libexec/permissionsd", "--check-config",
+        let check = try Installing.runWithoutToolchain([stage + "/usr/libexec/permissionsd", "--check-config",
                                                   "--config-dir", config,
                                                   "--plugin-dir", stage + "/usr/lib/permissions/plugins"])
         #expect(check.status == 0, "\(check.stdout) \(check.stderr)")
@@ -157,104 +96,15 @@ import PermissionsTestSupport
             #expect(check.stderr.contains("plugin \(plugin) 1.0 loaded from \(stage)/usr/lib/permissions/plugins/"),
                     "\(plugin): \(check.stderr)")
         }
-        let version = try Self.runWithoutToolchain([stage + "/usr/bin/permissionsctl", "--version"])
+        let version = try Installing.runWithoutToolchain([stage + "/usr/bin/permissionsctl", "--version"])
         #expect(version.status == 0 && version.stdout.hasPrefix("permissionsctl "), "\(version.stderr)")
     }
 
     // MARK: An install whose paths are real
 
-    /// A dbus-daemon whose configuration is the installed files': the installed
-    /// activation directory as its service directory and, for a system-type bus,
-    /// the bus policy included after the default-deny policy of dbus's system.conf
-    /// (other types allow everything). It runs with the toolchain hidden, and so
-    /// does the daemon it activates, with `environment` added to its own.
-    final class InstalledBus {
-        let directory: String
-        let address: String
-        private let process = Process()
-
-        init(type: String?, policy: String? = nil, services: String, environment: [String: String] = [:]) throws {
-            directory = try makeTemporaryDirectory("install-bus")
-            chmod(directory, 0o755)  // nobody connects too
-            address = "unix:path=\(directory)/bus_socket"
-            let rules = type == "system" ? """
-                    <allow user="*"/>
-                    <deny own="*"/>
-                    <deny send_type="method_call"/>
-                    <allow send_type="signal"/>
-                    <allow send_requested_reply="true" send_type="method_return"/>
-                    <allow send_requested_reply="true" send_type="error"/>
-                    <allow receive_type="method_call"/>
-                    <allow receive_type="method_return"/>
-                    <allow receive_type="error"/>
-                    <allow receive_type="signal"/>
-                    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"/>
-                    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Introspectable"/>
-                    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Properties"/>
-                    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Peer"/>
-                """ : """
-                    <allow user="*"/>
-                    <allow own="*"/>
-                    <allow send_destination="*"/>
-                    <allow receive_sender="*"/>
-                """
-            let config = """
-                <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-                 "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-                <busconfig>
-                  \(type.map { "<type>\($0)</type>" } ?? "")
-                  <listen>\(address)</listen>
-                  <auth>EXTERNAL</auth>
-                  <servicedir>\(services)</servicedir>
-                  <policy context="default">
-                \(rules)
-                  </policy>
-                  \(policy.map { "<include>\($0)</include>" } ?? "")
-                </busconfig>
-                """
-            try config.write(toFile: directory + "/bus.conf", atomically: true, encoding: .utf8)
-            let command = InstallTests.withoutToolchain(["/usr/bin/dbus-daemon", "--nofork",
-                                                         "--config-file=\(directory)/bus.conf", "--print-address=1"])
-            process.executableURL = URL(fileURLWithPath: command[0])
-            process.arguments = Array(command.dropFirst())
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-            let out = Pipe()
-            process.standardOutput = out
-            let log = directory + "/bus.log"
-            FileManager.default.createFile(atPath: log, contents: nil)
-            process.standardError = FileHandle(forWritingAtPath: log)  // the activated daemon logs here too
-            try process.run()
-            // It prints its address once it listens.
-            let line = try LineCollector(out.fileHandleForReading).next { !$0.isEmpty }
-            #expect(line.hasPrefix(address), "\(line)")
-        }
-
-        var log: String { (try? String(contentsOfFile: directory + "/bus.log", encoding: .utf8)) ?? "" }
-
-        deinit {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-            try? FileManager.default.removeItem(atPath: directory)
-        }
-    }
-
-    /// Installs with every directory in a new temporary directory (returned, with
-    /// the flags that said so), so that the paths written into the files are real.
-    static func installWithRealPaths() throws -> (root: String, flags: [String]) {
-        // Resolved: compared with what /proc shows.
-        let root = URL(fileURLWithPath: try makeTemporaryDirectory("install-root")).resolvingSymlinksInPath().path
-        chmod(root, 0o755)  // nobody runs the installed permissionsctl
-        let flags = ["--prefix", root + "/usr", "--sysconfdir", root + "/etc", "--localstatedir", root + "/var",
-                     "--dbus-system-policy-dir", root + "/dbus/system.d",
-                     "--dbus-system-services-dir", root + "/dbus/system-services",
-                     "--polkit-actions-dir", root + "/polkit/actions", "--systemd-unit-dir", root + "/systemd"]
-        try install(flags)
-        return (root, flags)
-    }
-
     @Test func installedServiceIsActivatedServedExtendedAndUninstalled() throws {
         // Resolved: compared with what /proc shows.
-        let (root, flags) = try Self.installWithRealPaths()
+        let (root, flags) = try Installing.installWithRealPaths()
         defer { try? FileManager.default.removeItem(atPath: root) }
         let daemonPath = root + "/usr/libexec/permissionsd"
         let ctl = root + "/usr/bin/permissionsctl"
@@ -267,7 +117,7 @@ import PermissionsTestSupport
         let verify = try run("/usr/bin/systemd-analyze", ["verify", unit], environment: manEnvironment)
         #expect(verify.status == 0 && verify.stdout.isEmpty && verify.stderr.isEmpty, "\(verify.stdout) \(verify.stderr)")
         #expect(try String(contentsOfFile: unit, encoding: .utf8).contains("\nExecStart=\(daemonPath) --system\n"))
-        #expect(try Self.exposure(of: unit) <= 2.0)
+        #expect(try Installing.exposure(of: unit) <= 2.0)
 
         // Its compiled-in defaults are the installed directories: with no option,
         // --check-config reads SYSCONFDIR/permissions/permissions.conf.
@@ -298,7 +148,7 @@ import PermissionsTestSupport
         #expect(try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe") == daemonPath)
         let maps = try run("/bin/cat", ["/proc/\(pid)/maps"]).stdout  // (Foundation reads /proc files short)
         #expect(maps.contains(root + "/usr/lib/permissions/libswiftCore.so"), "\(maps)")
-        #expect(!maps.contains(Self.toolchainDir + "/"))
+        #expect(!maps.contains(Installing.toolchainDir + "/"))
         #expect(bus.log.contains("store \(root)/var/lib/permissions/decisions.sqlite"), "\(bus.log)")
 
         // The installed policy: someone else cannot own the name, but can call the
@@ -357,19 +207,44 @@ import PermissionsTestSupport
         #expect(ctlLines.last == "org.example.Permissions interface version \(interface.dropFirst(2))", "\(ctlVersion.stdout)")
         #expect(daemonLines.last == ctlLines.last)
 
-        // Stopped (SIGTERM, as systemd would), then uninstalled: nothing installed is
-        // left, only the configuration and the decisions, and the plugin the
-        // administrator (this test) added, which the test removes itself.
-        kill(pid, SIGTERM)
-        let gone = Date().addingTimeInterval(15)
-        while Date() < gone, (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8))
-                .map({ !$0.contains(") Z ") }) ?? false {
-            usleep(10_000)  // polling for the exit, with a deadline
+        // Stopped (SIGTERM, as systemd would) and upgraded: installed again with the
+        // same flags. The administrator's configuration stays as edited, the manifest
+        // lists the same, and the new daemon, activated by the next call, has the
+        // decisions of the old one.
+        #expect(try run(ctl, ["--address", bus.address, "grant", "org.example.Kept", "location"]).status == 0)
+        func stop(_ pid: Int32) {
+            kill(pid, SIGTERM)
+            let deadline = Date().addingTimeInterval(15)
+            while Date() < deadline, (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8))
+                    .map({ !$0.contains(") Z ") }) ?? false {
+                usleep(10_000)  // polling for the exit, with a deadline
+            }
         }
+        stop(pid)
         #expect(bus.log.contains("stopping"), "\(bus.log)")
+        let configPath = root + "/etc/permissions/permissions.conf"
+        let edited = try String(contentsOfFile: configPath, encoding: .utf8) + "# edited by the administrator\n"
+        try edited.write(toFile: configPath, atomically: true, encoding: .utf8)
+        let manifestPath = root + "/usr/share/permissions/install-manifest"
+        let manifestBefore = try String(contentsOfFile: manifestPath, encoding: .utf8)
+        try Installing.install(flags)
+        #expect(try String(contentsOfFile: configPath, encoding: .utf8) == edited)
+        #expect(try String(contentsOfFile: manifestPath, encoding: .utf8).split(separator: "\n").sorted()
+                == manifestBefore.split(separator: "\n").sorted())
+        let kept = try run(ctl, ["--address", bus.address, "list"])
+        #expect(kept.status == 0 && kept.stdout.contains("org.example.Kept"), "\(kept.stdout) \(kept.stderr)")
+        let upgraded = try busctl(["call", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                                   "GetConnectionUnixProcessID", "s", "org.example.Permissions"], false)
+        let upgradedPID = try #require(Int32(upgraded.stdout.dropFirst(2).trimmingCharacters(in: .whitespacesAndNewlines)))
+        #expect(upgradedPID != pid)
+        stop(upgradedPID)
+
+        // Uninstalled: nothing installed is left, only the configuration and the
+        // decisions, and the plugin the administrator (this test) added, which the
+        // test removes itself.
         try FileManager.default.removeItem(atPath: plugin)
-        try Self.install(flags, script: "uninstall")
-        let left = Self.files(under: root)
+        try Installing.install(flags, script: "uninstall")
+        let left = Installing.files(under: root)
         #expect(left.contains("/etc/permissions/permissions.conf"))
         #expect(left.contains("/var/lib/permissions/decisions.sqlite"))
         let unexpected = left.filter { !$0.hasPrefix("/etc/permissions/") && !$0.hasPrefix("/var/lib/permissions/") }
@@ -384,7 +259,7 @@ import PermissionsTestSupport
     /// in XDG_STATE_HOME), a bus of no standard type by its address.
     @Test(arguments: ["session", nil] as [String?])
     func activatedItServesTheBusThatStartedIt(type: String?) throws {
-        let (root, _) = try Self.installWithRealPaths()
+        let (root, _) = try Installing.installWithRealPaths()
         defer { try? FileManager.default.removeItem(atPath: root) }
         let stateHome = root + "/state-home"
         // The system bus and session bus that the environment names go nowhere: a

@@ -71,10 +71,14 @@ import PermissionsTestSupport
         let figure = try Installing.exposure(of: stage + units + "/permissionsd.service")
         #expect(figure <= 2.0, "systemd-analyze security rates the unit \(figure)")
 
-        // The man pages render without a warning.
+        // The man pages render without a warning, and name the package version.
+        let packageVersion = try run(stage + "/usr/libexec/permissionsd", ["--version"]).stdout
+            .split(separator: "\n").first?.split(separator: " ").last.map(String.init) ?? "?"
         for page in ["man8/permissionsd.8", "man1/permissionsctl.1", "man5/permissions.conf.5"] {
             let lint = try run("/usr/bin/groff", ["-man", "-ww", "-z", stage + "/usr/share/man/" + page])
             #expect(lint.status == 0 && lint.stderr.isEmpty, "\(page): \(lint.stderr)")
+            let text = try String(contentsOfFile: stage + "/usr/share/man/" + page, encoding: .utf8)
+            #expect(text.contains(" \"permissions \(packageVersion)\" "), "\(page)")
         }
 
         // No installed ELF file names the toolchain; with the toolchain hidden, the

@@ -64,6 +64,18 @@ enum Installing {
         return try #require(Double(figure), "no figure in \(line)")
     }
 
+    /// Stops an activated daemon (SIGTERM, as systemd would) and waits, up to 15 s,
+    /// until it has exited: its parent, the bus daemon, reaps it (a zombie counts as
+    /// exited, should the bus be gone first).
+    static func stop(_ pid: Int32) {
+        kill(pid, SIGTERM)
+        let deadline = Date().addingTimeInterval(15)
+        while Date() < deadline, (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8))
+                .map({ !$0.contains(") Z ") }) ?? false {
+            usleep(10_000)  // polling for the exit, with a deadline
+        }
+    }
+
     /// Installs with every directory in a new temporary directory (returned, with
     /// the flags that said so), so that the paths written into the files are real.
     static func installWithRealPaths() throws -> (root: String, flags: [String]) {

@@ -216,15 +216,7 @@ import PermissionsTestSupport
         // lists the same, and the new daemon, activated by the next call, has the
         // decisions of the old one.
         #expect(try run(ctl, ["--address", bus.address, "grant", "org.example.Kept", "location"]).status == 0)
-        func stop(_ pid: Int32) {
-            kill(pid, SIGTERM)
-            let deadline = Date().addingTimeInterval(15)
-            while Date() < deadline, (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8))
-                    .map({ !$0.contains(") Z ") }) ?? false {
-                usleep(10_000)  // polling for the exit, with a deadline
-            }
-        }
-        stop(pid)
+        Installing.stop(pid)
         #expect(bus.log.contains("stopping"), "\(bus.log)")
         let configPath = root + "/etc/permissions/permissions.conf"
         let edited = try String(contentsOfFile: configPath, encoding: .utf8) + "# edited by the administrator\n"
@@ -241,7 +233,7 @@ import PermissionsTestSupport
                                    "GetConnectionUnixProcessID", "s", "org.example.Permissions"], false)
         let upgradedPID = try #require(Int32(upgraded.stdout.dropFirst(2).trimmingCharacters(in: .whitespacesAndNewlines)))
         #expect(upgradedPID != pid)
-        stop(upgradedPID)
+        Installing.stop(upgradedPID)
 
         // Uninstalled: nothing installed is left, only the configuration and the
         // decisions, and the plugin the administrator (this test) added, which the
@@ -280,7 +272,7 @@ import PermissionsTestSupport
                                                    "/org/freedesktop/DBus", "org.freedesktop.DBus",
                                                    "GetConnectionUnixProcessID", "s", "org.example.Permissions"])
         if let pid = Int32(pidReply.stdout.dropFirst(2).trimmingCharacters(in: .whitespacesAndNewlines)) {
-            kill(pid, SIGTERM)  // (the bus going away would stop it too)
+            Installing.stop(pid)  // before its state directory goes
         }
     }
 }

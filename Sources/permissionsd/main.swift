@@ -32,6 +32,8 @@ let usage = """
                            the system bus, ~/.local/state/permissions otherwise)
       --plugin-dir DIR     a plugin directory; may repeat (default: the build tree, then
                            /usr/local/lib/permissions/plugins, /usr/lib/permissions/plugins)
+                           An installed daemon's defaults are the directories of its
+                           install (scripts/install --sysconfdir, --localstatedir, --prefix).
       --host-pid PID       the process whose mount namespace is the host's (default 1
                            on the system bus, permissionsd itself otherwise): callers
                            elsewhere get no executable-path identity

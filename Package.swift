@@ -54,6 +54,8 @@ let package = Package(
         .target(name: "CPermissionsData", cSettings: [.unsafeFlags(["-std=c23"])]),
 
         .target(name: "CShims"),
+        // The installed daemon's default directories, written in by scripts/install.
+        .target(name: "CInstallPaths"),
         .target(name: "CLISupport", dependencies: ["CShims"], swiftSettings: strictSettings),
         .target(name: "DBusKit", dependencies: ["CDBus"], swiftSettings: strictSettings),
         // The shared vocabulary: status words and precedence, names and their checks,
@@ -86,7 +88,7 @@ let package = Package(
         .executableTarget(name: "permissionsd",
                           dependencies: ["PermissionsModel", "PermissionsSupport", "PermissionsStore",
                                          "PermissionsPluginHost", "PermissionsIdentity", "PermissionsConfig",
-                                         "PermissionsService", "DBusKit", "CLISupport"],
+                                         "PermissionsService", "DBusKit", "CLISupport", "CInstallPaths"],
                           swiftSettings: strictSettings),
         .executableTarget(name: "permissionsctl", dependencies: ["DBusKit", "CLISupport", "PermissionsModel"],
                           swiftSettings: strictSettings),

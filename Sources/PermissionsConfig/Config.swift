@@ -95,14 +95,12 @@ package struct ConfigFiles: Sendable {
     /// be read (a dangling link, EACCES, ELOOP) is an error.
     package func read() -> Reading {
         var present: [String] = []
-        var merged: [ConfigKey: ConfigEntry] = [:]
-        var order: [ConfigKey] = []
+        var parsed: [[ConfigEntry]] = []
         let listed = listing()
         var failure = listed.problem
         for file in listed.files {
-            let entries: [ConfigEntry]
             do {
-                entries = try Self.parse(file)
+                parsed.append(try Self.parse(file))
             } catch let error where error.vanished && Files.linkStatus(file) == nil {
                 // The name itself went (not a link left dangling): an editor's save.
                 continue
@@ -112,14 +110,22 @@ package struct ConfigFiles: Sendable {
                 continue
             }
             present.append(file)
-            for entry in entries {
-                let id = ConfigKey(section: entry.section, key: entry.key)
-                if merged[id] == nil { order.append(id) }
-                merged[id] = entry
-            }
         }
         if let failure { return Reading(files: present, entries: .failure(failure), unlisted: listed.unlisted) }
-        return Reading(files: present, entries: .success(order.map { merged[$0]! }), unlisted: listed.unlisted)
+        return Reading(files: present, entries: .success(Self.merged(parsed)), unlisted: listed.unlisted)
+    }
+
+    /// The files' entries in the order they apply, merged: a later file's key
+    /// overrides an earlier one's, in the earlier one's place.
+    static func merged(_ files: [[ConfigEntry]]) -> [ConfigEntry] {
+        var merged: [ConfigKey: ConfigEntry] = [:]
+        var order: [ConfigKey] = []
+        for entry in files.joined() {
+            let id = ConfigKey(section: entry.section, key: entry.key)
+            if merged[id] == nil { order.append(id) }
+            merged[id] = entry
+        }
+        return order.map { merged[$0]! }
     }
 
     /// Whether two configurations say the same: the same value for every key, wherever

@@ -22,7 +22,7 @@ package final class PermissionsService {
     package static let busName = BusNames.busName
     package static let objectPath = BusNames.objectPath
     package static let interfaceName = BusNames.interfaceName
-    package static let interfaceVersion: UInt32 = 2
+    package static let interfaceVersion = Versions.interface
 
     let connection: Connection
     /// Statuses, snapshots, decisions and session grants, and which changes to signal.

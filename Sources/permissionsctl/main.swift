@@ -2,6 +2,7 @@
 import CLISupport
 import DBusKit
 import Glibc
+import PermissionsModel
 
 let usage = """
     Usage: permissionsctl [--system | --session | --address ADDRESS] COMMAND [ARGS]
@@ -41,6 +42,7 @@ let usage = """
       --system                   the system bus (the default)
       --session                  the session bus
       --address ADDRESS          the bus at ADDRESS
+      --version                  show the package and interface versions
       -h, --help                 show this help
 
     Exit status: 0 on success, 1 when the service answers with an error, 2 for
@@ -48,7 +50,8 @@ let usage = """
 
     """
 
-let specs = [OptionSpec("system"), OptionSpec("session"), OptionSpec("help"), OptionSpec("address", takesValue: true)]
+let specs = [OptionSpec("system"), OptionSpec("session"), OptionSpec("help"), OptionSpec("version"),
+             OptionSpec("address", takesValue: true)]
 
 func fail(_ message: String, code: Int32 = 1) -> Never {
     printError("permissionsctl: \(message)")
@@ -68,6 +71,10 @@ do {
 }
 if parsed.has("help") {
     print(usage, terminator: "")
+    exit(0)
+}
+if parsed.has("version") {
+    print(Versions.line(program: "permissionsctl"))
     exit(0)
 }
 guard let command = parsed.positional.first else { fail("no command given\nTry 'permissionsctl --help'.", code: 2) }

@@ -3,6 +3,7 @@
 import CLISupport
 import DBusKit
 import Glibc
+import PermissionsModel
 import PermissionsService
 
 // SIGTERM and SIGINT blocked first, before option parsing or anything else of ours,
@@ -31,15 +32,24 @@ let usage = """
                            the system bus, ~/.local/state/permissions otherwise)
       --plugin-dir DIR     a plugin directory; may repeat (default: the build tree, then
                            /usr/local/lib/permissions/plugins, /usr/lib/permissions/plugins)
+                           An installed daemon's defaults are the directories of its
+                           install (scripts/install --sysconfdir, --localstatedir, --prefix).
       --host-pid PID       the process whose mount namespace is the host's (default 1
                            on the system bus, permissionsd itself otherwise): callers
                            elsewhere get no executable-path identity
       --verbose            log debug messages
+      --check-config       check the configuration (and each plugin's part of it)
+                           as the daemon would, print every problem, apply nothing;
+                           exit 0 if it is valid, 1 if not
+      --version            show the package and interface versions
       -h, --help           show this help
+
+    Started by D-Bus activation with no bus option, it serves the bus that
+    started it (DBUS_STARTER_ADDRESS, DBUS_STARTER_BUS_TYPE).
 
     """
 
-let specs = ["system", "session", "verbose", "help", "version"].map { OptionSpec($0) }
+let specs = ["system", "session", "verbose", "help", "version", "check-config"].map { OptionSpec($0) }
     + ["address", "config-dir", "state-dir", "plugin-dir", "host-pid"].map { OptionSpec($0, takesValue: true) }
 
 var options = DaemonOptions()
@@ -50,12 +60,13 @@ do {
         exit(0)
     }
     if parsed.has("version") {
-        print("permissionsd interface version \(PermissionsService.interfaceVersion)")
+        print(Versions.line(program: "permissionsd"))
         exit(0)
     }
     if let extra = parsed.positional.first { throw UsageError(description: "unexpected argument \(extra)") }
     let busChoices = ["system", "session", "address"].filter(parsed.has)
     if busChoices.count > 1 { throw UsageError(description: "choose one of --system, --session, --address") }
+    if busChoices.isEmpty, let starter = Activation.starterBus() { options.bus = starter }
     if parsed.has("session") { options.bus = .session }
     if let address = parsed.last("address") { options.bus = .address(address) }
     if let dir = parsed.last("config-dir") { options.configDirectory = dir }
@@ -66,6 +77,10 @@ do {
         options.hostPID = value
     }
     options.verbose = parsed.has("verbose")
+    InstalledPaths.applyDefaults(to: &options, parsed: parsed)
+    if parsed.has("check-config") {
+        ConfigCheck.run(configDirectory: options.configDirectory, pluginDirectories: options.resolvedPluginDirectories)
+    }
 } catch {
     printError("permissionsd: \(error)\nTry 'permissionsd --help'.")
     exit(2)

@@ -1,0 +1,17 @@
+/// The two numbers `--version` prints (permissionsd and permissionsctl), each
+/// written here and nowhere else.
+public enum Versions {
+    /// The package's release.
+    public static let package = "0.1.0"
+    /// The org.example.Permissions interface's, which the service's `version`
+    /// property announces: it grows when the interface changes (2: decisions per
+    /// user, the *ForUser methods, Subscribe).
+    public static let interface: UInt32 = 2
+}
+
+extension Versions {
+    /// What `PROGRAM --version` prints.
+    public static func line(program: String) -> String {
+        "\(program) \(package)\n\(BusNames.interfaceName) interface version \(interface)"
+    }
+}

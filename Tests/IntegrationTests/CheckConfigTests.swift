@@ -1,0 +1,61 @@
+import Foundation
+import Testing
+import PermissionsTestSupport
+
+/// `permissionsd --check-config`: the configuration checked as the running daemon
+/// checks a new one (files, the daemon's own keys, each plugin's `validate`), every
+/// problem printed with its file and line, nothing applied; exit 0 or 1.
+@Suite struct CheckConfigTests {
+    static func check(_ files: [String: String]) throws -> (CommandResult, directory: String, state: String) {
+        let directory = try makeTemporaryDirectory("check-config")
+        let state = try makeTemporaryDirectory("check-config-state")
+        for (name, text) in files {
+            let path = directory + "/" + name
+            try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent,
+                                                    withIntermediateDirectories: true)
+            try text.write(toFile: path, atomically: true, encoding: .utf8)
+        }
+        let result = try run(binDir + "/permissionsd", ["--check-config", "--config-dir", directory,
+                                                        "--state-dir", state, "--plugin-dir", corePluginDirectory])
+        return (result, directory, state)
+    }
+
+    @Test func everyProblemIsPrintedWithItsFileAndLine() throws {
+        let (result, directory, state) = try Self.check([
+            "permissions.conf": "# site settings\n[location]\nenabled=maybe\n\n[service]\nagent-timeout=0\n",
+            "permissions.conf.d/10-broken.conf": "[notifications]\njunk\n",
+            "permissions.conf.d/20-apps.conf": "[notifications]\nenabled=true\ndeny=not an app id\n",
+        ])
+        defer {
+            try? FileManager.default.removeItem(atPath: directory)
+            try? FileManager.default.removeItem(atPath: state)
+        }
+        #expect(result.status == 1)
+        #expect(result.stdout == "")
+        let problems = result.stderr.split(separator: "\n").filter { !$0.hasPrefix("<") }.map(String.init)
+        #expect(problems.sorted() == [
+            // A file that does not parse (GLib's words), the daemon's own key, a plugin's key (its validate).
+            "\(directory)/permissions.conf.d/10-broken.conf:2: Key file contains line “junk” which is not a key-value pair, group, or comment",
+            "\(directory)/permissions.conf.d/20-apps.conf:3: [notifications] deny=not an app id: invalid app id \"not an app id\"",
+            "\(directory)/permissions.conf:3: [location] enabled=maybe: expected true or false",
+            "\(directory)/permissions.conf:6: [service] agent-timeout=0: expected 1..3600 seconds",
+        ].sorted(), "\(result.stderr)")
+        // Nothing applied, nothing written.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: state) == [])
+    }
+
+    @Test func aValidConfigurationExitsZero() throws {
+        let (result, directory, state) = try Self.check([
+            "permissions.conf": "[location]\nenabled=true\nmax-accuracy=city\n",
+            "permissions.conf.d/50-site.conf": "[notifications]\nenabled=false\nallow=org.example.Chat\n",
+        ])
+        defer {
+            try? FileManager.default.removeItem(atPath: directory)
+            try? FileManager.default.removeItem(atPath: state)
+        }
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout == "\(directory): configuration OK (\(directory)/permissions.conf, "
+                + "\(directory)/permissions.conf.d/50-site.conf)\n")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: state) == [])
+    }
+}

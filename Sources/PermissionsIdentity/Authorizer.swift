@@ -3,9 +3,10 @@ internal import Glibc
 
 /// Decides who may read or change stored decisions, and register agents.
 ///
-/// - Sandboxed callers (flatpak, snap) and unverified ones (a mount namespace of
-///   their own) may do none of it, whatever their uid: the sandbox is the boundary
-///   the user relies on, and an unverified caller's app is not known.
+/// - Sandboxed callers (flatpak, snap) may do none of it, whatever their uid: the
+///   sandbox is the boundary the user relies on. Unverified ones (a mount
+///   namespace of their own) may do none of it unless they are root: their app
+///   is not known.
 /// - Reading one's own user's decisions (no action) needs nothing more.
 /// - Otherwise root always; on a session bus (or a given address) the daemon's
 ///   own uid (there is one user there); on the system bus whoever polkit
@@ -36,12 +37,13 @@ package final class Authorizer {
         if identity.kind == .flatpak || identity.kind == .snap {
             return done("sandboxed apps (\(identity.appID)) may not do this")
         }
+        // Root is root in any mount namespace (a user namespace's root is not uid 0 on the bus).
+        if identity.uid == 0 { return done(nil) }
         if identity.kind == .unverified {
             return done("\(identity.appID) runs in a mount namespace of its own and is no known sandbox; "
                         + "such callers may not do this")
         }
         guard let action else { return done(nil) }
-        if identity.uid == 0 { return done(nil) }
         if !systemBus {
             return done(identity.uid == getuid() ? nil : "uid \(identity.uid) is not the service's user")
         }

@@ -43,6 +43,47 @@ import PermissionsTestSupport
         #expect(details.stdout.contains("\"identity-kind\":{\"type\":\"s\",\"data\":\"unverified\"}"), "\(details.stdout)")
     }
 
+    /// An unverified caller's "always" is a session grant: nothing is stored for
+    /// its app id, which names a file of its own namespace only.
+    @Test func anUnverifiedCallersAnswerIsNeverStored() throws {
+        let agent = try TestAgent(bus: bus)
+        let quoted = ["--address=\(bus.address)", "--timeout=60", "call", "org.example.Permissions",
+                      "/org/example/Permissions", "org.example.Permissions", "Request", "sa{sv}", "location", "0"]
+            .map { "'" + $0 + "'" }.joined(separator: " ")
+        let request = try BackgroundCommand("/usr/bin/unshare", [
+            "--user", "--map-root-user", "--mount", "/bin/sh", "-c",
+            "mount --bind /usr/bin/busctl /usr/bin/gdbus && exec /usr/bin/gdbus \(quoted)"])
+        let prompt = try agent.waitForPrompt()
+        #expect(prompt.app == "unverified:/usr/bin/gdbus")
+        agent.answer(prompt, "allow-always")
+        #expect(try request.wait().1 == "s \"authorized\"\n", "\(request.errorOutput)")
+        let stored = try daemon.call("ListAllDecisions", "s", "")
+        #expect(stored.stdout == "a(xsssxs) 0\n", "\(stored.stderr)")
+    }
+
+    /// A confined subscriber (here an unverified one: permissionsctl monitor in a
+    /// mount namespace of its own, as root) hears only its own app's changes and
+    /// the service-level ones, not its user's other apps', whatever scope it asks.
+    @Test func aConfinedSubscriberHearsOnlyItsOwnApp() throws {
+        let confined = try RunningProgram("/usr/bin/unshare", ["--user", "--map-root-user", "--mount",
+                                                                binDir + "/permissionsctl", "--address", bus.address, "monitor"])
+        _ = try confined.lines.next { $0.hasPrefix("Monitoring") }
+        let user = try Monitor(daemon)
+        #expect(try daemon.ctl("grant", "org.example.Other", "location").status == 0)
+        try user.waitFor { $0 == statusLine(app: "org.example.Other", "location", "authorized") }
+        try daemon.writeConfig("[location]\nenabled=false\n")
+        try user.waitFor { $0 == statusLine(app: "", "location", "disabled") }
+        _ = try confined.lines.next { $0.hasPrefix("StatusChanged app=* permission=location status=disabled") }
+        #expect(confined.lines.all.filter { $0.hasPrefix("StatusChanged") }.count == 1, "\(confined.lines.all)")
+        // Asking for the user's whole stream is refused.
+        let r = try run("/usr/bin/unshare", ["--user", "--map-root-user", "--mount", "/usr/bin/busctl",
+                                            "--address=\(bus.address)", "call", "org.example.Permissions",
+                                            "/org/example/Permissions", "org.example.Permissions", "Subscribe",
+                                            "a{sv}", "1", "scope", "s", "user"])
+        #expect(r.status != 0)
+        #expect(r.stderr.contains("scope \"user\" is not allowed: unverified:/usr/bin/busctl"), "\(r.stderr)")
+    }
+
     // MARK: a chroot with a forged .flatpak-info
 
     /// User 2 makes a root of its own (user and mount namespace, tmpfs, chroot) holding

@@ -8,33 +8,6 @@ import PermissionsTestSupport
 // setpriv. polkit (dbusmock) allows each user to manage their own decisions and
 // answer prompts, not to manage other users'.
 
-/// A program running as `uid` whose output lines are collected.
-private final class UserProcess {
-    let process = Process()
-    let lines: LineCollector
-    let input = Pipe()
-
-    init(uid: UInt32, _ executable: String, _ arguments: [String]) throws {
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-        process.arguments = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", executable] + arguments
-        let out = Pipe()
-        process.standardInput = input
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        lines = LineCollector(out.fileHandleForReading)
-    }
-
-    deinit {
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-    }
-
-    func answer(_ text: String) { input.fileHandleForWriting.write((text + "\n").data(using: .utf8)!) }
-
-    var statusChanges: [String] { lines.all.filter { $0.hasPrefix("StatusChanged") } }
-}
-
 @Suite("Many users, one daemon", .serialized)
 struct MultiUserTests {
     private let bus: PolkitTestSystemBus
@@ -58,8 +31,8 @@ struct MultiUserTests {
         return r.stdout
     }
 
-    private func monitor(as uid: UInt32, _ options: String...) throws -> UserProcess {
-        let monitor = try UserProcess(uid: uid, binDir + "/permissionsctl", ["--address", bus.address, "monitor"] + options)
+    private func monitor(as uid: UInt32, _ options: String...) throws -> RunningProgram {
+        let monitor = try RunningProgram(binDir + "/permissionsctl", ["--address", bus.address, "monitor"] + options, asUser: uid)
         _ = try monitor.lines.next { $0.hasPrefix("Monitoring") }
         return monitor
     }
@@ -110,8 +83,8 @@ struct MultiUserTests {
     }
 
     @Test func eachUsersAgentGetsOneSharedPromptForTwentyConcurrentRequests() throws {
-        let agent1 = try UserProcess(uid: Self.user1, binDir + "/permissionsctl", ["--address", bus.address, "agent"])
-        let agent2 = try UserProcess(uid: Self.user2, binDir + "/permissionsctl", ["--address", bus.address, "agent"])
+        let agent1 = try RunningProgram(binDir + "/permissionsctl", ["--address", bus.address, "agent"], asUser: Self.user1)
+        let agent2 = try RunningProgram(binDir + "/permissionsctl", ["--address", bus.address, "agent"], asUser: Self.user2)
         for agent in [agent1, agent2] { _ = try agent.lines.next { $0.hasPrefix("Agent registered at ") } }
         var requests: [(UInt32, BackgroundCommand)] = []
         for uid in [Self.user1, Self.user2] {

@@ -156,18 +156,7 @@ package final class DecisionStore {
         // an older version (which mapped it); nothing reads it any more.
         unlink(path + "-shm")
         try db.execute("PRAGMA synchronous=FULL")
-        try db.execute("""
-            CREATE TABLE IF NOT EXISTS decisions (
-                \(uidColumn),
-                app_id TEXT NOT NULL,
-                permission TEXT NOT NULL,
-                decision TEXT NOT NULL CHECK (decision IN ('authorized', 'denied')),
-                set_at INTEGER NOT NULL,
-                set_by TEXT NOT NULL,
-                expires_at INTEGER,
-                PRIMARY KEY (uid, app_id, permission)
-            ) WITHOUT ROWID
-            """)
+        try db.execute(decisionsTable("IF NOT EXISTS decisions"))
         try db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID")
         // quick_check reports damage as rows, not as an error.
         let check = try db.strings("PRAGMA quick_check")
@@ -231,27 +220,29 @@ package final class DecisionStore {
         return (db, index, epoch)
     }
 
-    /// The owner column: a uid, or -1 for an unassigned row. (uid_t's -1 is no
-    /// user's, so it can never be a real owner.)
-    private static let uidColumn = "uid INTEGER NOT NULL CHECK (uid >= -1 AND uid < 4294967295)"
+    /// The decisions table of this version, named `name`. The owner: a uid, or -1
+    /// for an unassigned row (uid_t's -1 is no user's, so never a real owner).
+    private static func decisionsTable(_ name: String) -> String {
+        """
+        CREATE TABLE \(name) (
+            uid INTEGER NOT NULL CHECK (uid >= -1 AND uid < 4294967295),
+            app_id TEXT NOT NULL,
+            permission TEXT NOT NULL,
+            decision TEXT NOT NULL CHECK (decision IN ('authorized', 'denied')),
+            set_at INTEGER NOT NULL,
+            set_by TEXT NOT NULL,
+            expires_at INTEGER,
+            PRIMARY KEY (uid, app_id, permission)
+        ) WITHOUT ROWID
+        """
+    }
 
     /// Rewrites a store without users into the per-user table in one transaction:
     /// every row becomes unassigned (see the type's comment). Nothing is lost; an
     /// interrupted migration leaves the old table as it was.
     private static func migrateToUsers(_ db: SQLiteDatabase, _ path: String) throws {
         let count = try db.transaction { () throws -> Int in
-            try db.execute("""
-                CREATE TABLE decisions_by_user (
-                    \(uidColumn),
-                    app_id TEXT NOT NULL,
-                    permission TEXT NOT NULL,
-                    decision TEXT NOT NULL CHECK (decision IN ('authorized', 'denied')),
-                    set_at INTEGER NOT NULL,
-                    set_by TEXT NOT NULL,
-                    expires_at INTEGER,
-                    PRIMARY KEY (uid, app_id, permission)
-                ) WITHOUT ROWID
-                """)
+            try db.execute(decisionsTable("decisions_by_user"))
             try db.execute("""
                 INSERT INTO decisions_by_user (uid, app_id, permission, decision, set_at, set_by, expires_at)
                 SELECT -1, app_id, permission, decision, set_at, set_by, expires_at FROM decisions

@@ -157,7 +157,7 @@ struct MultiUserTests {
 }
 
 /// A store written by the daemon before decisions had users (the schema of commit
-/// d97d104), under a daemon on the system bus: its deny holds for every user, its
+/// d97d104, Tests/fixtures/store/before-users.sql), under a daemon on the system bus: its deny holds for every user, its
 /// grant for nobody, both listed as unassigned, until an admin assigns or resets them.
 @Suite("A store from before users", .serialized)
 struct StoreMigrationTests {
@@ -169,23 +169,8 @@ struct StoreMigrationTests {
         bus = try TestBus(type: "system")
         polkit = try PolkitTestMock(bus: bus)
         daemon = try PolkitTestDaemon(bus: bus, config: "[location]\nno-agent=denied\n") { state in
-            let r = try run("/usr/bin/sqlite3", [state + "/decisions.sqlite", """
-                PRAGMA journal_mode=WAL;
-                CREATE TABLE decisions (
-                    app_id TEXT NOT NULL,
-                    permission TEXT NOT NULL,
-                    decision TEXT NOT NULL CHECK (decision IN ('authorized', 'denied')),
-                    set_at INTEGER NOT NULL,
-                    set_by TEXT NOT NULL,
-                    expires_at INTEGER,
-                    PRIMARY KEY (app_id, permission)
-                ) WITHOUT ROWID;
-                CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
-                INSERT INTO meta VALUES ('serial-epoch', 1800000000);
-                INSERT INTO decisions VALUES ('/usr/bin/busctl', 'location', 'denied', 1, 'uid 0 (old)', NULL);
-                INSERT INTO decisions VALUES ('/usr/bin/gdbus', 'location', 'authorized', 2, 'uid 0 (old)', NULL);
-                PRAGMA wal_checkpoint(TRUNCATE);
-                """])
+            let fixture = packageRoot + "/Tests/fixtures/store/before-users.sql"
+            let r = try run("/usr/bin/sqlite3", [state + "/decisions.sqlite", ".read '\(fixture)'"])
             guard r.status == 0 else { throw HarnessError(description: "sqlite3: \(r.stderr)") }
         }
     }
@@ -197,18 +182,19 @@ struct StoreMigrationTests {
         }
         let all = try daemon.ctl("list", "--all")
         let rows = all.stdout.split(separator: "\n").dropFirst()
-        #expect(rows.count == 2, "\(all.stdout)")
+        #expect(rows.count == 3, "\(all.stdout)")
         #expect(rows.allSatisfy { $0.hasPrefix("unassigned") }, "\(all.stdout)")
         // Nobody's own list shows them.
         #expect(try daemon.call("ListDecisions", "s", "", asUser: 1).stdout == "a(sssxs) 0\n")
 
-        #expect(try daemon.ctl("assign", "/usr/bin/gdbus", "daemon").stdout == "assigned 1 decision(s)\n")
+        #expect(try daemon.ctl("assign", "/usr/bin/gdbus", "daemon").stdout == "assigned 2 decision(s)\n")
         #expect(try daemon.gdbusCall("GetStatus", "location", asUser: 1).stdout == "('authorized',)\n")
         #expect(try daemon.gdbusCall("GetStatus", "location", asUser: 2).stdout == "('not-determined',)\n")
         #expect(try daemon.ctl("reset", "--unassigned", "/usr/bin/busctl").stdout == "removed 1 decision(s)\n")
         for uid: UInt32 in [1, 2] {
             #expect(try daemon.call("GetStatus", "s", "location", asUser: uid).stdout == "s \"not-determined\"\n")
         }
-        #expect(try daemon.ctl("list", "--all").stdout.split(separator: "\n").dropFirst().map { $0.prefix(1) } == ["1"])
+        #expect(try daemon.ctl("list", "--all").stdout.split(separator: "\n").dropFirst().map { $0.prefix(2) }
+                == ["1 ", "1 "])
     }
 }

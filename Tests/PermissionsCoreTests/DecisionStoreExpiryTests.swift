@@ -177,21 +177,7 @@ struct DecisionStoreExpiryTests {
 
     // MARK: A store from before expires_at
 
-    private func sqlite(_ sql: String) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        process.arguments = [path, sql]
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw StoreError(message: "sqlite3 exited with \(process.terminationStatus) for \(sql)")
-        }
-        return String(decoding: data, as: UTF8.self)
-    }
+    private func sqlite(_ sql: String) throws -> String { try sqlite3(path, sql) }
 
     /// The schema and a row as the first version of the daemon wrote them.
     private func writeOldStore() throws {

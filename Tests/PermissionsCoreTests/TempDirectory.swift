@@ -42,3 +42,24 @@ final class TempDirectory {
 
 /// The user whose decisions the unit tests store (any uid but (uid_t)-1 would do).
 let testUID: UInt32 = 1000
+
+/// Runs the sqlite3 shell on `database` with `sql`; its standard output.
+func sqlite3(_ database: String, _ sql: String) throws -> String {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+    process.arguments = [database, sql]
+    let out = Pipe()
+    process.standardOutput = out
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    let data = out.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    guard process.terminationStatus == 0 else {
+        throw SQLite3Failed(description: "sqlite3 exited with \(process.terminationStatus) for \(sql)")
+    }
+    return String(decoding: data, as: UTF8.self)
+}
+
+struct SQLite3Failed: Error, CustomStringConvertible {
+    let description: String
+}

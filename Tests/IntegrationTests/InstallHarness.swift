@@ -149,7 +149,7 @@ final class InstalledBus {
         let out = Pipe()
         process.standardOutput = out
         let log = directory + "/bus.log"
-        FileManager.default.createFile(atPath: log, contents: nil)
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
         process.standardError = FileHandle(forWritingAtPath: log)  // the activated daemon logs here too
         try process.run()
         // It prints its address once it listens.

@@ -95,7 +95,7 @@ final class PolkitTestDaemon {
         process.arguments = ["--system", "--config-dir", root + "/config", "--state-dir", root + "/state",
                              "--plugin-dir", corePluginDirectory, "--verbose", "--host-pid", String(getpid())]
         process.environment = bus.environment
-        FileManager.default.createFile(atPath: logFile, contents: nil)
+        _ = FileManager.default.createFile(atPath: logFile, contents: nil)
         let logHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: logFile))
         process.standardOutput = logHandle
         process.standardError = logHandle

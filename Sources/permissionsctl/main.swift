@@ -107,6 +107,10 @@ func commandOptions(of command: String, _ given: [String]) -> ParsedOptions {
     if let bad = options.values.first(where: { !names.contains($0.name) }) {
         fail("\(command) takes no --\(bad.name)\nTry 'permissionsctl --help'.", code: 2)
     }
+    // Two different users would be a guess at which one was meant.
+    if Set(options.all("user")).count > 1 {
+        fail("--user given more than once: \(options.all("user").map { "\"\($0)\"" }.joined(separator: ", "))", code: 2)
+    }
     if options.has("user"), options.has("all") || options.has("unassigned") {
         fail("--user cannot be given with --\(options.has("all") ? "all" : "unassigned")", code: 2)
     }
@@ -120,12 +124,17 @@ func expectArguments(_ range: ClosedRange<Int>, _ synopsis: String) {
     guard range.contains(arguments.count) else { fail("usage: permissionsctl \(command) \(synopsis)", code: 2) }
 }
 
-/// The uid of a user name or a decimal uid.
+/// The uid of a user name or a decimal uid. Only a string of digits alone is a
+/// uid (useradd refuses such names); any other is a name, digits and all
+/// ("alice2", "user1"), and must exist.
 func resolveUser(_ text: String) -> UInt32 {
-    if let uid = UInt32(text), uid != UInt32.max { return uid }
-    guard !text.isEmpty, text.allSatisfy({ !$0.isNumber }), let entry = getpwnam(text) else {
-        fail("unknown user \"\(text)\"", code: 2)
+    if !text.isEmpty, text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) {
+        guard let uid = UInt32(text), uid != UInt32.max else {
+            fail("invalid uid \"\(text)\": expected 0 to \(UInt32.max - 1)", code: 2)
+        }
+        return uid
     }
+    guard !text.isEmpty, let entry = getpwnam(text) else { fail("unknown user \"\(text)\"", code: 2) }
     return entry.pointee.pw_uid
 }
 

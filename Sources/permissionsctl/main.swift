@@ -95,7 +95,15 @@ do {
 func commandOptions(of command: String, _ given: [String]) -> ParsedOptions {
     let allowed: [String: Set<String>] = ["get": ["user"], "list": ["user", "all"], "grant": ["user"],
                                           "deny": ["user"], "reset": ["user", "unassigned"], "monitor": ["broadcast"]]
-    guard let names = allowed[command] else { return ParsedOptions(positional: given) }
+    guard let names = allowed[command] else {
+        // No app id, permission name or user name starts with "-": on a command without
+        // options ("status --user 2", "assign --user 2 APP"), it is a misplaced option,
+        // which must not be taken as an argument (request reads its --reason itself).
+        if command != "request", let option = given.first(where: { $0.hasPrefix("-") }) {
+            fail("\(command) takes no \(option)\nTry 'permissionsctl --help'.", code: 2)
+        }
+        return ParsedOptions(positional: given)
+    }
     let specs = [OptionSpec("user", takesValue: true), OptionSpec("all"), OptionSpec("unassigned"),
                  OptionSpec("broadcast")]
     let options: ParsedOptions
@@ -206,6 +214,9 @@ do {
             names.removeFirst(2)
         }
         guard !names.isEmpty else { fail("usage: permissionsctl request [--reason TEXT] PERMISSION...", code: 2) }
+        if let option = names.first(where: { $0.hasPrefix("-") }) {
+            fail("request takes no \(option) (only --reason TEXT, first)\nTry 'permissionsctl --help'.", code: 2)
+        }
         let options = DBusValue.vardict(reason.isEmpty ? [] : [("reason", .string(reason))])
         if names.count == 1 {
             output(try client.call("Request", .string(names[0]), options, timeout: Client.noTimeout).first?.stringValue ?? "")

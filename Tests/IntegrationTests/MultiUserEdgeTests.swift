@@ -114,6 +114,21 @@ struct MultiUserEdgeTests {
         #expect(try daemon.call("GetStatusForApp", "ss", "org.example.Digits", "location", asUser: 2).stdout
                 == "s \"not-determined\"\n")
     }
+
+    /// `--user` on a command that takes no options is a usage error naming it, never
+    /// an argument (a permission name "--user", a user "org.example.X").
+    @Test func optionsOfCommandsWithoutOptionsAreRefused() throws {
+        for arguments in [["status", "--user", "2"], ["request", "--user", "2", "location"],
+                          ["assign", "--user", "2", "org.example.Old"], ["plugins", "--all"]] {
+            let r = try run(binDir + "/permissionsctl", ["--address", bus.address] + arguments, asUser: 1)
+            #expect(r.status == 2, "\(arguments): \(r.stderr)")
+            #expect(r.stderr.hasPrefix("permissionsctl: \(arguments[0]) takes no --"), "\(arguments): \(r.stderr)")
+        }
+        // --reason is request's own, before the permissions.
+        let r = try run(binDir + "/permissionsctl", ["--address", bus.address, "request", "--reason", "-why-",
+                                                     "location"], asUser: 1)
+        #expect(r.stdout == "denied\n", "\(r.stderr)")
+    }
 }
 
 /// A program whose standard output lines are collected; killed when done with.

@@ -36,6 +36,12 @@ package final class CallerCache {
 
     package var count: Int { known.count }
 
+    /// Whether `sender` is still on the bus, as far as this queue has been told: it
+    /// was identified and no NameOwnerChanged has reported it gone since. After a
+    /// wait (polkit, which may ask its user), the leave may already have been
+    /// handled, and state kept for the caller then would never be dropped.
+    package func isConnected(_ sender: String) -> Bool { known[sender] != nil }
+
     /// Calls `done` with the caller's identity: at once if known, else after asking
     /// the bus. A caller that has left the bus (or whose process is gone) gets
     /// `UnknownCaller`, never a fallback identity.

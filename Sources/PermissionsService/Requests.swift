@@ -18,13 +18,21 @@ extension PermissionsService {
     /// geoclue's accuracy levels, the words of the location plugin's max-accuracy.
     static let accuracyLevels = ["none", "country", "city", "neighborhood", "street", "exact"]
 
+    /// An option of the wrong type: InvalidArgument naming the type given, so the
+    /// caller sees what was wrong, not only what was wanted.
+    static func optionTypeError(_ key: String, expected: String, given value: DBusValue) -> BusError {
+        let given = if case .variant(let inner) = value { inner.signature } else { value.signature }
+        return PermissionsError.invalidArgument(
+            "option \"\(key.escapedForMessage)\" must be \(expected), not \"\(given.escapedForMessage)\"")
+    }
+
     func requestOptions(_ value: DBusValue) -> Result<RequestOptions, BusError> {
         var options = RequestOptions()
         for (key, value) in value.stringKeyedEntries ?? [] {
             switch key {
             case "reason":
                 guard case .variant(.string(let reason)) = value else {
-                    return .failure(PermissionsError.invalidArgument("option \"reason\" must be a string (s)"))
+                    return .failure(Self.optionTypeError("reason", expected: "a string (s)", given: value))
                 }
                 guard reason.utf8.count <= 1024 else {
                     return .failure(PermissionsError.invalidArgument(
@@ -33,7 +41,7 @@ extension PermissionsService {
                 options.reason = reason
             case "accuracy":
                 guard case .variant(.string(let accuracy)) = value else {
-                    return .failure(PermissionsError.invalidArgument("option \"accuracy\" must be a string (s)"))
+                    return .failure(Self.optionTypeError("accuracy", expected: "a string (s)", given: value))
                 }
                 guard Self.accuracyLevels.contains(accuracy) else {
                     return .failure(PermissionsError.invalidArgument(
@@ -167,6 +175,13 @@ extension PermissionsService {
     func registerAgent(_ call: MethodCall) {
         guard case .objectPath(let path) = call.arguments[0] else { return call.fail(PermissionsError.invalidArgument("expected an object path")) }
         asAdmin(call, action: .agent) { [unowned self] identity in
+            // polkit may have taken a while (asking its user): a connection that left
+            // meanwhile has had its leave handled, so its agent would never be
+            // unregistered, and its user's prompts would go to nobody instead of
+            // getting their no-agent answer.
+            guard self.callers.isConnected(call.sender) else {
+                return call.fail(PermissionsError.unknownCaller("\(call.sender) left the bus while being authorized"))
+            }
             guard self.broker.register(owner: call.sender, path: path, uid: identity.uid) else {
                 return call.fail(PermissionsError.invalidArgument("agent \(path) is already registered"))
             }

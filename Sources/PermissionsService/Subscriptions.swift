@@ -21,6 +21,14 @@ enum Stream: Hashable {
         }
     }
 
+    /// The Subscribe option that names this kind of stream.
+    var scope: String {
+        switch self {
+        case .user: "user"
+        case .app: "app"
+        }
+    }
+
     /// Whether a change of `app` ("" = every app) for this stream's user belongs in it.
     func carries(_ app: String) -> Bool {
         switch self {
@@ -43,7 +51,7 @@ extension PermissionsService {
         var scope: String?
         for (key, value) in call.arguments[0].stringKeyedEntries ?? [] where key == "scope" {
             guard case .variant(.string(let word)) = value else {
-                return call.fail(PermissionsError.invalidArgument("option \"scope\" must be a string (s)"))
+                return call.fail(Self.optionTypeError("scope", expected: "a string (s)", given: value))
             }
             guard word == "user" || word == "app" else {
                 return call.fail(PermissionsError.invalidArgument(
@@ -61,6 +69,14 @@ extension PermissionsService {
             }
             let stream: Stream = (scope ?? (confined ? "app" : "user")) == "app"
                 ? .app(identity.uid, identity.appID) : .user(identity.uid)
+            // Each stream counts its own changes, so a user's stream is ahead of any of its
+            // apps': moving a subscription to another stream would make its serials go
+            // backwards (or jump), which its subscriber takes for missed changes.
+            if let current = self.subscribers[call.sender], current != stream {
+                return call.fail(PermissionsError.invalidArgument(
+                    "\(call.sender) has subscribed with scope \"\(current.scope)\"; a subscription keeps its scope "
+                        + "(each scope has serials of its own): call Unsubscribe first"))
+            }
             self.subscribers[call.sender] = stream
             call.reply([.uint64(self.serial(of: stream))])
         }

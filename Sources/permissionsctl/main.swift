@@ -95,7 +95,15 @@ do {
 func commandOptions(of command: String, _ given: [String]) -> ParsedOptions {
     let allowed: [String: Set<String>] = ["get": ["user"], "list": ["user", "all"], "grant": ["user"],
                                           "deny": ["user"], "reset": ["user", "unassigned"], "monitor": ["broadcast"]]
-    guard let names = allowed[command] else { return ParsedOptions(positional: given) }
+    guard let names = allowed[command] else {
+        // No app id, permission name or user name starts with "-": on a command without
+        // options ("status --user 2", "assign --user 2 APP"), it is a misplaced option,
+        // which must not be taken as an argument (request reads its --reason itself).
+        if command != "request", let option = given.first(where: { $0.hasPrefix("-") }) {
+            fail("\(command) takes no \(option)\nTry 'permissionsctl --help'.", code: 2)
+        }
+        return ParsedOptions(positional: given)
+    }
     let specs = [OptionSpec("user", takesValue: true), OptionSpec("all"), OptionSpec("unassigned"),
                  OptionSpec("broadcast")]
     let options: ParsedOptions
@@ -106,6 +114,10 @@ func commandOptions(of command: String, _ given: [String]) -> ParsedOptions {
     }
     if let bad = options.values.first(where: { !names.contains($0.name) }) {
         fail("\(command) takes no --\(bad.name)\nTry 'permissionsctl --help'.", code: 2)
+    }
+    // Two different users would be a guess at which one was meant.
+    if Set(options.all("user")).count > 1 {
+        fail("--user given more than once: \(options.all("user").map { "\"\($0)\"" }.joined(separator: ", "))", code: 2)
     }
     if options.has("user"), options.has("all") || options.has("unassigned") {
         fail("--user cannot be given with --\(options.has("all") ? "all" : "unassigned")", code: 2)
@@ -120,12 +132,17 @@ func expectArguments(_ range: ClosedRange<Int>, _ synopsis: String) {
     guard range.contains(arguments.count) else { fail("usage: permissionsctl \(command) \(synopsis)", code: 2) }
 }
 
-/// The uid of a user name or a decimal uid.
+/// The uid of a user name or a decimal uid. Only a string of digits alone is a
+/// uid (useradd refuses such names); any other is a name, digits and all
+/// ("alice2", "user1"), and must exist.
 func resolveUser(_ text: String) -> UInt32 {
-    if let uid = UInt32(text), uid != UInt32.max { return uid }
-    guard !text.isEmpty, text.allSatisfy({ !$0.isNumber }), let entry = getpwnam(text) else {
-        fail("unknown user \"\(text)\"", code: 2)
+    if !text.isEmpty, text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) {
+        guard let uid = UInt32(text), uid != UInt32.max else {
+            fail("invalid uid \"\(text)\": expected 0 to \(UInt32.max - 1)", code: 2)
+        }
+        return uid
     }
+    guard !text.isEmpty, let entry = getpwnam(text) else { fail("unknown user \"\(text)\"", code: 2) }
     return entry.pointee.pw_uid
 }
 
@@ -197,6 +214,9 @@ do {
             names.removeFirst(2)
         }
         guard !names.isEmpty else { fail("usage: permissionsctl request [--reason TEXT] PERMISSION...", code: 2) }
+        if let option = names.first(where: { $0.hasPrefix("-") }) {
+            fail("request takes no \(option) (only --reason TEXT, first)\nTry 'permissionsctl --help'.", code: 2)
+        }
         let options = DBusValue.vardict(reason.isEmpty ? [] : [("reason", .string(reason))])
         if names.count == 1 {
             output(try client.call("Request", .string(names[0]), options, timeout: Client.noTimeout).first?.stringValue ?? "")

@@ -60,6 +60,17 @@ final class PolkitTestMock {
         guard r.status == 0 else { throw HarnessError(description: "SetAllowed failed: \(r.stderr)") }
     }
 
+    /// SIGSTOP: polkit's answers wait from now on, as a real polkit's do while it
+    /// asks its user for a password, until `resume`.
+    func pause() {
+        if let process { Glibc.kill(process.processIdentifier, SIGSTOP) }
+    }
+
+    /// SIGCONT: polkit answers what waited, in order.
+    func resume() {
+        if let process { Glibc.kill(process.processIdentifier, SIGCONT) }
+    }
+
     /// SIGKILL, and wait until the bus has dropped its name.
     func kill() throws {
         guard let process else { return }

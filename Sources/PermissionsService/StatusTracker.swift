@@ -223,15 +223,19 @@ package final class StatusTracker {
         }
     }
 
-    /// Gives the unassigned rows of `app` for `names` (all when empty) to `uid`,
-    /// with the signals that implies (an unassigned deny ends for everyone else).
+    /// Gives the unassigned rows of `app` for `names` (all when empty) to `uid` (a
+    /// row of the user's own for the same pair stays), with the signals that
+    /// implies (an unassigned deny ends for everyone else).
     package func assign(app: String, names: [String], to uid: UInt32) throws -> Int {
         let pairs = store.list(app: app).filter { $0.uid == nil && (names.isEmpty || names.contains($0.permission)) }
             .map { (app: app, permission: $0.permission) }
         var audiences = allAudiences
         if !audiences.contains(.user(uid)) { audiences.append(.user(uid)) }
         return try signalling(audiences, pairs) {
-            try store.assign(app: app, permissions: names, to: uid)
+            let settled = try store.assign(app: app, permissions: names, to: uid)
+            // As a decision set for the user: their session grants of these pairs end.
+            for pair in pairs { endSessionGrant(DecisionKey(uid: uid, pair.app, pair.permission)) }
+            return settled
         }
     }
 

@@ -48,10 +48,11 @@ struct DecisionIndex {
         if rows[key]?.setAt == decision.setAt { rows[key] = nil }
     }
 
-    /// Gives the unassigned rows at `keys` to `uid`.
+    /// Gives the unassigned rows at `keys` to `uid`; where the user has a row of
+    /// their own for the same permission, theirs stays and the unassigned one goes.
     mutating func assign(_ keys: [DecisionKey], to uid: UInt32) {
         for key in keys {
-            guard var row = rows.removeValue(forKey: key) else { continue }
+            guard var row = rows.removeValue(forKey: key), rows[key.owned(by: uid)] == nil else { continue }
             row.uid = uid
             rows[row.key] = row
         }

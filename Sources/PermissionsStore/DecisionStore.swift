@@ -22,8 +22,8 @@ package struct StoredDecision: Sendable, Equatable {
 /// Per-user decisions: one row per (uid, app id, permission) in SQLite, and all of
 /// them in memory.
 ///
-/// Users: a store written before decisions had users (no `uid` column) is migrated
-/// at open, failing closed: each of its rows becomes *unassigned* (uid -1 in the
+/// Users: a store written before decisions had users (a table `decisions`) is
+/// migrated at open, failing closed: each of its rows becomes *unassigned* (uid -1 in the
 /// file, nil here). The service keeps an unassigned deny in force for every user
 /// and lets an unassigned grant apply to nobody, until an administrator assigns the
 /// row to a user or resets it (see StatusTracker).
@@ -156,7 +156,6 @@ package final class DecisionStore {
         // an older version (which mapped it); nothing reads it any more.
         unlink(path + "-shm")
         try db.execute("PRAGMA synchronous=FULL")
-        try db.execute(decisionsTable("IF NOT EXISTS decisions"))
         try db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID")
         // quick_check reports damage as rows, not as an error.
         let check = try db.strings("PRAGMA quick_check")
@@ -168,19 +167,10 @@ package final class DecisionStore {
             $0.hasPrefix("CHECK constraint failed") || $0.hasPrefix("NULL value in")
         }
         guard check == ["ok"] || constraintsOnly else { throw StoreError.damaged("damaged: \(problems)") }
-        // Schema version 1 had no expires_at.
-        if try !db.strings("SELECT name FROM pragma_table_info('decisions')").contains("expires_at") {
-            try db.execute("ALTER TABLE decisions ADD COLUMN expires_at INTEGER")
-        }
-        // Version 2 indexed expires_at for its queries; reads come from memory now.
-        try db.execute("DROP INDEX IF EXISTS decisions_expiry")
-        // Before version 4, decisions had no user.
-        if try !db.strings("SELECT name FROM pragma_table_info('decisions')").contains("uid") {
-            try migrateToUsers(db, path)
-        }
+        try upgradeSchema(db, path)
 
         var index = DecisionIndex()
-        try db.rows("SELECT app_id, permission, decision, set_at, set_by, expires_at, uid FROM decisions") { row in
+        try db.rows("SELECT app_id, permission, decision, set_at, set_by, expires_at, uid FROM user_decisions") { row in
             guard let app = row.text(0), let permission = row.text(1), let word = row.text(2),
                   let setAt = row.int(3), let setBy = row.text(4), row.isNull(5) || row.int(5) != nil,
                   let owner = row.int(6), owner >= -1, owner < Int64(UInt32.max)
@@ -220,11 +210,10 @@ package final class DecisionStore {
         return (db, index, epoch)
     }
 
-    /// The decisions table of this version, named `name`. The owner: a uid, or -1
-    /// for an unassigned row (uid_t's -1 is no user's, so never a real owner).
-    private static func decisionsTable(_ name: String) -> String {
-        """
-        CREATE TABLE \(name) (
+    /// The decisions table of this version, `user_decisions`. The owner: a uid, or
+    /// -1 for an unassigned row (uid_t's -1 is no user's, so never a real owner).
+    private static let userDecisionsTable = """
+        CREATE TABLE user_decisions (
             uid INTEGER NOT NULL CHECK (uid >= -1 AND uid < 4294967295),
             app_id TEXT NOT NULL,
             permission TEXT NOT NULL,
@@ -235,26 +224,65 @@ package final class DecisionStore {
             PRIMARY KEY (uid, app_id, permission)
         ) WITHOUT ROWID
         """
-    }
 
-    /// Rewrites a store without users into the per-user table in one transaction:
-    /// every row becomes unassigned (see the type's comment). Nothing is lost; an
-    /// interrupted migration leaves the old table as it was.
-    private static func migrateToUsers(_ db: SQLiteDatabase, _ path: String) throws {
-        let count = try db.transaction { () throws -> Int in
-            try db.execute(decisionsTable("decisions_by_user"))
-            try db.execute("""
-                INSERT INTO decisions_by_user (uid, app_id, permission, decision, set_at, set_by, expires_at)
-                SELECT -1, app_id, permission, decision, set_at, set_by, expires_at FROM decisions
-                """)
-            let moved = db.changes
-            try db.execute("DROP TABLE decisions")
-            try db.execute("ALTER TABLE decisions_by_user RENAME TO decisions")
-            return moved
+    /// What an older daemon finds under the name it reads, `decisions`: a view with
+    /// one row whose decision word it does not know, so that it refuses to start
+    /// and leaves the file alone (its own fail-closed rule) rather than read every
+    /// user's rows as everybody's. A downgrade then fails loudly instead of lending
+    /// one user's grants to all.
+    private static let olderDaemonTripwire = """
+        CREATE VIEW decisions (app_id, permission, decision, set_at, set_by, expires_at) AS
+        SELECT 'this store keeps decisions per user (table user_decisions)', 'any',
+               'needs-a-permissionsd-with-users', 0, '', NULL
+        """
+
+    /// Brings the file to this version's layout:
+    /// - new: `user_decisions` and the tripwire view;
+    /// - a store from before users (a table `decisions`): its rows, brought up to
+    ///   the last layout without users first (expires_at, no expiry index), move to
+    ///   `user_decisions` as unassigned rows (see the type's comment), in one
+    ///   transaction, and the table gives way to the tripwire; nothing is lost, and
+    ///   an interrupted migration leaves the old table as it was;
+    /// - the tripwire view missing (dropped by hand): made again.
+    /// A file with both an old `decisions` table and `user_decisions` is refused
+    /// and left alone: an older daemon has written to it since, and which rows
+    /// hold cannot be known.
+    private static func upgradeSchema(_ db: SQLiteDatabase, _ path: String) throws {
+        let old = try db.strings("SELECT type FROM sqlite_master WHERE name = 'decisions'")
+        let current = try !db.strings("SELECT name FROM sqlite_master WHERE name = 'user_decisions'").isEmpty
+        switch (old, current) {
+        case (["table"], true):
+            throw StoreError(message: "\(path) has both a per-user table (user_decisions) and a table of an older "
+                             + "daemon (decisions); left as it is")
+        case (["table"], false):
+            // Schema version 1 had no expires_at.
+            if try !db.strings("SELECT name FROM pragma_table_info('decisions')").contains("expires_at") {
+                try db.execute("ALTER TABLE decisions ADD COLUMN expires_at INTEGER")
+            }
+            // Version 2 indexed expires_at for its queries; reads come from memory now.
+            try db.execute("DROP INDEX IF EXISTS decisions_expiry")
+            let count = try db.transaction { () throws -> Int in
+                try db.execute(userDecisionsTable)
+                try db.execute("""
+                    INSERT INTO user_decisions (uid, app_id, permission, decision, set_at, set_by, expires_at)
+                    SELECT -1, app_id, permission, decision, set_at, set_by, expires_at FROM decisions
+                    """)
+                let moved = db.changes
+                try db.execute("DROP TABLE decisions")
+                try db.execute(olderDaemonTripwire)
+                return moved
+            }
+            logWarning("\(path): migrated \(count) decision(s) from a store without users; they are unassigned: "
+                       + "a deny stays in force for every user, a grant applies to nobody, until an administrator "
+                       + "assigns or resets it (permissionsctl list --all)")
+        case (_, false):
+            try db.transaction {
+                try db.execute(userDecisionsTable)
+                if old.isEmpty { try db.execute(olderDaemonTripwire) }
+            }
+        case (_, true):
+            if old.isEmpty { try db.execute(olderDaemonTripwire) }
         }
-        logWarning("\(path): migrated \(count) decision(s) from a store without users; they are unassigned: "
-                   + "a deny stays in force for every user, a grant applies to nobody, until an administrator "
-                   + "assigns or resets it (permissionsctl list --all)")
     }
 
     /// Moves a damaged store and its WAL to `aside`. Fails closed: if the file cannot
@@ -306,7 +334,7 @@ package final class DecisionStore {
         try db.endStrayTransaction()
         let row = StoredDecision(uid: key.uid, appID: key.app, permission: key.permission, decision: decision,
                                  setAt: currentMicroseconds(), setBy: setBy, expiresAt: expiresAt)
-        try db.execute("INSERT OR REPLACE INTO decisions (uid, app_id, permission, decision, set_at, set_by, "
+        try db.execute("INSERT OR REPLACE INTO user_decisions (uid, app_id, permission, decision, set_at, set_by, "
                        + "expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                        [Self.owner(key.uid), .text(key.app), .text(key.permission), .text(decision.rawValue),
                         .int(row.setAt), .text(setBy), expiresAt.map { .int($0) } ?? .null])
@@ -317,7 +345,7 @@ package final class DecisionStore {
     /// newer decision made meanwhile).
     package func remove(_ decision: StoredDecision) throws {
         try db.endStrayTransaction()
-        try db.execute("DELETE FROM decisions WHERE uid = ?1 AND app_id = ?2 AND permission = ?3 AND set_at = ?4",
+        try db.execute("DELETE FROM user_decisions WHERE uid = ?1 AND app_id = ?2 AND permission = ?3 AND set_at = ?4",
                        [Self.owner(decision.uid), .text(decision.appID), .text(decision.permission),
                         .int(decision.setAt)])
         index.remove(decision)
@@ -331,7 +359,7 @@ package final class DecisionStore {
         let removed = try db.transaction {
             var count = 0
             for key in keys {
-                try db.execute("DELETE FROM decisions WHERE uid = ?1 AND app_id = ?2 AND permission = ?3",
+                try db.execute("DELETE FROM user_decisions WHERE uid = ?1 AND app_id = ?2 AND permission = ?3",
                                [Self.owner(key.uid), .text(key.app), .text(key.permission)])
                 count += db.changes
             }
@@ -342,16 +370,20 @@ package final class DecisionStore {
     }
 
     /// Gives the unassigned rows of `app` for `permissions` (all when empty) to
-    /// `uid`, replacing that user's rows of the same pairs; in one transaction.
+    /// `uid`, in one transaction; where the user has a row of their own for the
+    /// same permission, theirs stays (it was made later) and the unassigned row
+    /// goes. Returns how many unassigned rows were settled.
     package func assign(app: String, permissions: [String], to uid: UInt32) throws -> Int {
         try db.endStrayTransaction()
         let keys = index.keys(uid: nil, app: app, permissions: permissions)
         try db.transaction {
             for key in keys {
-                try db.execute("DELETE FROM decisions WHERE uid = ?1 AND app_id = ?2 AND permission = ?3",
-                               [Self.owner(uid), .text(key.app), .text(key.permission)])
-                try db.execute("UPDATE decisions SET uid = ?1 WHERE uid = -1 AND app_id = ?2 AND permission = ?3",
-                               [Self.owner(uid), .text(key.app), .text(key.permission)])
+                let pair: [SQLiteDatabase.Value] = [Self.owner(uid), .text(key.app), .text(key.permission)]
+                try db.execute("UPDATE user_decisions SET uid = ?1 WHERE uid = -1 AND app_id = ?2 AND permission = ?3 "
+                               + "AND NOT EXISTS (SELECT 1 FROM user_decisions WHERE uid = ?1 AND app_id = ?2 "
+                               + "AND permission = ?3)", pair)
+                try db.execute("DELETE FROM user_decisions WHERE uid = -1 AND app_id = ?1 AND permission = ?2",
+                               Array(pair.dropFirst()))
             }
         }
         index.assign(keys, to: uid)

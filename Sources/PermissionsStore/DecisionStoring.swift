@@ -19,8 +19,9 @@ package protocol DecisionStoring: AnyObject {
     func remove(_ decision: StoredDecision) throws
     /// Removes one owner's rows of `app` for `permissions` (all when empty); how many went.
     func reset(uid: UInt32?, app: String, permissions: [String]) throws -> Int
-    /// Gives the unassigned rows of `app` for `permissions` (all when empty) to `uid`,
-    /// replacing that user's own rows for the same pairs; how many moved.
+    /// Gives the unassigned rows of `app` for `permissions` (all when empty) to `uid`;
+    /// a row the user has of their own for the same pair stays, and the unassigned
+    /// one goes. How many unassigned rows were settled.
     func assign(app: String, permissions: [String], to uid: UInt32) throws -> Int
     func nextEpoch(atLeast: Int64) throws -> Int64
 }

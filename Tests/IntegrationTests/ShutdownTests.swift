@@ -54,7 +54,7 @@ import PermissionsTestSupport
         defer { try? FileManager.default.removeItem(atPath: copy) }
         try FileManager.default.copyItem(atPath: state + "/decisions.sqlite", toPath: copy + "/decisions.sqlite")
         let rows = try run("/usr/bin/sqlite3", [copy + "/decisions.sqlite",
-                                                "SELECT app_id, decision FROM decisions ORDER BY app_id"])
+                                                "SELECT app_id, decision FROM user_decisions ORDER BY app_id"])
         #expect(rows.status == 0, "\(rows.stderr)")
         let expected = (0..<20).map { "org.example.App\($0)|\($0 % 2 == 0 ? "denied" : "authorized")" }.sorted()
         #expect(rows.stdout.split(separator: "\n").map(String.init).sorted() == expected)

@@ -187,7 +187,7 @@ struct DecisionStoreFaultTests {
             try store.set(DecisionKey(uid: testUID, "org.a", "camera"), decision: .denied, setBy: "t")
             try store.set(DecisionKey(uid: testUID, "org.b", "camera"), decision: .denied, setBy: "t")
         }
-        try sqlite("PRAGMA ignore_check_constraints=ON; UPDATE decisions SET decision = 'ask' WHERE app_id = 'org.b'")
+        try sqlite("PRAGMA ignore_check_constraints=ON; UPDATE user_decisions SET decision = 'ask' WHERE app_id = 'org.b'")
         let before = try bytes(path)
         let error = #expect(throws: StoreError.self) { try DecisionStore(path: path) }
         #expect(error?.description.contains("unknown decision \"ask\" for \"org.b\" / \"camera\"") == true,

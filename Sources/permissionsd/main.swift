@@ -30,7 +30,8 @@ let usage = """
       --config-dir DIR     configuration directory (default /etc/permissions)
       --state-dir DIR      where decisions are stored (default /var/lib/permissions on
                            the system bus, ~/.local/state/permissions otherwise)
-      --plugin-dir DIR     a plugin directory; may repeat (default: the build tree, then
+      --plugin-dir DIR     a plugin directory; may repeat (default: the build tree when
+                           run from one, then <exe>/../lib/permissions/plugins,
                            /usr/local/lib/permissions/plugins, /usr/lib/permissions/plugins)
                            An installed daemon's defaults are the directories of its
                            install (scripts/install --sysconfdir, --localstatedir, --prefix).

@@ -38,3 +38,46 @@ import PermissionsTestSupport
         }
     }
 }
+
+/// `permissionsd --help` and the README's "permissionsd options" agree: the same
+/// options, and the same default plugin directories.
+@Suite struct ReadmeOptionsTests {
+    /// The README's fenced block under "## permissionsd options".
+    static func readmeOptions() throws -> String {
+        let readme = try String(contentsOfFile: packageRoot + "/README.md", encoding: .utf8)
+        let section = try #require(readme.range(of: "## permissionsd options\n"))
+        let rest = readme[section.upperBound...]
+        let start = try #require(rest.range(of: "```\n"))
+        let end = try #require(rest[start.upperBound...].range(of: "```"))
+        return String(rest[start.upperBound..<end.lowerBound])
+    }
+
+    /// The options an option line names: the "--" words before its description.
+    static func options(_ text: String) -> Set<String> {
+        var names = Set<String>()
+        for line in text.split(separator: "\n") {
+            let trimmed = line.drop { $0 == " " }
+            guard trimmed.hasPrefix("-") else { continue }
+            let head = trimmed.range(of: "   ").map { trimmed[..<$0.lowerBound] } ?? trimmed
+            names.formUnion(head.split(whereSeparator: { " |,".contains($0) }).filter { $0.hasPrefix("--") }
+                .map(String.init))
+        }
+        return names
+    }
+
+    static func pluginDirectories(_ text: String) -> [String] {
+        text.split(whereSeparator: { " \n,()".contains($0) }).filter { $0.hasSuffix("/lib/permissions/plugins") }
+            .map(String.init)
+    }
+
+    @Test func helpAndReadmeAgree() throws {
+        let help = try run(binDir + "/permissionsd", ["--help"])
+        #expect(help.status == 0)
+        let readme = try Self.readmeOptions()
+        #expect(Self.options(help.stdout).subtracting(["--help"]) == Self.options(readme).subtracting(["--help"]),
+                "\(help.stdout)\n\(readme)")
+        #expect(Self.pluginDirectories(help.stdout) == Self.pluginDirectories(readme))
+        #expect(Self.pluginDirectories(readme) == ["<exe>/../lib/permissions/plugins",
+                                                   "/usr/local/lib/permissions/plugins", "/usr/lib/permissions/plugins"])
+    }
+}

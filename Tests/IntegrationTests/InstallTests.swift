@@ -40,6 +40,7 @@ import PermissionsTestSupport
             "/usr/share/man/man8/permissionsd.8",
             "/usr/share/man/man1/permissionsctl.1",
             "/usr/share/man/man5/permissions.conf.5",
+            "/usr/share/bash-completion/completions/permissionsctl",
             "/etc/permissions/permissions.conf",
         ]
         for plugin in plugins { expected.insert("/usr/lib/permissions/plugins/libpermissions-\(plugin).so") }

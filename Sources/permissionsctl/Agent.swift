@@ -7,7 +7,9 @@ import PermissionsModel
 /// `permissionsctl agent`: a terminal prompt agent. It registers an
 /// org.example.Permissions.Agent object, prints each prompt, and reads the answer
 /// as a line on standard input: o(nce), s(ession), a(lways), d(eny), or an empty
-/// line to dismiss. End of input unregisters (the connection closes) and exits.
+/// line to dismiss. Only lines that come while a prompt is shown answer: what
+/// was typed or piped before is dropped (in a terminal, flushed). End of input
+/// unregisters (the connection closes) and exits.
 ///
 /// Everything runs on `queue`: the bus connection, the prompts and the stdin reader.
 final class TerminalAgent: @unchecked Sendable {
@@ -43,6 +45,11 @@ final class TerminalAgent: @unchecked Sendable {
                                          arg0: Client.name)) { [unowned self] message in
             let args = message.arguments()
             guard args.count == 3, let owner = args[2].stringValue, !owner.isEmpty else {
+                // Its prompts went with it: an answer now would reach nobody, or be
+                // taken for the answer to a prompt of the next instance.
+                for (id, _) in self.pending { self.print("Prompt \(id) dropped: the service left") }
+                self.pending.removeAll()
+                self.input.removeAll()
                 self.print("The service left the bus; waiting for it to come back")
                 return
             }
@@ -74,6 +81,7 @@ final class TerminalAgent: @unchecked Sendable {
         let a = call.arguments
         let id = a[0].stringValue ?? "", app = a[1].stringValue ?? "", permission = a[2].stringValue ?? ""
         let reason = a[3].stringValue ?? ""
+        if pending.isEmpty { dropEarlierInput() }
         pending.append((id, call))
         print("Prompt \(id): \(app.escapedForMessage) asks for \(permission)"
               + (reason.isEmpty ? "" : "\n  reason: \(reason.escapedForMessage)"))
@@ -99,11 +107,23 @@ final class TerminalAgent: @unchecked Sendable {
                 if n < 0, errno == EINTR || errno == EAGAIN { return }
                 exit(0)  // end of input: the bus unregisters us with the connection
             }
+            // Input with no prompt on screen answers nothing: it was typed (or piped)
+            // for no question, and must not answer the next one, of whatever app.
+            guard !self.pending.isEmpty else {
+                return self.print("Input ignored: no prompt is open")
+            }
             self.input.append(contentsOf: buffer[0..<n])
             self.answerFromBufferedInput()
         }
         source.resume()
         stdinSource = source
+    }
+
+    /// A prompt appears with none before it on screen: whatever was read, or typed
+    /// into the terminal and not read yet, came before any question and is dropped.
+    private func dropEarlierInput() {
+        input.removeAll()
+        if isatty(0) != 0 { tcflush(0, TCIFLUSH) }
     }
 
     /// Answers the oldest prompt with each complete line typed so far.

@@ -15,6 +15,11 @@ struct EscapingTests {
         ("héllo ✓ 日本 🎉", "héllo ✓ 日本 🎉"),
         ("", ""),
         ("plain org.gnome.Maps", "plain org.gnome.Maps"),
+        // Bidirectional overrides and isolates would reorder what follows on a terminal.
+        ("app.evil\u{202E}txt.exe", "app.evil\\u{202E}txt.exe"),
+        ("\u{2066}x\u{2069}\u{200F}", "\\u{2066}x\\u{2069}\\u{200F}"),
+        // C1 controls (0x9b is a one-byte CSI on some terminals).
+        ("csi\u{9b}31m", "csi\\x9b31m"),
     ])
     func escapes(input: String, expected: String) {
         #expect(input.escapedForMessage == expected)

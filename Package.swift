@@ -2,6 +2,7 @@
 // The permissions service: a D-Bus daemon (permissionsd), its client (permissionsctl),
 // and its backends, each a separately built dynamic plugin behind one C ABI
 // (Sources/CPermissionsPlugin/include/permissions-plugin.h).
+import Foundation
 import PackageDescription
 
 /// Settings every Swift target shares (the swift-log habit of one loop over all targets).
@@ -13,13 +14,35 @@ let strictSettings: [SwiftSetting] = [
 /// The package's root, for the linker script path below.
 let root = String(#filePath.dropLast("/Package.swift".count))
 
+/// libpipewire's include directories, from its pkg-config file. Not through
+/// `pkgConfig:` on the system-library target: that file also asks for
+/// `-D_REENTRANT`, which SwiftPM refuses with a warning on every build (and glibc
+/// ignores), so only the `-I` flags are taken, at manifest time, with Debian's
+/// directories if pkg-config cannot be run.
+let pipewireIncludes: [String] = {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/pkg-config")
+    process.arguments = ["--cflags-only-I", "libpipewire-0.3"]
+    let out = Pipe()
+    process.standardOutput = out
+    process.standardError = FileHandle.nullDevice
+    let fallback = ["-I/usr/include/pipewire-0.3", "-I/usr/include/spa-0.2"]
+    guard (try? process.run()) != nil else { return fallback }
+    let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    let flags = text.split(whereSeparator: \.isWhitespace).map(String.init).filter { $0.hasPrefix("-I") }
+    return process.terminationStatus == 0 && !flags.isEmpty ? flags : fallback
+}()
+let pipewireCSettings: [CSetting] = [.unsafeFlags(pipewireIncludes)]
+let pipewireSwiftSettings: [SwiftSetting] = [.unsafeFlags(pipewireIncludes.flatMap { ["-Xcc", $0] })]
+
 /// A backend plugin: a Swift target under Plugins/<dir> shipped as
 /// `libpermissions-<name>.so`, the file name the daemon's loader expects.
-func plugin(_ name: String, target: String, dir: String,
-            dependencies: [Target.Dependency] = [], exclude: [String] = []) -> (Product, Target) {
+func plugin(_ name: String, target: String, dir: String, dependencies: [Target.Dependency] = [],
+            exclude: [String] = [], swiftSettings: [SwiftSetting] = []) -> (Product, Target) {
     (.library(name: "permissions-\(name)", type: .dynamic, targets: [target]),
      .target(name: target, dependencies: ["PluginKit", "CPermissionsPlugin"] + dependencies, path: "Plugins/\(dir)", exclude: exclude,
-             swiftSettings: strictSettings,
+             swiftSettings: strictSettings + swiftSettings,
              linkerSettings: [.unsafeFlags(["-Xlinker", "--version-script=\(root)/Plugins/plugin.map"])]))
 }
 
@@ -27,7 +50,7 @@ let plugins = [
     plugin("location", target: "LocationPlugin", dir: "Location"),
     plugin("notifications", target: "NotificationsPlugin", dir: "Notifications"),
     plugin("pipewire", target: "PipeWirePlugin", dir: "PipeWire", dependencies: ["CPipeWire", "CPipeWireShims"],
-           exclude: ["README.md"]),
+           exclude: ["README.md"], swiftSettings: pipewireSwiftSettings),
     plugin("bluetooth", target: "BluetoothPlugin", dir: "Bluetooth", dependencies: ["DBusKit", "CBluetooth"],
            exclude: ["README.md"]),
 ]
@@ -44,10 +67,11 @@ let package = Package(
         .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CGLib", pkgConfig: "glib-2.0", providers: [.apt(["libglib2.0-dev"])]),
-        .systemLibrary(name: "CPipeWire", pkgConfig: "libpipewire-0.3", providers: [.apt(["libpipewire-0.3-dev"])]),
+        // libpipewire: its include directories come from `pipewireIncludes` (above).
+        .systemLibrary(name: "CPipeWire", providers: [.apt(["libpipewire-0.3-dev"])]),
         .systemLibrary(name: "CBluetooth", pkgConfig: "bluez", providers: [.apt(["libbluetooth-dev"])]),
         // Wrappers for PipeWire's macro-only API (pw_registry_add_listener, pw_loop_*).
-        .target(name: "CPipeWireShims", dependencies: ["CPipeWire"]),
+        .target(name: "CPipeWireShims", dependencies: ["CPipeWire"], cSettings: pipewireCSettings),
         // The plugin ABI: one header, plus compile-time layout checks.
         .target(name: "CPermissionsPlugin"),
         // dbus/org.example.Permissions.xml compiled in, for Introspect.
@@ -96,7 +120,7 @@ let package = Package(
         // Benchmarks (not tests): scripts/bench runs them.
         .executableTarget(name: "permissions-bench",
                           dependencies: ["DBusKit", "CPipeWire", "CPipeWireShims", "PermissionsTestSupport"],
-                          swiftSettings: [.enableUpcomingFeature("ExistentialAny")]),
+                          swiftSettings: [.enableUpcomingFeature("ExistentialAny")] + pipewireSwiftSettings),
 
         // Linked statically into each Swift plugin; never into the daemon.
         .target(name: "PluginKit", dependencies: ["CPermissionsPlugin", "PermissionsModel"], path: "Plugins/PluginKit",

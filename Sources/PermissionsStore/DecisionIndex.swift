@@ -1,4 +1,4 @@
-package import PermissionsModel
+import PermissionsModel
 
 /// Every stored row in memory, keyed by (uid, app, permission): what both stores
 /// answer reads from, and how they find the rows a write touches.

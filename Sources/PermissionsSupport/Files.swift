@@ -160,7 +160,7 @@ package enum Files {
         var template = Array((path + ".XXXXXX").utf8CString)
         let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard fd >= 0 else { return .failure(.system(errno)) }
-        let temporary = String(cString: template)
+        let temporary = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         func fail(_ code: Int32) -> Result<Void, ReadError> {
             close(fd)
             unlink(temporary)

@@ -1,4 +1,4 @@
-public import Glibc
+import Glibc
 
 /// CLOCK_MONOTONIC in nanoseconds: the one clock of the benches' timelines (and of
 /// any test that compares times across threads).

@@ -1,10 +1,16 @@
-public import Foundation
+import Foundation
 
 /// What a finished command printed.
 public struct CommandResult {
     public let status: Int32
     public let stdout: String
     public let stderr: String
+
+    public init(status: Int32, stdout: String, stderr: String) {
+        self.status = status
+        self.stdout = stdout
+        self.stderr = stderr
+    }
 }
 
 /// Runs a command to completion. With `asNobody`, it runs as uid/gid 65534 through
@@ -12,8 +18,9 @@ public struct CommandResult {
 /// uid (and the gid of the same number), to play one of several users.
 @discardableResult
 public func run(_ executable: String, _ arguments: [String], asNobody: Bool = false, asUser: UInt32? = nil,
-         environment: [String: String]? = nil) throws -> CommandResult {
+         environment: [String: String]? = nil, directory: String? = nil) throws -> CommandResult {
     let process = Process()
+    if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
     if let uid = asUser ?? (asNobody ? 65534 : nil) {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
         process.arguments = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", executable] + arguments

@@ -30,7 +30,7 @@ import PermissionsTestSupport
         let listener = try attached()
         defer { queue.sync { listener.close() } }
         let seen = LineCollector()
-        queue.sync {
+        _ = queue.sync {
             listener.subscribe(SignalMatch(interface: "org.example.Test", member: "Quoted", arg0: value),
                                added: { seen.append("added \(Self.describe($0))") }) { message in
                 seen.append("signal \(message.arguments().first?.stringValue ?? "-")")

@@ -158,7 +158,7 @@ final class UpdateHub: @unchecked Sendable {
         ) { [weak self] message in
             self?.streamChanged(message.arguments())
         }
-        let scope = DBusValue.vardict([("scope", .variant(.string("app")))])
+        let scope = DBusValue.vardict([("scope", .string("app"))])
         connection.callService("Subscribe", [scope], destination: name) { [weak self] result in
             guard let self, generation == self.generation else { return }
             guard case .success(let reply) = result, let serial = reply.first?.uint64Value else {

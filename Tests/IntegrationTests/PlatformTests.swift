@@ -45,7 +45,7 @@ import PermissionsTestSupport
         try monitor.waitFor { $0 == statusLine(app: "", "example-lan", "not-determined") }
         try monitor.waitFor { $0.hasPrefix("PropertiesChanged") && $0.contains("example-lan") }
         #expect(try daemon.call("GetStatus", "s", "example-lan").stdout == "s \"not-determined\"\n")
-        #expect(try daemon.ctl("plugins").stdout.contains("example-lan  1.0      loaded"))
+        #expect(try daemon.ctl("plugins").stdout.contains("example-lan    1.0      loaded"))
 
         // Its config section drives it, like a built-in plugin's.
         try daemon.writeConfig("[example-lan]\nenabled=false\n")
@@ -63,7 +63,7 @@ import PermissionsTestSupport
         let replaced = try monitor.waitFor { $0.hasPrefix("PropertiesChanged") && $0.contains("Plugins") }
         #expect(replaced.contains("(example-lan 2.0 loaded example-lan)"), "\(replaced)")
         #expect(daemon.log.contains("libpermissions-example-lan.so was replaced"))
-        #expect(try daemon.ctl("plugins").stdout.contains("example-lan  2.0      loaded"))
+        #expect(try daemon.ctl("plugins").stdout.contains("example-lan    2.0      loaded"))
         #expect(try daemon.call("GetStatus", "s", "example-lan").stdout == "s \"restricted\"\n")
         #expect(try daemon.ctl("grant", "org.example.Fence", "location").status == 0)
         try monitor.waitFor { $0 == statusLine(app: "org.example.Fence", "location", "authorized") }

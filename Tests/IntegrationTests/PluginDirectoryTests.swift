@@ -152,7 +152,7 @@ import PermissionsTestSupport
         let daemon = try DaemonUnderTest(bus: bus, config: Self.config,
                                          pluginDirectories: [corePluginDirectory, first, second])
         let monitor = try Monitor(daemon)
-        #expect(try daemon.ctl("plugins").stdout.contains("example-lan  1.0      loaded"))
+        #expect(try daemon.ctl("plugins").stdout.contains("example-lan    1.0      loaded"))
         #expect(try Self.status(daemon) == "s \"restricted\"\n")
 
         #expect(unlink(first + "/" + Self.plugin) == 0)

@@ -10,10 +10,7 @@ import PermissionsModel
 /// One client keeps one connection for reads and change streams; each request
 /// takes a connection of its own (see `request(_:reason:)`). Use it from any task
 /// or thread.
-///
-/// `@unchecked Sendable`: the connection and `hub` are used only on `queue`; the
-/// idle request connections and the cache are behind locks.
-public final class PermissionsClient: @unchecked Sendable {
+public final class PermissionsClient: Sendable {
     /// Which bus the service is on.
     public enum Bus: Sendable, Equatable {
         /// The session bus (`DBUS_SESSION_BUS_ADDRESS`).

@@ -12,12 +12,11 @@ import PluginKit
 /// One interface through which devices of the local network can be reached.
 struct LocalInterface: Sendable, Equatable {
     var name: String
-    var index: UInt32
 }
 
 /// The interfaces that are up and running (a carrier: a link whose other end is
 /// down does not count), are not the loopback, and have at least one IPv4 or IPv6
-/// address, sorted by index. Nil when the kernel's list cannot be read (the caller
+/// address, sorted by name. Nil when the kernel's list cannot be read (the caller
 /// then fails closed).
 func localInterfaces() -> [LocalInterface]? {
     var list: UnsafeMutablePointer<ifaddrs>?
@@ -34,9 +33,9 @@ func localInterfaces() -> [LocalInterface]? {
               family == sa_family_t(AF_INET) || family == sa_family_t(AF_INET6),
               let cName = e.pointee.ifa_name else { continue }
         let name = String(cString: cName)
-        found[name] = LocalInterface(name: name, index: if_nametoindex(cName))
+        found[name] = LocalInterface(name: name)
     }
-    return found.values.sorted { ($0.index, $0.name) < ($1.index, $1.name) }
+    return found.values.sorted { $0.name < $1.name }
 }
 
 /// The snapshot of `local-network` for a set of interfaces and a configuration.

@@ -162,7 +162,12 @@ final class UpdateHub: @unchecked Sendable {
         connection.callService("Subscribe", [scope], destination: name) { [weak self] result in
             guard let self, generation == self.generation else { return }
             guard case .success(let reply) = result, let serial = reply.first?.uint64Value else {
-                return  // not served (an older service): only broadcasts and re-reads then
+                // Without its stream this app's own changes would go unheard, and
+                // a cache would go stale: know nothing until the next owner.
+                self.generation += 1
+                statuses = [:]
+                cache.withLock { $0 = nil }
+                return
             }
             streamSerial = serial
         }

@@ -7,7 +7,8 @@ extension PermissionsClient {
     /// change, for as long as the stream is consumed. Changes are this app's own
     /// (its decisions, for this user) and the everyone-level ones (a device
     /// appearing, an administrator's switch); never another app's or another
-    /// user's. The same status never comes twice in a row.
+    /// user's. The same status never comes twice in a row. A permission the
+    /// service does not know (or no longer knows) reads `unsupported`.
     ///
     /// While the service is not on the bus, nothing comes (and `currentStatus`
     /// is nil); when it comes back (a restart), the status is read again and
@@ -67,6 +68,9 @@ final class UpdateHub: @unchecked Sendable {
     /// True from attaching until the first GetAll answered: signals before it are
     /// covered by that read.
     private var reading = false
+    /// Whether `statuses` holds a read of the current owner (GetAll answered, and
+    /// its stream followed since); nothing is yielded or cached without one.
+    private var haveRead = false
     private var statuses: [Permission: PermissionStatus] = [:]
 
     init(connection: Connection) { self.connection = connection }
@@ -84,7 +88,7 @@ final class UpdateHub: @unchecked Sendable {
         connection.async { [self] in
             consumers[id] = Consumer(filter: filter, yield: yield)
             if consumers.count == 1 { start() }
-            else if !reading, owner != nil { catchUp(id) }
+            else if haveRead { catchUp(id) }
         }
         return id
     }
@@ -141,6 +145,7 @@ final class UpdateHub: @unchecked Sendable {
         streamSerial = nil
         broadcastSerial = nil
         reading = false
+        haveRead = false
         statuses = [:]
         cache.withLock { $0 = nil }
     }
@@ -165,6 +170,7 @@ final class UpdateHub: @unchecked Sendable {
                 // Without its stream this app's own changes would go unheard, and
                 // a cache would go stale: know nothing until the next owner.
                 self.generation += 1
+                haveRead = false
                 statuses = [:]
                 cache.withLock { $0 = nil }
                 return
@@ -194,6 +200,7 @@ final class UpdateHub: @unchecked Sendable {
             // A permission that went away (its plugin unloaded) is unsupported now.
             for gone in statuses.keys where all[gone] == nil { all[gone] = .unsupported }
             reading = false
+            haveRead = true
             statuses = all
             cache.withLock { $0 = all }
             for id in consumers.keys { catchUp(id) }
@@ -202,7 +209,7 @@ final class UpdateHub: @unchecked Sendable {
 
     /// Yields to one consumer every status that differs from what it last got.
     private func catchUp(_ id: Int) {
-        guard var consumer = consumers[id] else { return }
+        guard haveRead, var consumer = consumers[id] else { return }
         let names = consumer.filter.map { [$0] } ?? statuses.keys.sorted()
         for permission in names {
             let status = statuses[permission] ?? .unsupported
@@ -214,6 +221,7 @@ final class UpdateHub: @unchecked Sendable {
     }
 
     private func set(_ permission: Permission, _ status: PermissionStatus) {
+        guard haveRead else { return }
         statuses[permission] = status
         cache.withLock { $0?[permission] = status }
         for id in consumers.keys where consumers[id]?.filter.map({ $0 == permission }) ?? true { catchUp(id) }

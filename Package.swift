@@ -53,6 +53,7 @@ let plugins = [
            exclude: ["README.md"], swiftSettings: pipewireSwiftSettings),
     plugin("bluetooth", target: "BluetoothPlugin", dir: "Bluetooth", dependencies: ["DBusKit", "CBluetooth"],
            exclude: ["README.md"]),
+    plugin("local-network", target: "LocalNetworkPlugin", dir: "LocalNetwork"),
 ]
 
 let package = Package(
@@ -61,6 +62,8 @@ let package = Package(
         .executable(name: "permissionsd", targets: ["permissionsd"]),
         .executable(name: "permissionsctl", targets: ["permissionsctl"]),
         .executable(name: "permissions-bench", targets: ["permissions-bench"]),
+        // The library apps use: statuses, requests and change streams in Swift.
+        .library(name: "PermissionsClient", targets: ["PermissionsClient"]),
     ] + plugins.map(\.0),
     targets: [
         // C libraries from Debian, found through pkg-config.
@@ -114,8 +117,12 @@ let package = Package(
                                          "PermissionsPluginHost", "PermissionsIdentity", "PermissionsConfig",
                                          "PermissionsService", "DBusKit", "CLISupport", "CInstallPaths"],
                           swiftSettings: strictSettings),
-        .executableTarget(name: "permissionsctl", dependencies: ["DBusKit", "CLISupport", "PermissionsModel"],
+        .executableTarget(name: "permissionsctl",
+                          dependencies: ["DBusKit", "CLISupport", "PermissionsModel", "PermissionsClient"],
                           swiftSettings: strictSettings),
+        // The Swift client library for apps (the product PermissionsClient).
+        .target(name: "PermissionsClient", dependencies: ["DBusKit", "PermissionsModel"],
+                swiftSettings: strictSettings),
 
         // Benchmarks (not tests): scripts/bench runs them.
         .executableTarget(name: "permissions-bench",
@@ -140,7 +147,8 @@ let package = Package(
                     swiftSettings: strictSettings),
         // The BlueZ plugin's pure parts and its HCI seam, without bus or kernel.
         .testTarget(name: "BluetoothPluginTests", dependencies: ["BluetoothPlugin", "PluginKit", "DBusKit"], swiftSettings: strictSettings),
-        .testTarget(name: "IntegrationTests", dependencies: ["DBusKit", "CPermissionsPlugin", "PermissionsTestSupport"],
+        .testTarget(name: "IntegrationTests",
+                    dependencies: ["DBusKit", "CPermissionsPlugin", "PermissionsTestSupport", "PermissionsClient"],
                     swiftSettings: strictSettings),
     ] + plugins.map(\.1),
     swiftLanguageModes: [.v6]

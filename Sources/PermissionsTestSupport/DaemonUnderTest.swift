@@ -17,6 +17,9 @@ public final class DaemonUnderTest {
     /// The process whose mount namespace counts as the host's: the test runner, since
     /// PID 1 of the test machines may not be readable (a VM's init, a container's).
     public var hostPID = getpid()
+    /// A command that runs the daemon (it must exec it, keeping the process id), such
+    /// as `["/usr/bin/unshare", "-n", "--"]` for a network namespace of its own.
+    public var launcher: [String] = []
     private var process: Process?
     /// Signalled once when the running process exits (its termination handler).
     private var exited = DispatchSemaphore(value: 0)
@@ -49,6 +52,10 @@ public final class DaemonUnderTest {
             process.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", binDir + "/permissionsd"]
                 + process.arguments!
             process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        }
+        if !launcher.isEmpty {
+            process.arguments = launcher.dropFirst() + [process.executableURL!.path] + process.arguments!
+            process.executableURL = URL(fileURLWithPath: launcher[0])
         }
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         _ = FileManager.default.createFile(atPath: logFile, contents: nil)

@@ -9,6 +9,8 @@ let usage = """
     Commands:
       pipewire    node appearing in the PipeWire registry -> StatusChanged received
       bluez       PropertiesChanged(Powered) on the bus -> StatusChanged received
+      local-network
+                  a link going down or up in the kernel -> StatusChanged received
       core        GetStatus latency/throughput, fan-out, start-up, RSS, scale, against
                   a libdbus floor and xdg-permission-store (core --help)
 
@@ -18,6 +20,8 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first {
 case "pipewire": runPipeWireBench(Array(arguments.dropFirst()))
 case "bluez": runBlueZBench(Array(arguments.dropFirst()))
+case "local-network": runLocalNetworkBench(Array(arguments.dropFirst()))
+case "link-helper": runLinkHelper()  // started by `local-network`, inside its namespace
 case "core": runCoreBench(Array(arguments.dropFirst()))
 case "floor-service": runCoreFloorService(Array(arguments.dropFirst()))  // started by `core`
 default:

@@ -2,6 +2,7 @@
 import CLISupport
 import DBusKit
 import Glibc
+import PermissionsClient
 import PermissionsModel
 
 let usage = """
@@ -163,8 +164,8 @@ do {
             let details = try client.call("GetDetails", .string(permission)).first?.stringKeyedEntries ?? []
             for (key, value) in details { output(Format.detail(key, value)) }
         } else {
-            let all = try client.call("GetAll").first?.stringKeyedEntries ?? []
-            output(Format.table(["PERMISSION", "STATUS"], all.map { [$0.0, $0.1.stringValue ?? ""] }))
+            let all = try AppCommands(bus: bus).wait { try await $0.statuses() }.sorted { $0.key < $1.key }
+            output(Format.table(["PERMISSION", "STATUS"], all.map { [$0.key.rawValue, $0.value.word] }))
         }
     case "get":
         expectArguments(2...2, "[--user U] APP PERMISSION")
@@ -219,7 +220,8 @@ do {
         }
         let options = DBusValue.vardict(reason.isEmpty ? [] : [("reason", .string(reason))])
         if names.count == 1 {
-            output(try client.call("Request", .string(names[0]), options, timeout: Client.noTimeout).first?.stringValue ?? "")
+            let (permission, why) = (Permission(names[0]), reason)
+            output(try AppCommands(bus: bus).wait { try await $0.request(permission, reason: why) }.word)
         } else {
             let result = try client.call("RequestMany", .strings(names), options, timeout: Client.noTimeout)
             let statuses = result.first?.stringKeyedEntries ?? []

@@ -23,7 +23,7 @@ import PermissionsTestSupport
         let units = try Installing.pkgconfig("systemd", "systemdsystemunitdir")
         #expect(!dbusServices.isEmpty && !units.isEmpty)
 
-        let plugins = ["location", "notifications", "pipewire", "bluetooth"]
+        let plugins = ["location", "notifications", "pipewire", "bluetooth", "local-network"]
         var expected: Set<String> = [
             "/usr/libexec/permissionsd",
             "/usr/bin/permissionsctl",
@@ -182,7 +182,7 @@ import PermissionsTestSupport
         // running daemon serves it, and nobody hears about it.
         let example = try makeTemporaryDirectory("install-example")
         defer { try? FileManager.default.removeItem(atPath: example) }
-        for file in ["Makefile", "local-network.c"] {
+        for file in ["Makefile", "example-lan.c"] {
             try FileManager.default.copyItem(atPath: packageRoot + "/Plugins/Example/" + file, toPath: example + "/" + file)
         }
         var sdk = ProcessInfo.processInfo.environment
@@ -190,11 +190,11 @@ import PermissionsTestSupport
         sdk["PKG_CONFIG_LIBDIR"] = root + "/usr/lib/pkgconfig"
         let make = try run("/usr/bin/make", ["-s", "-C", example, "install"], environment: sdk)
         #expect(make.status == 0, "make: \(make.stdout) \(make.stderr)")
-        let plugin = root + "/usr/lib/permissions/plugins/libpermissions-local-network.so"
+        let plugin = root + "/usr/lib/permissions/plugins/libpermissions-example-lan.so"
         #expect(FileManager.default.fileExists(atPath: plugin))
-        try heard.next { $0.hasPrefix("StatusChanged app=* permission=local-network status=not-determined") }
-        try heard.next { $0.hasPrefix("PropertiesChanged") && $0.contains("local-network 1.0 loaded") }
-        #expect(try call("GetStatus", ["s", "local-network"], true).stdout == "s \"not-determined\"\n")
+        try heard.next { $0.hasPrefix("StatusChanged app=* permission=example-lan status=not-determined") }
+        try heard.next { $0.hasPrefix("PropertiesChanged") && $0.contains("example-lan 1.0 loaded") }
+        #expect(try call("GetStatus", ["s", "example-lan"], true).stdout == "s \"not-determined\"\n")
 
         // --version: the package version of both programs, and the interface version
         // the running service announces.

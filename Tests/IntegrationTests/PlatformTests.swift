@@ -10,17 +10,17 @@ import PermissionsTestSupport
     /// returns the library's path.
     static func buildExample(version: String = "1.0") throws -> String {
         let dir = try makeTemporaryDirectory("example")
-        for file in ["Makefile", "local-network.c"] {
+        for file in ["Makefile", "example-lan.c"] {
             try FileManager.default.copyItem(atPath: packageRoot + "/Plugins/Example/" + file, toPath: dir + "/" + file)
         }
-        let source = try String(contentsOfFile: dir + "/local-network.c", encoding: .utf8)
+        let source = try String(contentsOfFile: dir + "/example-lan.c", encoding: .utf8)
         try source.replacingOccurrences(of: ".version = \"1.0\"", with: ".version = \"\(version)\"")
-            .write(toFile: dir + "/local-network.c", atomically: true, encoding: .utf8)
+            .write(toFile: dir + "/example-lan.c", atomically: true, encoding: .utf8)
         var environment = ProcessInfo.processInfo.environment
         environment["PKG_CONFIG_PATH"] = packageRoot + "/Plugins/sdk"
         let r = try run("/usr/bin/make", ["-s", "-C", dir], environment: environment)
         #expect(r.status == 0, "make: \(r.stderr)")
-        return dir + "/libpermissions-local-network.so"
+        return dir + "/libpermissions-example-lan.so"
     }
 
     /// Puts a file into a directory the way install(1) does: write aside, rename in.
@@ -36,43 +36,43 @@ import PermissionsTestSupport
         let hot = try makeTemporaryDirectory("hot-plugins")
         defer { try? FileManager.default.removeItem(atPath: hot) }
         let bus = try TestBus()
-        let daemon = try DaemonUnderTest(bus: bus, config: "[local-network]\nenabled=true\n",
+        let daemon = try DaemonUnderTest(bus: bus, config: "[example-lan]\nenabled=true\n",
                                          pluginDirectories: [corePluginDirectory, hot])
         let monitor = try Monitor(daemon)
-        #expect(try daemon.call("GetStatus", "s", "local-network").stderr.contains("unknown permission"))
+        #expect(try daemon.call("GetStatus", "s", "example-lan").stderr.contains("unknown permission"))
 
-        try Self.install(library, into: hot, as: "libpermissions-local-network.so")
-        try monitor.waitFor { $0 == statusLine(app: "", "local-network", "not-determined") }
-        try monitor.waitFor { $0.hasPrefix("PropertiesChanged") && $0.contains("local-network") }
-        #expect(try daemon.call("GetStatus", "s", "local-network").stdout == "s \"not-determined\"\n")
-        #expect(try daemon.ctl("plugins").stdout.contains("local-network  1.0      loaded"))
+        try Self.install(library, into: hot, as: "libpermissions-example-lan.so")
+        try monitor.waitFor { $0 == statusLine(app: "", "example-lan", "not-determined") }
+        try monitor.waitFor { $0.hasPrefix("PropertiesChanged") && $0.contains("example-lan") }
+        #expect(try daemon.call("GetStatus", "s", "example-lan").stdout == "s \"not-determined\"\n")
+        #expect(try daemon.ctl("plugins").stdout.contains("example-lan    1.0      loaded"))
 
         // Its config section drives it, like a built-in plugin's.
-        try daemon.writeConfig("[local-network]\nenabled=false\n")
-        try monitor.waitFor { $0 == statusLine(app: "", "local-network", "disabled") }
-        try daemon.writeConfig("[local-network]\nenabled=true\ndeny=/usr/bin/busctl\n")
-        try monitor.waitFor { $0 == statusLine(app: "", "local-network", "not-determined") }
-        #expect(try daemon.call("GetStatus", "s", "local-network").stdout == "s \"restricted\"\n")
+        try daemon.writeConfig("[example-lan]\nenabled=false\n")
+        try monitor.waitFor { $0 == statusLine(app: "", "example-lan", "disabled") }
+        try daemon.writeConfig("[example-lan]\nenabled=true\ndeny=/usr/bin/busctl\n")
+        try monitor.waitFor { $0 == statusLine(app: "", "example-lan", "not-determined") }
+        #expect(try daemon.call("GetStatus", "s", "example-lan").stdout == "s \"restricted\"\n")
 
         // Replaced by a new version: the new code runs, configured before it takes over
         // from the old one, which is stopped. It behaves the same: no StatusChanged
         // (checked with a fence: a change of its own whose signal must come next).
         let before = monitor.statusChanges.count
-        try Self.install(try Self.buildExample(version: "2.0"), into: hot, as: "libpermissions-local-network.so")
+        try Self.install(try Self.buildExample(version: "2.0"), into: hot, as: "libpermissions-example-lan.so")
         // (The configuration edit above announces ConfigGeneration too: skip to Plugins.)
         let replaced = try monitor.waitFor { $0.hasPrefix("PropertiesChanged") && $0.contains("Plugins") }
-        #expect(replaced.contains("(local-network 2.0 loaded local-network)"), "\(replaced)")
-        #expect(daemon.log.contains("libpermissions-local-network.so was replaced"))
-        #expect(try daemon.ctl("plugins").stdout.contains("local-network  2.0      loaded"))
-        #expect(try daemon.call("GetStatus", "s", "local-network").stdout == "s \"restricted\"\n")
+        #expect(replaced.contains("(example-lan 2.0 loaded example-lan)"), "\(replaced)")
+        #expect(daemon.log.contains("libpermissions-example-lan.so was replaced"))
+        #expect(try daemon.ctl("plugins").stdout.contains("example-lan    2.0      loaded"))
+        #expect(try daemon.call("GetStatus", "s", "example-lan").stdout == "s \"restricted\"\n")
         #expect(try daemon.ctl("grant", "org.example.Fence", "location").status == 0)
         try monitor.waitFor { $0 == statusLine(app: "org.example.Fence", "location", "authorized") }
         #expect(Array(monitor.statusChanges[before...]) == [statusLine(app: "org.example.Fence", "location", "authorized")])
 
         // Removed: its permission goes, with a signal, and the daemon carries on.
-        try FileManager.default.removeItem(atPath: hot + "/libpermissions-local-network.so")
-        try monitor.waitFor { $0 == statusLine(app: "", "local-network", "unsupported") }
-        #expect(try daemon.call("GetStatus", "s", "local-network").stderr.contains("unknown permission"))
+        try FileManager.default.removeItem(atPath: hot + "/libpermissions-example-lan.so")
+        try monitor.waitFor { $0 == statusLine(app: "", "example-lan", "unsupported") }
+        #expect(try daemon.call("GetStatus", "s", "example-lan").stderr.contains("unknown permission"))
         #expect(try daemon.call("GetStatus", "s", "location").stdout == "s \"not-determined\"\n")
         #expect(daemon.isRunning)
     }

@@ -19,7 +19,7 @@ import PermissionsTestSupport
         let hot = try makeTemporaryDirectory("hot-plugins")
         defer { D.removeTree(hot) }
         let bus = try TestBus()
-        let daemon = try DaemonUnderTest(bus: bus, config: "[local-network]\ndeny=/usr/bin/busctl\nenabled=bogus\n",
+        let daemon = try DaemonUnderTest(bus: bus, config: "[example-lan]\ndeny=/usr/bin/busctl\nenabled=bogus\n",
                                          pluginDirectories: [corePluginDirectory, hot])
         let monitor = try Monitor(daemon)
         #expect(try Self.configStatus(daemon) == "s \"ok\"\n")
@@ -29,7 +29,7 @@ import PermissionsTestSupport
         try daemon.waitForLog("plugin \(path): unavailable: rejected the configuration in force: ")
         #expect(try D.status(daemon) == "s \"unsupported\"\n")
         #expect(daemon.logLines(containing: "plugin \(path): unavailable: rejected the configuration in force").count == 1)
-        #expect(daemon.logLines(containing: "local-network 1.0 loaded").isEmpty, "\(daemon.log)")
+        #expect(daemon.logLines(containing: "example-lan 1.0 loaded").isEmpty, "\(daemon.log)")
         #expect(daemon.logLines(containing: "rejected the new configuration").isEmpty)
         #expect(try Self.configStatus(daemon).hasPrefix("s \"kept: "))
         // Unknown before, "unsupported" now: no app could have used it, nothing to tell.
@@ -38,7 +38,7 @@ import PermissionsTestSupport
         // A configuration it accepts: loaded, the deny in force from the first signal.
         let before = monitor.statusChanges.count
         try daemon.writeConfig(D.config)
-        try monitor.waitFor { $0.hasPrefix("PropertiesChanged") && $0.contains("local-network 1.0 loaded") }
+        try monitor.waitFor { $0.hasPrefix("PropertiesChanged") && $0.contains("example-lan 1.0 loaded") }
         #expect(try D.status(daemon) == "s \"restricted\"\n")
         #expect(try Self.configStatus(daemon) == "s \"ok\"\n")
         #expect(try D.signalsUntilFence(daemon, monitor, since: before) == D.appeared)

@@ -7,13 +7,13 @@ import PermissionsTestSupport
 /// same plugin in two directories, a plugin touched, and a hot-loaded plugin's
 /// permissions kept out of sight until its first configure has returned.
 ///
-/// The plugin is mostly the C example (Plugins/Example, `local-network`), configured
+/// The plugin is mostly the C example (Plugins/Example, `example-lan`), configured
 /// with a locked deny for busctl (the caller of `daemon.call`), so every status read
 /// shows whether the configuration is in force. "0 signals" is checked with a fence:
 /// a change of its own, made after the case, whose signal must be the next one.
 @Suite struct PluginDirectoryTests {
-    static let config = "[local-network]\nenabled=true\ndeny=/usr/bin/busctl\n"
-    static let plugin = "libpermissions-local-network.so"
+    static let config = "[example-lan]\nenabled=true\ndeny=/usr/bin/busctl\n"
+    static let plugin = "libpermissions-example-lan.so"
 
     /// The StatusChanged lines that came since `index` (an earlier count of
     /// `monitor.statusChanges`), up to a fence: a grant for a new app on location.
@@ -29,15 +29,15 @@ import PermissionsTestSupport
     }
 
     static func status(_ daemon: DaemonUnderTest) throws -> String {
-        let r = try daemon.call("GetStatus", "s", "local-network")
+        let r = try daemon.call("GetStatus", "s", "example-lan")
         return r.status == 0 ? r.stdout : r.stderr
     }
 
     static func removeTree(_ path: String) { try? FileManager.default.removeItem(atPath: path) }
 
     /// The loaded signals of a plugin whose configuration denies busctl.
-    static let appeared = [statusLine(app: "", "local-network", "not-determined"),
-                           statusLine(app: "/usr/bin/busctl", "local-network", "restricted")]
+    static let appeared = [statusLine(app: "", "example-lan", "not-determined"),
+                           statusLine(app: "/usr/bin/busctl", "example-lan", "restricted")]
 
     /// A plugin directory that does not exist at start-up, two levels down: its
     /// nearest existing ancestor is watched, then each level, then the directory.
@@ -49,16 +49,16 @@ import PermissionsTestSupport
         let bus = try TestBus()
         let daemon = try DaemonUnderTest(bus: bus, config: Self.config, pluginDirectories: [corePluginDirectory, late])
         let monitor = try Monitor(daemon)
-        #expect(try Self.status(daemon).contains("unknown permission \"local-network\""))
+        #expect(try Self.status(daemon).contains("unknown permission \"example-lan\""))
 
         #expect(mkdir(root + "/lib", 0o755) == 0)
         #expect(mkdir(late, 0o755) == 0)
         try daemon.waitForLog("plugin directory \(late) appeared")
         try PlatformTests.install(library, into: late, as: Self.plugin)
         try monitor.waitFor { $0 == Self.appeared[0] }
-        try monitor.waitFor { $0.hasPrefix("PropertiesChanged") && $0.contains("local-network 1.0 loaded") }
+        try monitor.waitFor { $0.hasPrefix("PropertiesChanged") && $0.contains("example-lan 1.0 loaded") }
         #expect(try Self.status(daemon) == "s \"restricted\"\n")
-        #expect(daemon.logLines(containing: "plugin local-network 1.0 loaded from \(late)/\(Self.plugin)").count == 1)
+        #expect(daemon.logLines(containing: "plugin example-lan 1.0 loaded from \(late)/\(Self.plugin)").count == 1)
         #expect(try Self.signalsUntilFence(daemon, monitor, since: 0) == Self.appeared)
     }
 
@@ -74,15 +74,15 @@ import PermissionsTestSupport
         #expect(try Self.status(daemon) == "s \"restricted\"\n")
 
         Self.removeTree(hot)
-        try monitor.waitFor { $0 == statusLine(app: "", "local-network", "unsupported") }
+        try monitor.waitFor { $0 == statusLine(app: "", "example-lan", "unsupported") }
         try daemon.waitForLog("plugin directory \(hot) is gone")
-        #expect(try Self.status(daemon).contains("unknown permission \"local-network\""))
+        #expect(try Self.status(daemon).contains("unknown permission \"example-lan\""))
 
         #expect(mkdir(hot, 0o700) == 0)
         try daemon.waitForLog("plugin directory \(hot) appeared")
         let before = monitor.statusChanges.count
         try PlatformTests.install(library, into: hot, as: Self.plugin)
-        try monitor.waitFor { $0.hasPrefix("PropertiesChanged") && $0.contains("local-network 1.0 loaded") }
+        try monitor.waitFor { $0.hasPrefix("PropertiesChanged") && $0.contains("example-lan 1.0 loaded") }
         #expect(try Self.status(daemon) == "s \"restricted\"\n")
         #expect(try Self.signalsUntilFence(daemon, monitor, since: before) == Self.appeared)
     }
@@ -96,7 +96,7 @@ import PermissionsTestSupport
         let daemon = try DaemonUnderTest(bus: bus, config: Self.config, pluginDirectories: [corePluginDirectory, hot])
         let monitor = try Monitor(daemon)
         #expect(try run("/bin/ln", ["-s", library, hot + "/" + Self.plugin]).status == 0)
-        try monitor.waitFor { $0.hasPrefix("PropertiesChanged") && $0.contains("local-network 1.0 loaded") }
+        try monitor.waitFor { $0.hasPrefix("PropertiesChanged") && $0.contains("example-lan 1.0 loaded") }
         #expect(try Self.status(daemon) == "s \"restricted\"\n")
         #expect(try Self.signalsUntilFence(daemon, monitor, since: 0) == Self.appeared)
     }
@@ -110,7 +110,7 @@ import PermissionsTestSupport
         let daemon = try DaemonUnderTest(bus: bus, config: Self.config, pluginDirectories: [corePluginDirectory, hot])
         let monitor = try Monitor(daemon)
         #expect(try run("/bin/ln", [library, hot + "/" + Self.plugin]).status == 0)
-        try monitor.waitFor { $0.hasPrefix("PropertiesChanged") && $0.contains("local-network 1.0 loaded") }
+        try monitor.waitFor { $0.hasPrefix("PropertiesChanged") && $0.contains("example-lan 1.0 loaded") }
         #expect(try Self.status(daemon) == "s \"restricted\"\n")
         #expect(try Self.signalsUntilFence(daemon, monitor, since: 0) == Self.appeared)
     }
@@ -123,7 +123,7 @@ import PermissionsTestSupport
         let third = try makeTemporaryDirectory("third")
         defer { [first, second, third].forEach(Self.removeTree) }
         try "not a library\n".write(toFile: first + "/" + Self.plugin, atomically: true, encoding: .utf8)
-        try PluginLoadingTests.compile(PluginLoadingTests.cPlugin(name: "local-network", permissions: "\"local-network\",",
+        try PluginLoadingTests.compile(PluginLoadingTests.cPlugin(name: "example-lan", permissions: "\"example-lan\",",
                                                                   abi: "99"), into: second, file: Self.plugin)
         try PlatformTests.install(try PlatformTests.buildExample(version: "3.0"), into: third, as: Self.plugin)
         let bus = try TestBus()
@@ -132,9 +132,9 @@ import PermissionsTestSupport
         #expect(daemon.logLines(containing: "plugin \(first)/\(Self.plugin): skipped: not a loadable library").count == 1,
                 "\(daemon.log)")
         #expect(daemon.logLines(containing: "plugin \(second)/\(Self.plugin): skipped: ABI version 99").count == 1)
-        #expect(daemon.logLines(containing: "plugin local-network 3.0 loaded from \(third)/").count == 1)
+        #expect(daemon.logLines(containing: "plugin example-lan 3.0 loaded from \(third)/").count == 1)
         #expect(try Self.status(daemon) == "s \"restricted\"\n")
-        let plugins = try daemon.ctl("plugins").stdout.split(separator: "\n").filter { $0.hasPrefix("local-network ") }
+        let plugins = try daemon.ctl("plugins").stdout.split(separator: "\n").filter { $0.hasPrefix("example-lan ") }
         #expect(plugins.count == 1 && plugins[0].contains("3.0      loaded"), "\(plugins)")
     }
 
@@ -152,22 +152,22 @@ import PermissionsTestSupport
         let daemon = try DaemonUnderTest(bus: bus, config: Self.config,
                                          pluginDirectories: [corePluginDirectory, first, second])
         let monitor = try Monitor(daemon)
-        #expect(try daemon.ctl("plugins").stdout.contains("local-network  1.0      loaded"))
+        #expect(try daemon.ctl("plugins").stdout.contains("example-lan    1.0      loaded"))
         #expect(try Self.status(daemon) == "s \"restricted\"\n")
 
         #expect(unlink(first + "/" + Self.plugin) == 0)
         let fallback = try monitor.waitFor { $0.hasPrefix("PropertiesChanged") }
-        #expect(fallback.contains("(local-network 2.0 loaded local-network)"), "\(fallback)")
+        #expect(fallback.contains("(example-lan 2.0 loaded example-lan)"), "\(fallback)")
         #expect(!fallback.contains("Permissions="), "the permission never went: \(fallback)")
         #expect(try Self.status(daemon) == "s \"restricted\"\n")
-        #expect(daemon.logLines(containing: "plugin local-network: \(second)/\(Self.plugin) takes over from \(first)/")
+        #expect(daemon.logLines(containing: "plugin example-lan: \(second)/\(Self.plugin) takes over from \(first)/")
                     .count == 1, "\(daemon.log)")
         #expect(try Self.signalsUntilFence(daemon, monitor, since: 0) == [])
 
         let before = monitor.statusChanges.count
         try PlatformTests.install(one, into: first, as: Self.plugin)
         let back = try monitor.waitFor { $0.hasPrefix("PropertiesChanged") }
-        #expect(back.contains("(local-network 1.0 loaded local-network)"), "\(back)")
+        #expect(back.contains("(example-lan 1.0 loaded example-lan)"), "\(back)")
         #expect(try Self.status(daemon) == "s \"restricted\"\n")
         #expect(try Self.signalsUntilFence(daemon, monitor, since: before) == [])
     }
@@ -199,7 +199,7 @@ import PermissionsTestSupport
         var before = monitor.statusChanges.count
         #expect(try Self.signalsUntilFence(daemon, monitor, since: before) == [])
         #expect(try Self.status(daemon) == "s \"restricted\"\n")
-        #expect(daemon.logLines(containing: "plugin local-network 1.0 loaded").count == 1)
+        #expect(daemon.logLines(containing: "plugin example-lan 1.0 loaded").count == 1)
         #expect(!daemon.log.contains("was replaced"))
         #expect(!monitor.all.contains { $0.hasPrefix("PropertiesChanged") }, "\(monitor.all)")
 
@@ -207,7 +207,7 @@ import PermissionsTestSupport
         // behaves the same.
         before = monitor.statusChanges.count
         try PlatformTests.install(try PlatformTests.buildExample(version: "2.0"), into: hot, as: Self.plugin)
-        try monitor.waitFor { $0.hasPrefix("PropertiesChanged") && $0.contains("local-network 2.0 loaded") }
+        try monitor.waitFor { $0.hasPrefix("PropertiesChanged") && $0.contains("example-lan 2.0 loaded") }
         #expect(daemon.logLines(containing: "\(Self.plugin) was replaced").count == 1)
         #expect(try Self.status(daemon) == "s \"restricted\"\n")
         #expect(try Self.signalsUntilFence(daemon, monitor, since: before) == [])
@@ -308,7 +308,7 @@ import PermissionsTestSupport
         #expect(symlink("g2", root + "/tmp") == 0)
         #expect(try run("/bin/mv", ["-T", root + "/tmp", dir]).status == 0)
         try daemon.waitForLog("plugin directory \(dir) was replaced")
-        try daemon.waitForLog("plugin local-network 2.0 loaded from \(dir)/\(Self.plugin)")
+        try daemon.waitForLog("plugin example-lan 2.0 loaded from \(dir)/\(Self.plugin)")
         try daemon.waitForLog("plugin new-only 0.1 loaded from \(dir)/libpermissions-new-only.so")
         try daemon.waitForLog("plugin \(dir)/libpermissions-old-only.so was removed; stopping old-only")
         #expect(try Self.status(daemon) == "s \"restricted\"\n")

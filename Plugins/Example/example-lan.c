@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * local-network: an example permissionsd plugin in C, built with nothing but a C
+ * example-lan: an example permissionsd plugin in C, built with nothing but a C
  * compiler and the SDK header (see the Makefile). It gives the permission
- * "local-network" (may the app talk to devices on the local network?), driven by
+ * "example-lan" (may the app talk to devices on the local network?), driven by
  * its configuration section:
  *
- *     [local-network]
+ *     [example-lan]
  *     enabled=true               false: "disabled" for every app
  *     allow=org.example.Cast     forced allow: "authorized"
  *     deny=org.example.Tracker   locked deny: "restricted"
@@ -20,7 +20,7 @@
 
 #include "permissions-plugin.h"
 
-#define PERMISSION "local-network"
+#define PERMISSION "example-lan"
 #define MAX_APPS 256
 
 struct config {
@@ -146,9 +146,9 @@ static const char *const permissions[] = { PERMISSION, NULL };
 static const struct permissions_plugin descriptor = {
     .abi_version = PERMISSIONS_PLUGIN_ABI_VERSION,
     .struct_size = sizeof descriptor,
-    .name = "local-network",
+    .name = "example-lan",
     .version = "1.0",
-    .description = "Local network access, from the [local-network] config section",
+    .description = "An example: local network access, from the [example-lan] config section",
     .permissions = permissions,
     .init = plugin_init,
     .configure = plugin_configure,

@@ -1,0 +1,248 @@
+import DBusKit
+import Dispatch
+import PermissionsModel
+
+extension PermissionsClient {
+    /// Asks for `permission` as this app (`Request`) and returns the answer. When
+    /// the status is `not-determined`, the user's agent prompts, and this waits as
+    /// long as the user takes: the call has no timeout.
+    ///
+    /// Cancelling the calling task cancels the prompt: the request's connection
+    /// leaves the bus, the service tells the agent `Cancel` and stores nothing, and
+    /// this throws `.cancelled`. When the service leaves the bus while this waits,
+    /// it throws `.serviceRestarted` and does not ask again (a second request could
+    /// prompt twice; ask again if the user still wants to).
+    ///
+    /// - Parameters:
+    ///   - reason: shown in the prompt ("to scan a document"); may be empty.
+    /// - Throws: `.unknownPermission`, `.storageFailed` (the user's answer could not
+    ///   be stored), `.cancelled`, `.serviceRestarted`, `.unavailable`, ….
+    public func request(_ permission: Permission, reason: String = "") async throws(PermissionsClientError)
+        -> PermissionStatus
+    {
+        let reply = try await ask("Request", [.string(permission.rawValue), Self.options(reason)])
+        return PermissionStatus(word: reply.first?.stringValue ?? "")
+    }
+
+    /// Asks for each of `permissions` in turn, as `request(_:reason:)` does, and
+    /// yields each answer as it comes: the next prompt starts only after the
+    /// previous one was answered. Ends after the last one, or with the first error
+    /// (a `PermissionsClientError`): cancelling the consuming task (or dropping
+    /// the stream) cancels the prompt under way and asks nothing more.
+    public func request(_ permissions: [Permission], reason: String = "")
+        -> AsyncThrowingStream<PermissionUpdate, any Error>
+    {
+        AsyncThrowingStream { continuation in
+            let sequence = RequestSequence(client: self, permissions: permissions, options: Self.options(reason),
+                                           continuation: continuation)
+            continuation.onTermination = { _ in sequence.cancel() }
+            sequence.next()
+        }
+    }
+
+    static func options(_ reason: String) -> DBusValue {
+        .vardict(reason.isEmpty ? [] : [("reason", .string(reason))])
+    }
+
+    /// One call that may wait for a prompt (see `PendingRequest`), as an async call
+    /// whose task's cancellation cancels it.
+    func ask(_ member: String, _ arguments: [DBusValue]) async throws(PermissionsClientError) -> [DBusValue] {
+        if Task.isCancelled { throw PermissionsClientError.cancelledByTask }
+        let pending = PendingRequest(client: self)
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { done in
+                pending.start(member, arguments) { done.resume(returning: $0) }
+            }
+        } onCancel: {
+            pending.cancel()
+        }
+        return try result.get()
+    }
+
+    /// An idle request connection, or a new one (a blocking Hello: called off the
+    /// caller's task, on a dispatch thread).
+    func takeRequestConnection() throws(PermissionsClientError) -> RequestConnection {
+        if let idle = idleRequestConnections.withLock({ $0.popLast() }) { return idle }
+        return try RequestConnection(bus: bus)
+    }
+}
+
+/// `request(_:reason:)` for several permissions: one request after another,
+/// driven by their callbacks on dispatch queues, so that it needs no task of its
+/// own to make progress.
+///
+/// `@unchecked Sendable`: `state` is behind its lock; the rest is immutable.
+final class RequestSequence: @unchecked Sendable {
+    private let client: PermissionsClient
+    private let permissions: [Permission]
+    private let options: DBusValue
+    private let continuation: AsyncThrowingStream<PermissionUpdate, any Error>.Continuation
+    private struct State: Sendable {
+        var next = 0
+        var cancelled = false
+        var current: PendingRequest?
+    }
+    private let state = Locked(State())
+
+    init(client: PermissionsClient, permissions: [Permission], options: DBusValue,
+         continuation: AsyncThrowingStream<PermissionUpdate, any Error>.Continuation) {
+        self.client = client
+        self.permissions = permissions
+        self.options = options
+        self.continuation = continuation
+    }
+
+    /// Asks for the next permission, or ends the stream after the last.
+    func next() {
+        let step = state.withLock { state -> (Permission, PendingRequest)?? in
+            guard !state.cancelled else { return .some(nil) }
+            guard state.next < permissions.count else { return nil }
+            let pending = PendingRequest(client: client)
+            state.current = pending
+            state.next += 1
+            return (permissions[state.next - 1], pending)
+        }
+        guard let step else { return continuation.finish() }
+        guard let (permission, pending) = step else { return }  // cancelled: the stream has ended
+        pending.start("Request", [.string(permission.rawValue), options]) { [self] result in
+            switch result {
+            case .success(let reply):
+                continuation.yield(PermissionUpdate(permission, PermissionStatus(word: reply.first?.stringValue ?? "")))
+                next()
+            case .failure(let error):
+                continuation.finish(throwing: error)
+            }
+        }
+    }
+
+    func cancel() {
+        state.withLock { state -> PendingRequest? in
+            state.cancelled = true
+            return state.current
+        }?.cancel()
+    }
+}
+
+/// A connection that requests are sent on, with its own queue.
+///
+/// `@unchecked Sendable`: `connection` and `closed` are used only on `queue`.
+final class RequestConnection: @unchecked Sendable {
+    let queue = DispatchQueue(label: "permissions-client.request")
+    let connection: Connection
+    private var closed = false
+
+    init(bus: PermissionsClient.Bus) throws(PermissionsClientError) {
+        do {
+            connection = try Connection.open(bus.dbusKit, queue: queue)
+        } catch {
+            throw PermissionsClientError(.unavailable, name: error.name, message: "cannot connect to the bus: \(error.message)")
+        }
+    }
+
+    /// Leaves the bus (on the queue): a prompt still waiting for this connection
+    /// alone is cancelled by the service.
+    func close() {
+        queue.async { self.closeNow() }
+    }
+
+    func closeNow() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard !closed else { return }
+        closed = true
+        connection.close()
+    }
+}
+
+/// One request under way: its reply, the service leaving, or a cancellation,
+/// whichever comes first, ends it once. It takes a request connection (an idle one
+/// or a new one) and gives it back when the call was answered; otherwise
+/// (cancelled, service gone) it closes it, which is what tells the service that
+/// nobody waits any more. Everything runs on dispatch queues.
+///
+/// `@unchecked Sendable`: `shared` is behind its lock; `finished` and
+/// `ownerWatch` are used only on the link's queue.
+final class PendingRequest: @unchecked Sendable {
+    typealias Done = @Sendable (Result<[DBusValue], PermissionsClientError>) -> Void
+    private let client: PermissionsClient
+    private struct Shared: Sendable {
+        var cancelled = false
+        var link: RequestConnection?
+    }
+    private let shared = Locked(Shared())
+    private var done: Done?
+    private var finished = false
+    private var ownerWatch: Int?
+
+    init(client: PermissionsClient) { self.client = client }
+
+    /// Sends `member` and calls `done` once with the answer or the error.
+    func start(_ member: String, _ arguments: [DBusValue], done: @escaping Done) {
+        DispatchQueue.global().async { [self] in
+            if shared.withLock({ $0.cancelled }) { return done(.failure(.cancelledByTask)) }
+            let link: RequestConnection
+            do throws(PermissionsClientError) {
+                link = try client.takeRequestConnection()
+            } catch {
+                return done(.failure(error))
+            }
+            shared.withLock { $0.link = link }
+            link.queue.async { [self] in
+                self.done = done
+                if shared.withLock({ $0.cancelled }) { return finish(link, .failure(.cancelledByTask)) }
+                send(member, arguments, on: link)
+            }
+        }
+    }
+
+    /// Watches the service's owner, asks for it, and sends the call to that unique
+    /// name: a call queued for a daemon that has since left is never delivered
+    /// to the next one.
+    private func send(_ member: String, _ arguments: [DBusValue], on link: RequestConnection) {
+        let connection = link.connection
+        var owner: String?
+        ownerWatch = connection.subscribe(
+            SignalMatch(sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus",
+                        member: "NameOwnerChanged", arg0: BusNames.busName),
+            added: { [self] error in if let error { finish(link, .failure(PermissionsClientError(error))) } }
+        ) { [self] message in
+            let args = message.arguments()
+            guard args.count == 3, let old = args[1].stringValue, let new = args[2].stringValue else { return }
+            if let owner, old == owner { return finish(link, .failure(.serviceLeft(owner))) }
+            if owner == nil, old.isEmpty, !new.isEmpty { owner = new }  // started by activation
+        }
+        connection.callBus("GetNameOwner", [.string(BusNames.busName)]) { [self] result in
+            // Not running: the well-known name, so that the bus may start it (D-Bus
+            // activation); its owner then comes in NameOwnerChanged.
+            if case .failure(let error) = result, error.name != BusError.nameHasNoOwner {
+                return finish(link, .failure(error))
+            }
+            if case .success(let reply) = result { owner = reply.first?.stringValue }
+            // DBUS_TIMEOUT_INFINITE: a prompt takes as long as the user does.
+            connection.callService(member, arguments, destination: owner ?? BusNames.busName,
+                                   timeout: Int32.max) { [self] in
+                finish(link, $0)
+            }
+        }
+    }
+
+    func cancel() {
+        let link = shared.withLock { shared -> RequestConnection? in
+            shared.cancelled = true
+            return shared.link
+        }
+        // Without a link yet, `start` sees the flag.
+        link?.queue.async { [self] in finish(link!, .failure(.cancelledByTask)) }
+    }
+
+    private func finish(_ link: RequestConnection, _ result: Result<[DBusValue], PermissionsClientError>) {
+        guard let done, !finished else { return }
+        finished = true
+        if case .success = result {
+            if let ownerWatch { link.connection.unsubscribe(ownerWatch) }
+            client.idleRequestConnections.withLock { $0.append(link) }
+        } else {
+            link.closeNow()
+        }
+        done(result)
+    }
+}

@@ -1,0 +1,294 @@
+import Foundation
+import Glibc
+import PermissionsClient
+import PermissionsTestSupport
+import Testing
+
+/// The PermissionsClient library against the real daemon on a private bus. The
+/// app is this test process (its executable path); decisions for it are made with
+/// permissionsctl, as an administrator would.
+@Suite struct ClientLibraryTests {
+    let bus: TestBus
+    let daemon: DaemonUnderTest
+    let client: PermissionsClient
+    /// This process's app id: the daemon identifies it by its executable.
+    static let selfApp: String = {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        return realpath("/proc/self/exe", &buffer).map { String(cString: $0) } ?? ""
+    }()
+
+    init() throws {
+        bus = try TestBus()
+        daemon = try DaemonUnderTest(bus: bus)
+        client = try PermissionsClient(bus: .address(bus.address))
+    }
+
+    func ctl(_ arguments: String...) throws {
+        let r = try run(binDir + "/permissionsctl", ["--address", bus.address] + arguments)
+        guard r.status == 0 else { throw HarnessError(description: "permissionsctl \(arguments): \(r.stderr)") }
+    }
+
+    func stored() throws -> String { try daemon.call("ListDecisions", "s", "").stdout }
+
+    @Test func statusStatusesAndCachedRead() async throws {
+        try await onOwnThreads {
+            #expect(try await client.status(.location) == .notDetermined)
+            #expect(try await client.statuses() == [.location: .notDetermined, .notifications: .notDetermined])
+            await #expect(throws: PermissionsClientError.self) { try await client.status("no-such") }
+            do {
+                _ = try await client.status("no-such")
+            } catch let error as PermissionsClientError {
+                #expect(error.code == .unknownPermission)
+                #expect(error.message.contains("\"no-such\""), "\(error)")
+            }
+            // No stream yet: nothing cached.
+            #expect(client.currentStatus(.location) == nil)
+            let seen = Consumed(client.updates(for: .location))
+            #expect(try await seen.wait(1) == ["not-determined"])
+            #expect(client.currentStatus(.location) == .notDetermined)
+            #expect(client.currentStatus(.camera) == nil)  // not served here
+            try ctl("grant", Self.selfApp, "location")
+            #expect(try await seen.wait(2) == ["not-determined", "authorized"])
+            #expect(client.currentStatus(.location) == .authorized)
+            #expect(try await client.status(.location) == .authorized)
+            seen.stop()
+
+            // Without the service: `unavailable`.
+            daemon.stop()
+            do {
+                _ = try await client.statuses()
+                Issue.record("statuses() answered without a service")
+            } catch let error as PermissionsClientError {
+                #expect(error.code == .unavailable, "\(error)")
+            }
+        }
+    }
+
+    /// Longer than any default method-call timeout (25 s): the answer still comes.
+    @Test func requestAnsweredFortySecondsLater() async throws {
+        try await onOwnThreads {
+            let agent = try TestAgent(bus: bus)
+            let client = client
+            let answer = Task(executorPreference: testTasks) { try await client.request(.location, reason: "to show the weather") }
+            let prompt = try await prompt(agent)
+            #expect(prompt.app == Self.selfApp)
+            #expect(prompt.reason == "to show the weather")
+            try await Task.sleep(for: .seconds(40))
+            agent.answer(prompt, "allow-always")
+            #expect(try await answer.value == .authorized)
+            #expect(try stored().contains("\"location\" \"authorized\""))
+        }
+    }
+
+    @Test func cancellingTheTaskCancelsThePrompt() async throws {
+        try await onOwnThreads {
+            let agent = try TestAgent(bus: bus)
+            let client = client
+            let answer = Task(executorPreference: testTasks) { try await client.request(.location) }
+            let prompt = try await prompt(agent)
+            answer.cancel()
+            do {
+                _ = try await answer.value
+                Issue.record("a cancelled request answered")
+            } catch let error as PermissionsClientError {
+                #expect(error.code == .cancelled, "\(error)")
+            }
+            let id = prompt.id
+            try await offPool { try agent.waitForCancel(id) }
+            #expect(try stored() == "a(sssxs) 0\n")
+            #expect(try await client.status(.location) == .notDetermined)
+        }
+    }
+
+    @Test func requestAllAsksOneAfterAnother() async throws {
+        try await onOwnThreads {
+            let agent = try TestAgent(bus: bus)
+            let answers = Consumed(client.request([.location, .notifications], reason: "to remind you"))
+            let first = try await prompt(agent, 1)
+            #expect(first.permission == "location")
+            #expect(agent.received.count == 1)  // the second is asked only after the first answer
+            agent.answer(first, "allow-once")
+            #expect(try await answers.wait(1) == ["location=authorized"])
+            let second = try await prompt(agent, 2)
+            #expect(second.permission == "notifications")
+            agent.answer(second, "deny")
+            #expect(try await answers.waitForEnd() == ["location=authorized", "notifications=denied"])
+        }
+    }
+
+    @Test func requestAllStopsAtACancellation() async throws {
+        try await onOwnThreads {
+            let agent = try TestAgent(bus: bus)
+            let answers = Consumed(client.request([.location, .notifications]))
+            let first = try await prompt(agent, 1)
+            answers.stop()
+            let id = first.id
+            try await offPool { try agent.waitForCancel(id) }
+            // A request made after it is the next prompt: the sequence asked nothing more.
+            agent.autoAnswer = "allow-once"
+            #expect(try await client.request(.location) == .authorized)
+            #expect(agent.received.map(\.permission) == ["location", "location"])
+            #expect(try stored() == "a(sssxs) 0\n")
+        }
+    }
+
+    @Test func theServiceLeavingDuringARequestThrows() async throws {
+        try await onOwnThreads {
+            let agent = try TestAgent(bus: bus)
+            let client = client
+            let answer = Task(executorPreference: testTasks) { try await client.request(.location) }
+            _ = try await prompt(agent)
+            daemon.kill()
+            do {
+                _ = try await answer.value
+                Issue.record("the request answered after the service was killed")
+            } catch let error as PermissionsClientError {
+                #expect(error.code == .serviceRestarted, "\(error)")
+            }
+        }
+    }
+
+    /// Only this app's real changes, across a restart with nothing changed and a
+    /// kill and restart after which a decision had changed: no stale status, no
+    /// duplicate, and nothing of another app or another user.
+    @Test func updatesYieldExactlyThisAppsRealChanges() async throws {
+        try await onOwnThreads {
+            let seen = Consumed(client.updates(for: .location))
+            #expect(try await seen.wait(1) == ["not-determined"])
+            try ctl("grant", Self.selfApp, "location")
+            #expect(try await seen.wait(2) == ["not-determined", "authorized"])
+            try ctl("deny", "/usr/bin/other", "location")                   // another app
+            try ctl("deny", "--user", "1", Self.selfApp, "location")        // another user
+            try daemon.writeConfig("[location]\nenabled=false\n")           // everyone-level
+            #expect(try await seen.wait(3) == ["not-determined", "authorized", "disabled"])
+            try daemon.writeConfig("")
+            #expect(try await seen.wait(4) == ["not-determined", "authorized", "disabled", "authorized"])
+
+            // A restart that changed nothing yields nothing.
+            daemon.stop()
+            try daemon.start()
+            // A kill, and a decision changed while this client could not hear it: by a
+            // second daemon on another bus, over the same state directory.
+            daemon.kill()
+            let otherBus = try TestBus()
+            let other = try DaemonUnderTest(bus: otherBus, start: false)
+            try FileManager.default.createSymbolicLink(atPath: other.stateDirectory, withDestinationPath: daemon.stateDirectory)
+            try other.start()
+            let changed = try run(binDir + "/permissionsctl", ["--address", otherBus.address, "deny", Self.selfApp, "location"])
+            #expect(changed.status == 0, "\(changed.stderr)")
+            other.stop()
+            try daemon.start()
+            #expect(try await seen.wait(5) == ["not-determined", "authorized", "disabled", "authorized", "denied"])
+            #expect(client.currentStatus(.location) == .denied)
+            // One more real change: nothing else came before it.
+            try ctl("reset", Self.selfApp)
+            #expect(try await seen.wait(6)
+                    == ["not-determined", "authorized", "disabled", "authorized", "denied", "not-determined"])
+            seen.stop()
+        }
+    }
+
+    @Test func twoConsumersShareOneMatchRuleSet() async throws {
+        try await onOwnThreads {
+            let first = Consumed(client.updates(for: .location))
+            #expect(try await first.wait(1) == ["not-determined"])
+            let rules = try matchRules()
+            let second = Consumed(client.updates())
+            #expect(try await second.wait(2) == ["location=not-determined", "notifications=not-determined"])
+            #expect(try matchRules() == rules)
+            try ctl("grant", Self.selfApp, "location")
+            #expect(try await first.wait(2) == ["not-determined", "authorized"])
+            #expect(try await second.wait(3).last == "location=authorized")
+            first.stop()
+            second.stop()
+        }
+    }
+
+    /// The bus's count of match rules of the client's connection.
+    func matchRules() throws -> Int {
+        let r = try daemon.busctl(["call", "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                                   "org.freedesktop.DBus.Debug.Stats", "GetConnectionStats", "s", client.uniqueName])
+        guard let range = r.stdout.range(of: "\"MatchRules\" u "),
+              let count = Int(r.stdout[range.upperBound...].prefix { $0.isNumber }) else {
+            throw HarnessError(description: "no MatchRules in \(r.stdout) \(r.stderr)")
+        }
+        return count
+    }
+}
+
+/// An async sequence consumed by a task of its own, each element's description
+/// collected for the test to wait on.
+final class Consumed: Sendable {
+    let lines = LineCollector()
+    let ended = LineCollector()
+    let task: Task<Void, Never>
+
+    init<S: AsyncSequence & Sendable>(_ sequence: S) where S.Element: CustomStringConvertible {
+        let (lines, ended) = (lines, ended)
+        task = Task(executorPreference: testTasks) {
+            do {
+                for try await element in sequence { lines.append(element.description) }
+                ended.append("finished")
+            } catch {
+                ended.append("error: \(error)")
+            }
+        }
+    }
+
+    /// Waits (off the cooperative pool) until `count` elements came; returns all so far.
+    func wait(_ count: Int, timeout: TimeInterval = 15) async throws -> [String] {
+        let lines = lines
+        return try await offPool { try lines.wait(timeout: timeout, what: "\(count) elements") { $0.count >= count } }
+    }
+
+    func waitForEnd(timeout: TimeInterval = 15) async throws -> [String] {
+        let ended = ended
+        let end = try await offPool { try ended.wait(timeout: timeout, what: "the end") { !$0.isEmpty } }
+        #expect(end == ["finished"])
+        return lines.all
+    }
+
+    func stop() { task.cancel() }
+}
+
+/// Where the tests' tasks run: threads of their own, not the cooperative pool. That
+/// pool has one thread per core (2 here), and the suite's synchronous tests hold
+/// them while they wait for processes; a task whose progress a test waits for
+/// with a deadline (a stream's consumer, a request) must not queue behind them.
+final class DispatchTaskExecutor: TaskExecutor {
+    private let queue = DispatchQueue(label: "test-tasks", attributes: .concurrent)
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let executor = asUnownedTaskExecutor()
+        queue.async { job.runSynchronously(on: executor) }
+    }
+}
+
+let testTasks = DispatchTaskExecutor()
+
+/// Runs a test's body, and every task it awaits, on `testTasks`.
+func onOwnThreads<T>(_ body: () async throws -> T) async throws -> T {
+    try await withTaskExecutorPreference(testTasks, operation: body)
+}
+
+/// Waits for the agent's `count`-th prompt, off the cooperative pool.
+func prompt(_ agent: TestAgent, _ count: Int = 1) async throws -> TestAgent.Prompt {
+    try await offPool { Unchecked(try agent.waitForPrompt(count)) }.value
+}
+
+/// A prompt carried back from the waiting thread. `@unchecked Sendable`: the test
+/// only reads it, and answers it through `TestAgent.answer`, which replies on the
+/// agent's queue.
+struct Unchecked<T>: @unchecked Sendable {
+    let value: T
+    init(_ value: T) { self.value = value }
+}
+
+/// Runs a blocking wait on a dispatch thread, so that it holds no thread of the
+/// cooperative pool (on which the streams and the test itself run).
+func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { done in
+        DispatchQueue.global().async { done.resume(with: Result { try body() }) }
+    }
+}

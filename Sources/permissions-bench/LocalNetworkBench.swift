@@ -133,7 +133,7 @@ private final class LNWorld: @unchecked Sendable {
         listener = (connection, queue)
         guard busAnswers(connection, on: queue) else { lnFail("the bus did not answer") }
 
-        let log = FileHandle(forWritingAtPath: { fm.createFile(atPath: root + "/permissionsd.log", contents: nil)
+        let log = FileHandle(forWritingAtPath: { _ = fm.createFile(atPath: root + "/permissionsd.log", contents: nil)
                                                  return root + "/permissionsd.log" }())!
         daemon = launch("/usr/bin/unshare", ["-n", "--", binDirectory + "/permissionsd", "--address", address,
                                              "--config-dir", root + "/config", "--state-dir", root + "/state",

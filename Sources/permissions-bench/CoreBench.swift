@@ -658,84 +658,155 @@ final class CoreBench {
 
     // MARK: Fan-out
 
+    /// Fan-out, two ways, each against its own floor:
+    /// - broadcast: a trigger that writes nothing, a configuration change ([notifications]
+    ///   enabled= flipped, the file replaced by rename: inotify, reload, one broadcast
+    ///   StatusChanged for every app), against the floor's Emit -> one broadcast Tick;
+    /// - unicast: SetDecision (committed with fsync, then one StatusChanged to each
+    ///   subscriber of the caller's user), against the floor's EmitEach -> one unicast
+    ///   Tick per subscriber. The commit is taken off per trigger: the first
+    ///   subscriber hears the first signal one bus hop after the commit ended, as the
+    ///   floor's first subscriber does one hop after EmitEach arrived, so "after the
+    ///   commit" is (last - first arrival) + the floor's median (first arrival - trigger),
+    ///   and the commit is the daemon's median (first arrival - trigger) less the floor's.
     private func fanout() {
         let collector = CoreFanoutCollector()
-        var table = CoreTable("Signal fan-out: trigger sent -> the last of S subscribers has the signal (µs); "
-                              + "permissionsd: SetDecision -> StatusChanged, floor: Emit -> Tick",
-                              columns: ["subscribers", "permissionsd p50", "floor p50", "vs floor", "permissionsd p99",
-                                        "floor p99", "vs floor", "target", "met"])
-        var triggerTable = CoreTable("Fan-out triggers alone: the trigger's own round trip (reply received), same runs (µs)",
-                                     columns: ["subscribers", "SetDecision p50", "Emit p50", "SetDecision p99", "Emit p99"])
-        let daemonTrigger = { (decision: String) in
-            CoreCallTarget("SetDecision", destination: "org.example.Permissions", path: "/org/example/Permissions",
-                           interface: "org.example.Permissions", member: "SetDecision",
-                           [.string(coreFanoutApp), .string("location"), .string(decision)])
-        }
-        let triggers = [daemonTrigger("authorized"), daemonTrigger("denied")]
-        let floorTrigger = CoreCallTarget("Emit", destination: coreFloorBusName, path: coreFloorPath,
-                                          interface: coreFloorInterface, member: "Emit", [.string(coreFanoutApp)])
-        var decisions = 0
+        let daemonOwner = busOwner("org.example.Permissions")
+        let floorOwner = busOwner(coreFloorBusName)
+        var decisions = 0  // each SetDecision flips the stored decision, so each is a change
+        var flips = 0  // configuration changes
+        var table = CoreTable("Signal fan-out: trigger sent -> the last of S subscribers has the signal (µs); broadcast: "
+                              + "config change -> StatusChanged vs floor Emit -> Tick; unicast: SetDecision -> "
+                              + "StatusChanged, from the commit, vs floor EmitEach -> Tick",
+                              columns: ["kind", "subscribers", "permissionsd p50", "floor p50", "vs floor",
+                                        "permissionsd p99", "floor p99", "vs floor", "commit p50", "with commit p50",
+                                        "target", "met"])
         var lines: [[(String, CoreJSON)]] = []
-        for s in options.subscribers {
-            var subscribers: [CoreSubscriber] = []
-            for i in 0..<s {
-                subscribers.append(CoreSubscriber(address: bus.address, index: i, app: coreFanoutApp, collector: collector))
-            }
-            corePingBus(subscribers.map(\.connection))
-            let count = s >= 100 ? options.triggersLarge : options.triggers
-            var total: [[Double]] = [[], []]
-            var reply: [[Double]] = [[], []]
-            let warm = 5
-            for i in 0..<(warm + count) {
-                for j in 0..<2 {
-                    let kind = (i + j) % 2  // alternate which goes first
-                    let target = kind == CoreSubscriber.daemonKind ? triggers[decisions % 2] : floorTrigger
-                    if kind == CoreSubscriber.daemonKind { decisions += 1 }
-                    let message = target.message()
-                    collector.expect(kind: kind, subscribers: s)
-                    let t0 = monotonicNanoseconds()
-                    coreCall(client, message)
-                    let t1 = monotonicNanoseconds()
-                    guard let last = collector.wait(seconds: 10) else {
-                        coreFail("\(target.label): only \(collector.arrivedCount) of \(s) subscribers got the signal "
-                                 + "within 10 s")
-                    }
-                    if i >= warm {
-                        total[kind].append(Double(last - t0) / 1000)
-                        reply[kind].append(Double(t1 - t0) / 1000)
+        for unicast in [false, true] {
+            for s in options.subscribers {
+                let mode: CoreSubscriber.Mode = unicast ? .unicast(daemon: daemonOwner, floor: floorOwner) : .broadcast
+                var subscribers: [CoreSubscriber] = []
+                for i in 0..<s {
+                    subscribers.append(CoreSubscriber(address: bus.address, index: i, app: coreFanoutApp, mode: mode,
+                                                      collector: collector))
+                }
+                corePingBus(subscribers.map(\.connection))
+                if unicast {
+                    let group = DispatchGroup()
+                    for sub in subscribers { sub.subscribe(group: group) }
+                    guard group.wait(timeout: .now() + 30) == .success else { coreFail("Subscribe did not answer") }
+                }
+                let count = s >= 100 ? options.triggersLarge : options.triggers
+                var total: [[Double]] = [[], []]
+                var first: [[Double]] = [[], []]
+                var spread: [[Double]] = [[], []]
+                let warm = 5
+                for i in 0..<(warm + count) {
+                    for j in 0..<2 {
+                        let kind = (i + j) % 2  // alternate which goes first
+                        let label: String
+                        collector.expect(kind: kind, subscribers: s)
+                        let t0: UInt64
+                        if kind == CoreSubscriber.floorKind {
+                            let target = unicast ? floorEachTrigger : floorTrigger
+                            label = target.label
+                            let message = target.message()
+                            t0 = monotonicNanoseconds()
+                            coreCall(client, message)
+                        } else if unicast {
+                            decisions += 1
+                            let target = setDecisionTrigger(decisions)
+                            label = target.label
+                            let message = target.message()
+                            t0 = monotonicNanoseconds()
+                            coreCall(client, message)
+                        } else {
+                            label = "config change"
+                            flips += 1
+                            t0 = flipConfiguration(notifications: flips % 2 == 0)  // odd flips disable
+                        }
+                        guard let arrival = collector.wait(seconds: 10) else {
+                            coreFail("\(label): only \(collector.arrivedCount) of \(s) subscribers got the signal "
+                                     + "within 10 s")
+                        }
+                        if i >= warm {
+                            total[kind].append(Double(arrival.last - t0) / 1000)
+                            first[kind].append(Double(arrival.first - t0) / 1000)
+                            spread[kind].append(Double(arrival.last - arrival.first) / 1000)
+                        }
                     }
                 }
+                if unicast { _ = call(coreFloorBusName, coreFloorPath, coreFloorInterface, "UnsubscribeAll") }
+                for sub in subscribers { sub.close() }
+                let floorHop = CoreSamples(first[1]).p50
+                let commit = unicast ? max(0, CoreSamples(first[0]).p50 - floorHop) : 0
+                let withCommit = CoreSamples(total[0])
+                let d = unicast ? CoreSamples(spread[0].map { $0 + floorHop }) : withCommit
+                let f = CoreSamples(total[1])
+                let r50 = coreRatio(d.p50, f.p50)
+                let r99 = coreRatio(d.p99, f.p99)
+                let kindName = unicast ? "unicast" : "broadcast"
+                var target = ""
+                var met = ""
+                var fields: [(String, CoreJSON)] = [
+                    ("kind", .string(kindName)), ("subscribers", .int(s)), ("triggers", .int(count)),
+                    ("p50_us", .num(d.p50)), ("p99_us", .num(d.p99)), ("floor_p50_us", .num(f.p50)),
+                    ("floor_p99_us", .num(f.p99)), ("ratio_p50", .num(r50)), ("ratio_p99", .num(r99)),
+                    ("with_commit_p50_us", .num(withCommit.p50)), ("commit_p50_us", .num(commit)),
+                    ("first_p50_us", .num(CoreSamples(first[0]).p50)), ("floor_first_p50_us", .num(floorHop)),
+                    ("strays", .int(collector.strays)),
+                ]
+                if s == 100 {
+                    let t = report.target("fan-out (\(kindName)) to 100 subscribers p50 vs floor", .atMost, 1.3, r50,
+                                          unit: "x")
+                    target = t.limitText
+                    met = t.met ? "yes" : "NO"
+                    fields.append(("met", .bool(t.met)))
+                }
+                table.add([kindName, "\(s)", coreFormat(d.p50), coreFormat(f.p50), coreRatioText(r50), coreFormat(d.p99),
+                           coreFormat(f.p99), coreRatioText(r99), unicast ? coreFormat(commit) : "-",
+                           unicast ? coreFormat(withCommit.p50) : "-", target, met])
+                lines.append(fields)
             }
-            for sub in subscribers { sub.close() }
-            let (d, f) = (CoreSamples(total[0]), CoreSamples(total[1]))
-            let (dr, fr) = (CoreSamples(reply[0]), CoreSamples(reply[1]))
-            let r50 = coreRatio(d.p50, f.p50)
-            let r99 = coreRatio(d.p99, f.p99)
-            var target = ""
-            var met = ""
-            var fields: [(String, CoreJSON)] = [
-                ("subscribers", .int(s)), ("triggers", .int(count)),
-                ("p50_us", .num(d.p50)), ("p99_us", .num(d.p99)), ("floor_p50_us", .num(f.p50)),
-                ("floor_p99_us", .num(f.p99)), ("ratio_p50", .num(r50)), ("ratio_p99", .num(r99)),
-                ("trigger_reply_p50_us", .num(dr.p50)), ("floor_trigger_reply_p50_us", .num(fr.p50)),
-                ("trigger_reply_p99_us", .num(dr.p99)), ("floor_trigger_reply_p99_us", .num(fr.p99)),
-                ("strays", .int(collector.strays)),
-            ]
-            if s == 100 {
-                let t = report.target("fan-out to 100 subscribers p50 vs floor signal", .atMost, 1.3, r50, unit: "x")
-                target = t.limitText
-                met = t.met ? "yes" : "NO"
-                fields.append(("met", .bool(t.met)))
-            }
-            table.add(["\(s)", coreFormat(d.p50), coreFormat(f.p50), coreRatioText(r50), coreFormat(d.p99),
-                       coreFormat(f.p99), coreRatioText(r99), target, met])
-            triggerTable.add(["\(s)", coreFormat(dr.p50), coreFormat(fr.p50), coreFormat(dr.p99), coreFormat(fr.p99)])
-            lines.append(fields)
         }
+        // Back to the configuration the other sections measure.
+        if flips % 2 == 1 { _ = flipConfiguration(notifications: true) }
         table.print()
-        triggerTable.print()
+        print("unicast, from the commit: (last - first arrival) + the floor's median (first arrival - EmitEach sent); "
+              + "commit: the daemon's median (first arrival - SetDecision sent) less the floor's")
         for fields in lines { report.json("fanout", fields) }
         if collector.strays > 0 { print("note: \(collector.strays) signals arrived that no trigger asked for") }
+    }
+
+    private func busOwner(_ name: String) -> String {
+        guard let owner = call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetNameOwner",
+                               [.string(name)]).first?.stringValue else { coreFail("\(name) has no owner") }
+        return owner
+    }
+
+    private func setDecisionTrigger(_ i: Int) -> CoreCallTarget {
+        CoreCallTarget("SetDecision", destination: "org.example.Permissions", path: "/org/example/Permissions",
+                       interface: "org.example.Permissions", member: "SetDecision",
+                       [.string(coreFanoutApp), .string("location"), .string(i % 2 == 0 ? "authorized" : "denied")])
+    }
+
+    private let floorTrigger = CoreCallTarget("Emit", destination: coreFloorBusName, path: coreFloorPath,
+                                              interface: coreFloorInterface, member: "Emit", [.string(coreFanoutApp)])
+    private let floorEachTrigger = CoreCallTarget("EmitEach", destination: coreFloorBusName, path: coreFloorPath,
+                                                  interface: coreFloorInterface, member: "EmitEach",
+                                                  [.string(coreFanoutApp)])
+
+    /// Replaces the configuration (written beside it, then renamed over it) with
+    /// [notifications] enabled or not; returns the time just before the rename.
+    private func flipConfiguration(notifications: Bool) -> UInt64 {
+        let text = "[location]\nenabled=true\nmax-accuracy=exact\n\n[notifications]\nenabled=\(notifications)\n"
+        let staged = root + "/config-staged.conf"
+        guard (try? text.write(toFile: staged, atomically: false, encoding: .utf8)) != nil else {
+            coreFail("cannot write \(staged)")
+        }
+        let t0 = monotonicNanoseconds()
+        guard rename(staged, root + "/config/permissions.conf") == 0 else { coreFail("cannot rename \(staged)") }
+        return t0
     }
 
     // MARK: RSS over calls

@@ -3,7 +3,10 @@
 // connection, `dbus_connection_read_write_dispatch` in a loop. libdbus itself
 // answers org.freedesktop.DBus.Peer.Ping (before any filter runs), so a Ping is the
 // cheapest method call there is; `Emit(s)` emits the plain signal
-// org.example.BenchFloor.Tick(s) and replies, the floor for signal fan-out.
+// org.example.BenchFloor.Tick(s) and replies, the floor for broadcast fan-out;
+// `Subscribe()` adds the caller to a list and `EmitEach(s)` sends Tick(s) to each
+// caller on it, one unicast signal per subscriber, then replies: the floor for
+// unicast fan-out (permissionsd's per-user StatusChanged).
 import DBusKit
 import Foundation
 
@@ -24,7 +27,24 @@ func runCoreFloorService(_ arguments: [String]) -> Never {
                                        [call.arguments[0]])
             call.reply()
         }
-        connection.export(ExportedObject(path: coreFloorPath, interfaces: [Interface(coreFloorInterface, methods: [emit])],
+        var subscribers: [String] = []
+        let subscribe = Method("Subscribe") { call in
+            subscribers.append(call.sender)
+            call.reply()
+        }
+        let emitEach = Method("EmitEach", input: "s") { call in
+            for name in subscribers {
+                try? connection.emitSignal(path: coreFloorPath, interface: coreFloorInterface, member: "Tick",
+                                           destination: name, [call.arguments[0]])
+            }
+            call.reply()
+        }
+        let unsubscribeAll = Method("UnsubscribeAll") { call in
+            subscribers.removeAll()
+            call.reply()
+        }
+        let methods = [emit, subscribe, emitEach, unsubscribeAll]
+        connection.export(ExportedObject(path: coreFloorPath, interfaces: [Interface(coreFloorInterface, methods: methods)],
                                          introspection: ""))
         guard try connection.requestName(coreFloorBusName) == .primaryOwner else {
             FileHandle.standardError.write("floor-service: \(coreFloorBusName) is taken\n".data(using: .utf8)!)

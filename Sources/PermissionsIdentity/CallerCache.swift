@@ -36,6 +36,9 @@ package final class CallerCache {
 
     package var count: Int { known.count }
 
+    /// The identity of a caller already identified, without waiting; nil otherwise.
+    package func cached(_ sender: String) -> AppIdentity? { known[sender] }
+
     /// Calls `done` with the caller's identity: at once if known, else after asking
     /// the bus. A caller that has left the bus (or whose process is gone) gets
     /// `UnknownCaller`, never a fallback identity.

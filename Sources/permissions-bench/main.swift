@@ -11,6 +11,8 @@ let usage = """
       bluez       PropertiesChanged(Powered) on the bus -> StatusChanged received
       core        GetStatus latency/throughput, fan-out, start-up, RSS, scale, against
                   a libdbus floor and xdg-permission-store (core --help)
+      memory      idle RSS, PSS and USS of permissionsd (and xdg-permission-store), and
+                  its largest mappings by resident size
 
     """
 
@@ -19,6 +21,7 @@ switch arguments.first {
 case "pipewire": runPipeWireBench(Array(arguments.dropFirst()))
 case "bluez": runBlueZBench(Array(arguments.dropFirst()))
 case "core": runCoreBench(Array(arguments.dropFirst()))
+case "memory": runMemoryBench(Array(arguments.dropFirst()))
 case "floor-service": runCoreFloorService(Array(arguments.dropFirst()))  // started by `core`
 default:
     FileHandle.standardError.write(usage.data(using: .utf8)!)

@@ -36,7 +36,7 @@ struct CoreOptions {
     var scaleWarmup = 200
     var rssCalls = 1_000_000
     var keep = false
-    static let allSections = ["startup", "identity", "latency", "throughput", "fanout", "rss"]
+    static let allSections = ["startup", "identity", "latency", "throughput", "writes", "fanout", "rss"]
     var sections = Set(allSections)
     /// Extra environment for permissionsd (experiments: MALLOC_ARENA_MAX=2, …).
     var daemonEnvironment: [String: String] = [:]
@@ -57,7 +57,7 @@ struct CoreOptions {
           --decisions N    stored decisions for the scale section (default 100000)
           --rss-calls N    GetStatus calls before the last RSS reading (default 1000000)
           --keep           keep the temporary directory (logs, stores)
-          --sections L     run only these of startup (with scale), identity, latency, throughput, fanout, rss
+          --sections L     run only these of startup (with scale), identity, latency, throughput, writes, fanout, rss
           --daemon-env K=V extra environment for permissionsd (repeatable), for experiments
         """
 
@@ -184,6 +184,7 @@ final class CoreBench {
         section("identity") { identityCheck() }
         section("latency") { latency() }
         section("throughput") { throughput() }
+        section("writes") { writes() }
         section("fanout") { fanout() }
         section("rss") { rssOverCalls() }
         report.printTargets()
@@ -654,6 +655,42 @@ final class CoreBench {
         }
         table.print()
         for fields in lines { report.json("throughput", fields) }
+    }
+
+    // MARK: Writes
+
+    /// SetDecision throughput with durability, against xdg-permission-store's
+    /// SetPermission: N writers, each a connection with one call in flight (a writer
+    /// waits for its acknowledgment), each flipping its own entry so that every call
+    /// is a write. permissionsd acknowledges after its commit (WAL, synchronous=FULL:
+    /// fsync before the reply).
+    private func writes() {
+        let targets = [CoreCallTarget.setDecision, CoreCallTarget.peerSetPermission]
+        var table = CoreTable("Writes: N writers, each a connection with 1 call in flight, each flipping its own entry, "
+                              + "\(coreFormat(options.seconds)) s per target and N in \(options.rounds) interleaved windows "
+                              + "(writes/s)",
+                              columns: ["writers", "SetDecision", "peer SetPermission", "vs peer"])
+        let window = options.seconds / Double(options.rounds)
+        var lines: [[(String, CoreJSON)]] = []
+        for n in options.connections {
+            let pool = CoreLoadPool(address: bus.address, connections: n)
+            for t in targets { _ = pool.run(t, inFlight: 1, seconds: min(0.1, window), settle: 0) }
+            var totals = [Double](repeating: 0, count: targets.count)
+            for r in 0..<options.rounds {
+                for j in 0..<targets.count {
+                    let index = (j + r) % targets.count
+                    totals[index] += pool.run(targets[index], inFlight: 1, seconds: window, settle: 0.02).0
+                }
+            }
+            pool.close()
+            let rates = totals.map { $0 / Double(options.rounds) }
+            let rp = coreRatio(rates[0], rates[1])
+            table.add(["\(n)", coreFormat(rates[0]), coreFormat(rates[1]), coreRatioText(rp)])
+            lines.append([("writers", .int(n)), ("seconds", .num(options.seconds)), ("writes_per_s", .num(rates[0], 0)),
+                          ("peer_writes_per_s", .num(rates[1], 0)), ("ratio_peer", .num(rp))])
+        }
+        table.print()
+        for fields in lines { report.json("writes", fields) }
     }
 
     // MARK: Fan-out

@@ -15,25 +15,45 @@ final class CoreCallTarget: Sendable {
     let interface: String
     let member: String
     let arguments: [DBusValue]
+    /// For writes: the arguments of a writer's `n`th call, so that each call changes
+    /// something (a write that changes nothing is not written); nil: always `arguments`.
+    let write: (@Sendable (_ writer: Int, _ n: Int) -> [DBusValue])?
 
     init(_ label: String, destination: String, path: String, interface: String, member: String,
-         _ arguments: [DBusValue] = []) {
+         _ arguments: [DBusValue] = [], write: (@Sendable (Int, Int) -> [DBusValue])? = nil) {
         self.label = label
         self.destination = destination
         self.path = path
         self.interface = interface
         self.member = member
         self.arguments = arguments
+        self.write = write
     }
 
-    func message() -> Message {
+    func message(writer: Int = 0, n: Int = 0) -> Message {
         do throws(BusError) {
             let m = try Message.methodCall(destination: destination, path: path, interface: interface, member: member)
-            try m.append(arguments)
+            try m.append(write?(writer, n) ?? arguments)
             return m
         } catch {
             coreFail("cannot build \(member): \(error)")
         }
+    }
+
+    /// SetDecision by writer `w`: its own app, flipped on each call (one connection's
+    /// calls are answered in order, so each is a change, and a durable write).
+    static let setDecision = CoreCallTarget("permissionsd SetDecision", destination: "org.example.Permissions",
+                                            path: "/org/example/Permissions", interface: "org.example.Permissions",
+                                            member: "SetDecision") { w, n in
+        [.string("org.example.Writer\(w)"), .string("location"), .string(n % 2 == 0 ? "authorized" : "denied")]
+    }
+
+    /// xdg-permission-store's SetPermission by writer `w`: its own entry, flipped.
+    static let peerSetPermission = CoreCallTarget("xdg-permission-store SetPermission", destination: corePeerBusName,
+                                                  path: corePeerPath, interface: corePeerBusName,
+                                                  member: "SetPermission") { w, n in
+        [.string("bench"), .boolean(true), .string("writer\(w)"), .string("org.example.App"),
+         .strings([n % 2 == 0 ? "yes" : "no"])]
     }
 
     static func getStatus(_ permission: String) -> CoreCallTarget {
@@ -123,9 +143,13 @@ final class CoreLoadClient: @unchecked Sendable {
     let completed = Atomic<Int>(0)
     let failed = Atomic<Int>(0)
     private var target: CoreCallTarget?
+    /// This client's index (its writer number) and calls built so far (queue only).
+    private let index: Int
+    private var built = 0
 
     init(address: String, index: Int, control: CoreLoadControl, group: DispatchGroup) {
         queue = DispatchQueue(label: "core.load.\(index)")
+        self.index = index
         self.control = control
         self.group = group
         let q = queue
@@ -149,7 +173,8 @@ final class CoreLoadClient: @unchecked Sendable {
 
     private func send() {
         guard let target else { return }
-        connection.call(target.message(), timeoutMilliseconds: 60_000) { [self] result in
+        built += 1
+        connection.call(target.message(writer: index, n: built), timeoutMilliseconds: 60_000) { [self] result in
             if case .failure = result { failed.wrappingAdd(1, ordering: .relaxed) } else {
                 completed.wrappingAdd(1, ordering: .relaxed)
             }

@@ -119,3 +119,23 @@ extension Connection {
         return false
     }
 }
+
+extension Connection {
+    /// Sends `signal` to each of `destinations` (unique names the bus gave, such as a
+    /// method call's sender), one copy each: libdbus copies the marshalled message and
+    /// sets the copy's destination, so per subscriber there is no validation or
+    /// marshalling again. Throws `NoMemory` if a copy could not be made or queued
+    /// (the copies before it went).
+    public func sendCopies(of signal: Message, to destinations: [String]) throws(BusError) {
+        assertOnQueue()
+        for name in destinations {
+            guard let copy = dbus_message_copy(signal.raw) else {
+                throw BusError(BusError.noMemory, "out of memory copying a signal")
+            }
+            defer { dbus_message_unref(copy) }
+            guard dbus_message_set_destination(copy, name) != 0, dbus_connection_send(raw, copy, nil) != 0 else {
+                throw BusError(BusError.noMemory, "out of memory queueing a signal to \(name)")
+            }
+        }
+    }
+}

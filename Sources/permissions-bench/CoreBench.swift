@@ -643,11 +643,12 @@ final class CoreBench {
                 ("peer_calls_per_s", .num(rates[2], 0)), ("ratio_floor", .num(rf)), ("ratio_peer", .num(rp)),
             ]
             if n == 64 {
-                let tf = report.target("throughput at 64 connections vs floor", .atLeast, 0.8, rf, unit: "x")
-                let tp = report.target("throughput at 64 connections vs xdg-permission-store", .atLeast, 2.5, rp, unit: "x")
-                target = "\(tf.limitText) floor, \(tp.limitText) peer"
-                met = "\(tf.met ? "yes" : "NO")/\(tp.met ? "yes" : "NO")"
-                fields += [("met_floor", .bool(tf.met)), ("met_peer", .bool(tp.met))]
+                // Against the floor only: both are bounded by dbus-daemon, and the peer's
+                // ratio is printed beside it.
+                let tf = report.target("throughput at 64 connections vs floor", .atLeast, 0.9, rf, unit: "x")
+                target = "\(tf.limitText) floor"
+                met = tf.met ? "yes" : "NO"
+                fields += [("met_floor", .bool(tf.met))]
             }
             table.add(["\(n)", coreFormat(rates[0]), coreFormat(rates[1]), coreFormat(rates[2]), coreRatioText(rf),
                        coreRatioText(rp), target, met])
@@ -696,9 +697,11 @@ final class CoreBench {
     // MARK: Fan-out
 
     /// Fan-out, two ways, each against its own floor:
-    /// - broadcast: a trigger that writes nothing, a configuration change ([notifications]
-    ///   enabled= flipped, the file replaced by rename: inotify, reload, one broadcast
-    ///   StatusChanged for every app), against the floor's Emit -> one broadcast Tick;
+    /// - broadcast: a trigger that writes nothing, a plugin publication: the bench
+    ///   plays bluetoothd (BlueZBench's, on the bench's bus, which is the daemon's
+    ///   system bus) and flips its adapter's Powered; the bluetooth plugin publishes
+    ///   and the daemon broadcasts StatusChanged("", bluetooth, …), against the floor's
+    ///   Emit -> one broadcast Tick;
     /// - unicast: SetDecision (committed with fsync, then one StatusChanged to each
     ///   subscriber of the caller's user), against the floor's EmitEach -> one unicast
     ///   Tick per subscriber. The commit is taken off per trigger: the first
@@ -711,9 +714,17 @@ final class CoreBench {
         let daemonOwner = busOwner("org.example.Permissions")
         let floorOwner = busOwner(coreFloorBusName)
         var decisions = 0  // each SetDecision flips the stored decision, so each is a change
-        var flips = 0  // configuration changes
+        var flips = 0  // adapter power changes
+        let bluetoothd = BZBluetoothd(address: bus.address)
+        defer { bluetoothd.close() }
+        // The plugin follows org.bluez appearing: wait until it serves the adapter.
+        let deadline = monotonicNanoseconds() + 20_000_000_000
+        while daemonCall("GetStatus", [.string("bluetooth")]).first?.stringValue != "not-determined" {
+            if monotonicNanoseconds() > deadline { coreFail("the bluetooth plugin did not follow the bench's bluetoothd") }
+            coreSleep(0.01)
+        }
         var table = CoreTable("Signal fan-out: trigger sent -> the last of S subscribers has the signal (µs); broadcast: "
-                              + "config change -> StatusChanged vs floor Emit -> Tick; unicast: SetDecision -> "
+                              + "adapter Powered flipped -> StatusChanged vs floor Emit -> Tick; unicast: SetDecision -> "
                               + "StatusChanged, from the commit, vs floor EmitEach -> Tick",
                               columns: ["kind", "subscribers", "permissionsd p50", "floor p50", "vs floor",
                                         "permissionsd p99", "floor p99", "vs floor", "commit p50", "with commit p50",
@@ -758,9 +769,9 @@ final class CoreBench {
                             t0 = monotonicNanoseconds()
                             coreCall(client, message)
                         } else {
-                            label = "config change"
+                            label = "PropertiesChanged(Powered)"
                             flips += 1
-                            t0 = flipConfiguration(notifications: flips % 2 == 0)  // odd flips disable
+                            t0 = bluetoothd.setPowered(flips % 2 == 0)  // odd flips power off
                         }
                         guard let arrival = collector.wait(seconds: 10) else {
                             coreFail("\(label): only \(collector.arrivedCount) of \(s) subscribers got the signal "
@@ -806,8 +817,6 @@ final class CoreBench {
                 lines.append(fields)
             }
         }
-        // Back to the configuration the other sections measure.
-        if flips % 2 == 1 { _ = flipConfiguration(notifications: true) }
         table.print()
         print("unicast, from the commit: (last - first arrival) + the floor's median (first arrival - EmitEach sent); "
               + "commit: the daemon's median (first arrival - SetDecision sent) less the floor's")
@@ -832,19 +841,6 @@ final class CoreBench {
     private let floorEachTrigger = CoreCallTarget("EmitEach", destination: coreFloorBusName, path: coreFloorPath,
                                                   interface: coreFloorInterface, member: "EmitEach",
                                                   [.string(coreFanoutApp)])
-
-    /// Replaces the configuration (written beside it, then renamed over it) with
-    /// [notifications] enabled or not; returns the time just before the rename.
-    private func flipConfiguration(notifications: Bool) -> UInt64 {
-        let text = "[location]\nenabled=true\nmax-accuracy=exact\n\n[notifications]\nenabled=\(notifications)\n"
-        let staged = root + "/config-staged.conf"
-        guard (try? text.write(toFile: staged, atomically: false, encoding: .utf8)) != nil else {
-            coreFail("cannot write \(staged)")
-        }
-        let t0 = monotonicNanoseconds()
-        guard rename(staged, root + "/config/permissions.conf") == 0 else { coreFail("cannot rename \(staged)") }
-        return t0
-    }
 
     // MARK: RSS over calls
 

@@ -570,8 +570,11 @@ final class CoreBench {
 
     private func latency() {
         let targets = [CoreCallTarget.getStatus("location"), CoreCallTarget.floorPing, CoreCallTarget.peerLookup]
+        let pids = [daemon?.pid ?? 0, floor.pid, peer?.pid ?? 0, Int32(bus.processIdentifier ?? 0)]
+        let cpuBefore = pids.map(coreCPUNanoseconds)
         let samples = coreLatency(client, targets, warmup: options.warmup, calls: options.calls,
                                   roundSize: options.roundSize)
+        let cpu = zip(pids.map(coreCPUNanoseconds), cpuBefore).map { Double($0 - $1) / 1000 }
         daemonCalls += options.warmup + options.calls
         let (d, f, p) = (CoreSamples(samples[0]), CoreSamples(samples[1]), CoreSamples(samples[2]))
         let rounds = (options.calls + options.roundSize - 1) / options.roundSize
@@ -592,6 +595,16 @@ final class CoreBench {
                    "", ""])
         table.add(["max (µs)", coreFormat(d.max), coreFormat(f.max), coreFormat(p.max), "", "", "", ""])
         table.print()
+        // Where a round trip's time goes: each process's CPU time (schedstat, every
+        // thread) over the section, per call it served; dbus-daemon routes every call
+        // and reply of all three targets.
+        let served = Double(options.warmup + options.calls)
+        let perCall = [cpu[0] / served, cpu[1] / served, cpu[2] / served, cpu[3] / (3 * served)]
+        print("CPU per call (µs, on-CPU time of every thread / calls served): permissionsd "
+              + "\(coreFormat(perCall[0])), floor \(coreFormat(perCall[1])), xdg-permission-store \(coreFormat(perCall[2])); "
+              + "dbus-daemon \(coreFormat(perCall[3])) per call routed (call and reply)")
+        report.json("cpu_per_call", [("permissionsd_us", .num(perCall[0])), ("floor_us", .num(perCall[1])),
+                                     ("peer_us", .num(perCall[2])), ("dbus_daemon_us", .num(perCall[3]))])
         report.json("getstatus_latency", [
             ("calls", .int(options.calls)), ("warmup", .int(options.warmup)), ("rounds", .int(rounds)),
             ("p50_us", .num(d.p50)), ("p99_us", .num(d.p99)), ("p999_us", .num(d.percentile(99.9))), ("max_us", .num(d.max)),

@@ -457,21 +457,21 @@ final class CoreBench {
         report.json("scale", scaleJSON)
     }
 
-    /// Fills the daemon's own (schema-made) store with `count` decisions for
-    /// location: `count - 1` distinct other apps and the bench's own app id.
+    /// Fills the daemon's own (schema-made) store with `count` decisions of the
+    /// bench's user for location: `count - 1` distinct other apps and the bench's own app id.
     private func fillStore(_ path: String, count: Int, ownApp: String) {
         let script = """
             import sqlite3, sys, time
-            path, count, own = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+            path, count, own, uid = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
             db = sqlite3.connect(path)
             now = int(time.time() * 1e6)
-            rows = ((f"org.example.bench.App{i:07d}", "location", "authorized" if i % 2 else "denied", now,
+            rows = ((uid, f"org.example.bench.App{i:07d}", "location", "authorized" if i % 2 else "denied", now,
                      "uid 0 (permissions-bench)") for i in range(count - 1))
             with db:
-                db.executemany("INSERT OR REPLACE INTO decisions (app_id, permission, decision, set_at, set_by) "
-                               "VALUES (?, ?, ?, ?, ?)", rows)
-                db.execute("INSERT OR REPLACE INTO decisions (app_id, permission, decision, set_at, set_by) "
-                           "VALUES (?, 'location', 'authorized', ?, 'uid 0 (permissions-bench)')", (own, now))
+                db.executemany("INSERT OR REPLACE INTO decisions (uid, app_id, permission, decision, set_at, set_by) "
+                               "VALUES (?, ?, ?, ?, ?, ?)", rows)
+                db.execute("INSERT OR REPLACE INTO decisions (uid, app_id, permission, decision, set_at, set_by) "
+                           "VALUES (?, ?, 'location', 'authorized', ?, 'uid 0 (permissions-bench)')", (uid, own, now))
             n = db.execute("SELECT count(*) FROM decisions").fetchone()[0]
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             db.close()
@@ -480,7 +480,7 @@ final class CoreBench {
         let scriptPath = root + "/fill-store.py"
         try? script.write(toFile: scriptPath, atomically: true, encoding: .utf8)
         let log = root + "/logs/fill-store.log"
-        let status = coreRun("/usr/bin/python3", [scriptPath, path, String(count), ownApp], log: log)
+        let status = coreRun("/usr/bin/python3", [scriptPath, path, String(count), ownApp, String(getuid())], log: log)
         let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
         guard status == 0, Int(output.trimmingCharacters(in: .whitespacesAndNewlines)) == count else {
             coreFail("filling the store failed (status \(status)): \(output)")

@@ -1,7 +1,7 @@
 // permissions-bench memory: where permissionsd's idle memory is. Starts permissionsd
 // (every plugin of the build, as `core` does) and xdg-permission-store on a private
-// bus, waits until each owns its name and then a moment for start-up to settle,
-// and prints for each RSS, PSS and USS (its private pages: what stopping it would
+// bus, waits until each owns its name and then a moment for start-up to settle
+// (1 s), and prints for each RSS, PSS and USS (its private pages: what stopping it would
 // free) from /proc/PID/smaps_rollup, and the largest mappings by resident size
 // from /proc/PID/smaps, grouped by file (anonymous ones by their kind).
 import Foundation
@@ -51,6 +51,7 @@ func runMemoryBench(_ arguments: [String]) {
                                          "XDG_RUNTIME_DIR": root + "/run"]) { $1 },
                                      removing: ["PIPEWIRE_", "DBUS_STARTER_"], log: root + "/logs/permissionsd.log"),
                        owning: "org.example.Permissions")
+    let atStart = MemoryRollup(pid: daemon.pid)
     let peer = start(CoreSpawnSpec("/usr/libexec/xdg-permission-store", [],
                                    environment: ["DBUS_SESSION_BUS_ADDRESS": bus.address,
                                                  "XDG_DATA_HOME": root + "/peer-data", "XDG_RUNTIME_DIR": root + "/run"],
@@ -72,6 +73,10 @@ func runMemoryBench(_ arguments: [String]) {
                  ("\(key)anon_kib", .int(r.anonymous))]
     }
     table.print()
+    print("permissionsd right when it owned its name: RSS \(coreFormat(coreMiB(atStart.rss))) MiB, USS "
+          + "\(coreFormat(coreMiB(atStart.uss))) MiB, anonymous \(coreFormat(coreMiB(atStart.anonymous))) MiB "
+          + "(start-up's threads and its second read of the plugin files still about)")
+    json += [("at_start_rss_kib", .int(atStart.rss)), ("at_start_uss_kib", .int(atStart.uss))]
     var mappings = CoreTable("permissionsd's largest mappings by resident size (KiB), grouped by file",
                              columns: ["mapping", "RSS", "private", "anonymous"])
     let groups = memoryMappings(pid: daemon.pid)

@@ -2,7 +2,8 @@
 // on one private bus in one run.
 //
 // - the floor: `permissions-bench floor-service`, a single-threaded libdbus service
-//   (Peer.Ping is answered by libdbus itself; Emit(s) emits a plain signal Tick(s));
+//   (Peer.Ping through DBusKit's router; Emit(s) emits a plain signal Tick(s),
+//   EmitEach(s) sends it to each subscriber);
 // - the peer: xdg-permission-store (Debian's xdg-desktop-portal), Lookup of an entry
 //   set with SetPermission first;
 // - permissionsd of the same build, with every plugin of that build (location,

@@ -1,12 +1,13 @@
 // permissions-bench floor-service: the floor that permissionsd is measured
-// against. The least a D-Bus service on libdbus can do: one thread, one unattached
-// connection, `dbus_connection_read_write_dispatch` in a loop. libdbus itself
-// answers org.freedesktop.DBus.Peer.Ping (before any filter runs), so a Ping is the
-// cheapest method call there is; `Emit(s)` emits the plain signal
+// against. A D-Bus service doing next to nothing on libdbus: one thread, one
+// unattached connection, `dbus_connection_read_write_dispatch` in a loop, and
+// DBusKit's router, which also answers org.freedesktop.DBus.Peer.Ping (DBusKit has
+// libdbus route Peer calls to its filter, to check their arguments), so a Ping is
+// the cheapest method call DBusKit has. `Emit(s)` emits the plain signal
 // org.example.BenchFloor.Tick(s) and replies, the floor for broadcast fan-out;
 // `Subscribe()` adds the caller to a list and `EmitEach(s)` sends Tick(s) to each
-// caller on it, one unicast signal per subscriber, then replies: the floor for
-// unicast fan-out (permissionsd's per-user StatusChanged).
+// caller on it, one unicast signal per subscriber (marshalled once and copied), then
+// replies: the floor for unicast fan-out (permissionsd's per-user StatusChanged).
 import DBusKit
 import Foundation
 

@@ -178,11 +178,8 @@ public final class Connection: @unchecked Sendable {
 
     /// Drains libdbus's incoming queue, running filters and handlers.
     func dispatchPending() {
-        // dbus_connection_dispatch returns the status after it: one lock of the
-        // connection per message fewer than asking again.
-        var status = dbus_connection_get_dispatch_status(raw)
-        while status == DBUS_DISPATCH_DATA_REMAINS {
-            status = dbus_connection_dispatch(raw)
+        while dbus_connection_get_dispatch_status(raw) == DBUS_DISPATCH_DATA_REMAINS {
+            _ = dbus_connection_dispatch(raw)
         }
     }
 

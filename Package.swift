@@ -115,7 +115,7 @@ let package = Package(
         .executableTarget(name: "permissionsd",
                           dependencies: ["PermissionsModel", "PermissionsSupport", "PermissionsStore",
                                          "PermissionsPluginHost", "PermissionsIdentity", "PermissionsConfig",
-                                         "PermissionsService", "DBusKit", "CLISupport", "CInstallPaths"],
+                                         "PermissionsService", "DBusKit", "CLISupport", "CInstallPaths", "CShims"],
                           swiftSettings: strictSettings),
         .executableTarget(name: "permissionsctl",
                           dependencies: ["DBusKit", "CLISupport", "PermissionsModel", "PermissionsClient"],

@@ -1,4 +1,5 @@
 #define _GNU_SOURCE  /* memfd_create, F_ADD_SEALS */
+#include <malloc.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <sys/mman.h>
@@ -13,3 +14,6 @@ int cshims_memfd_create(const char *name) { return memfd_create(name, MFD_CLOEXE
 int cshims_memfd_seal(int fd) {
     return fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
 }
+
+int cshims_malloc_trim(void) { return malloc_trim(0); }
+void cshims_fix_mmap_threshold(void) { mallopt(M_MMAP_THRESHOLD, 128 * 1024); }

@@ -31,6 +31,8 @@ public final class Connection: @unchecked Sendable {
 
     private var objects: [String: ExportedObject] = [:]
     private var subscriptions: [Int: Subscription] = [:]
+    /// Methods answered before the router, when they can be (FastPath.swift).
+    var fastMethods: [FastMethod] = []
     private var nextSubscriptionID = 0
     /// Called once if the bus daemon closes the connection, or when the connection
     /// can no longer be served (then `failure` says why).

@@ -92,7 +92,9 @@ func mainLoopDispatchStatusChanged(_ raw: OpaquePointer?, _ status: DBusDispatch
 func connectionFilter(_ raw: OpaquePointer?, _ message: OpaquePointer?,
                       _ data: UnsafeMutableRawPointer?) -> DBusHandlerResult {
     guard let message else { return DBUS_HANDLER_RESULT_NOT_YET_HANDLED }
-    return connection(data).route(Message(borrowing: message))
+    let connection = connection(data)
+    if connection.routeFast(message) { return DBUS_HANDLER_RESULT_HANDLED }
+    return connection.route(Message(borrowing: message))
         ? DBUS_HANDLER_RESULT_HANDLED : DBUS_HANDLER_RESULT_NOT_YET_HANDLED
 }
 

@@ -42,6 +42,9 @@ package final class CallerCache {
     /// handled, and state kept for the caller then would never be dropped.
     package func isConnected(_ sender: String) -> Bool { known[sender] != nil }
 
+    /// The identity of a caller already identified, without waiting; nil otherwise.
+    package func cached(_ sender: String) -> AppIdentity? { known[sender] }
+
     /// Calls `done` with the caller's identity: at once if known, else after asking
     /// the bus. A caller that has left the bus (or whose process is gone) gets
     /// `UnknownCaller`, never a fallback identity.

@@ -96,6 +96,12 @@ package final class LoadedPlugin: @unchecked Sendable {
         }
     }
 
+    /// Lets go of what `read` read, when it is not to be opened (its content is the
+    /// copy already serving, or one refused before): a plugin file is megabytes.
+    func discardRead() {
+        file = nil
+    }
+
     /// dlopen of what `read` read, the entry point and the descriptor's own checks.
     /// Returns the reason for rejecting the file, or nil.
     func open() -> String? {

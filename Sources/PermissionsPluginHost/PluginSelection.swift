@@ -99,10 +99,15 @@ extension PluginHost {
             if let current, current.path == path, current.contentHash == hash {
                 // The copy serving, unchanged (touched, or written over with the same bytes).
                 logDebug("plugin \(path): content unchanged; not loaded again")
+                // The call's deadline timer keeps the candidate for a while yet.
+                candidate.callQueue.async { candidate.discardRead() }
                 if refusedNames.removeValue(forKey: name) != nil { onListChange?() }
                 return finished()
             }
-            if let refused = refusals[path], refused.hash == hash { return refuse(refused.reason, hash: hash) }
+            if let refused = refusals[path], refused.hash == hash {
+                candidate.callQueue.async { candidate.discardRead() }
+                return refuse(refused.reason, hash: hash)
+            }
             candidate.contentHash = hash
             call(candidate, "opening", { candidate.open() }, then: { [unowned self] refusal in
                 if let refusal { return refuse(refusal, hash: hash) }

@@ -102,6 +102,7 @@ package final class PermissionsService {
         object = ExportedObject(path: Self.objectPath, interfaces: [makeInterface()],
                                 introspection: Self.interfaceXML)
         connection.export(object)
+        installFastPath()
     }
 
     /// The `<interface>` part of dbus/org.example.Permissions.xml, compiled in.

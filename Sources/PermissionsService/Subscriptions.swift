@@ -115,10 +115,16 @@ extension PermissionsService {
         case .user(let uid):
             let streams = Set(subscribers.values.filter { $0.uid == uid && $0.carries(app) })
             for stream in streams { streamCounts[stream, default: 0] &+= 1 }
-            for (name, stream) in subscribers where streams.contains(stream) {
-                logDebug("StatusChanged(\"\(app)\", \(permission), \(status.rawValue), \(serial(of: stream))) to \(name)")
-                try? connection.emitSignal(path: Self.subscriptionPath, interface: Self.interfaceName,
-                                           member: "StatusChanged", destination: name, arguments(serial(of: stream)))
+            // One signal per stream, copied to each of its subscribers (DBusKit's sendCopies).
+            var destinations: [Stream: [String]] = [:]
+            for (name, stream) in subscribers where streams.contains(stream) { destinations[stream, default: []].append(name) }
+            for (stream, names) in destinations {
+                logDebug("StatusChanged(\"\(app)\", \(permission), \(status.rawValue), \(serial(of: stream))) to "
+                         + names.joined(separator: ", "))
+                guard let signal = try? Message.signal(path: Self.subscriptionPath, interface: Self.interfaceName,
+                                                       member: "StatusChanged"),
+                      (try? signal.append(arguments(serial(of: stream)))) != nil else { continue }
+                try? connection.sendCopies(of: signal, to: names)
             }
         }
     }

@@ -7,6 +7,11 @@ import PermissionsModel
 struct DecisionIndex {
     private(set) var rows: [DecisionKey: StoredDecision] = [:]
 
+    /// Room for `count` rows, so that a store's load does not grow the table step by step.
+    mutating func reserve(_ count: Int) {
+        rows.reserveCapacity(count)
+    }
+
     subscript(key: DecisionKey) -> StoredDecision? {
         get { rows[key] }
         set { rows[key] = newValue }

@@ -170,6 +170,9 @@ package final class DecisionStore {
         try upgradeSchema(db, path)
 
         var index = DecisionIndex()
+        try db.rows("SELECT count(*) FROM user_decisions") { index.reserve(Int($0.int(0) ?? 0)) }
+        // A store has few setters ("uid 1000 (/usr/bin/permissionsctl)"): one copy of each.
+        var setters: [String: String] = [:]
         try db.rows("SELECT app_id, permission, decision, set_at, set_by, expires_at, uid FROM user_decisions") { row in
             guard let app = row.text(0), let permission = row.text(1), let word = row.text(2),
                   let setAt = row.int(3), let setBy = row.text(4), row.isNull(5) || row.int(5) != nil,
@@ -185,8 +188,10 @@ package final class DecisionStore {
                                  + "\"\(app.escapedForMessage)\" / \"\(permission.escapedForMessage)\"; left as it is")
             }
             let uid = owner == -1 ? nil : UInt32(owner)
+            let setter = setters[setBy] ?? setBy
+            if setters.count < 1024 { setters[setBy] = setter }
             index[DecisionKey(uid: uid, app, permission)] = StoredDecision(
-                uid: uid, appID: app, permission: permission, decision: decision, setAt: setAt, setBy: setBy,
+                uid: uid, appID: app, permission: permission, decision: decision, setAt: setAt, setBy: setter,
                 expiresAt: row.isNull(5) ? nil : row.int(5))
         }
         guard check == ["ok"] else {

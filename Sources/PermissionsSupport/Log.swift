@@ -23,4 +23,8 @@ package final class Log: @unchecked Sendable {
 package func logError(_ m: String) { Log.shared.log(.error, m) }
 package func logWarning(_ m: String) { Log.shared.log(.warning, m) }
 package func logInfo(_ m: String) { Log.shared.log(.info, m) }
-package func logDebug(_ m: String) { Log.shared.log(.debug, m) }
+/// The text is built only when debug messages are on (`--verbose`): a signal's
+/// debug line per subscriber would otherwise cost a string on every delivery.
+package func logDebug(_ m: @autoclosure () -> String) {
+    if Log.shared.verbose { Log.shared.log(.debug, m()) }
+}

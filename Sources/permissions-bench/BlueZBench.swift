@@ -327,8 +327,10 @@ private final class BZWorld: @unchecked Sendable {
 /// org.bluez with one adapter, /org/bluez/hci0, on a queue of its own: enough
 /// BlueZ for the plugin (GetManagedObjects, PropertiesChanged on Adapter1).
 ///
+/// Also the core bench's plugin-publication trigger (its broadcast fan-out).
+///
 /// `@unchecked Sendable`: `powered` and the connection are only touched on `queue`.
-private final class BZBluetoothd: @unchecked Sendable {
+final class BZBluetoothd: @unchecked Sendable {
     private let queue = DispatchQueue(label: "bench.bluetoothd")
     private let connection: Connection
     private var powered = true

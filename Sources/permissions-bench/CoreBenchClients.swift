@@ -15,25 +15,45 @@ final class CoreCallTarget: Sendable {
     let interface: String
     let member: String
     let arguments: [DBusValue]
+    /// For writes: the arguments of a writer's `n`th call, so that each call changes
+    /// something (a write that changes nothing is not written); nil: always `arguments`.
+    let write: (@Sendable (_ writer: Int, _ n: Int) -> [DBusValue])?
 
     init(_ label: String, destination: String, path: String, interface: String, member: String,
-         _ arguments: [DBusValue] = []) {
+         _ arguments: [DBusValue] = [], write: (@Sendable (Int, Int) -> [DBusValue])? = nil) {
         self.label = label
         self.destination = destination
         self.path = path
         self.interface = interface
         self.member = member
         self.arguments = arguments
+        self.write = write
     }
 
-    func message() -> Message {
+    func message(writer: Int = 0, n: Int = 0) -> Message {
         do throws(BusError) {
             let m = try Message.methodCall(destination: destination, path: path, interface: interface, member: member)
-            try m.append(arguments)
+            try m.append(write?(writer, n) ?? arguments)
             return m
         } catch {
             coreFail("cannot build \(member): \(error)")
         }
+    }
+
+    /// SetDecision by writer `w`: its own app, flipped on each call (one connection's
+    /// calls are answered in order, so each is a change, and a durable write).
+    static let setDecision = CoreCallTarget("permissionsd SetDecision", destination: "org.example.Permissions",
+                                            path: "/org/example/Permissions", interface: "org.example.Permissions",
+                                            member: "SetDecision") { w, n in
+        [.string("org.example.Writer\(w)"), .string("location"), .string(n % 2 == 0 ? "authorized" : "denied")]
+    }
+
+    /// xdg-permission-store's SetPermission by writer `w`: its own entry, flipped.
+    static let peerSetPermission = CoreCallTarget("xdg-permission-store SetPermission", destination: corePeerBusName,
+                                                  path: corePeerPath, interface: corePeerBusName,
+                                                  member: "SetPermission") { w, n in
+        [.string("bench"), .boolean(true), .string("writer\(w)"), .string("org.example.App"),
+         .strings([n % 2 == 0 ? "yes" : "no"])]
     }
 
     static func getStatus(_ permission: String) -> CoreCallTarget {
@@ -123,9 +143,13 @@ final class CoreLoadClient: @unchecked Sendable {
     let completed = Atomic<Int>(0)
     let failed = Atomic<Int>(0)
     private var target: CoreCallTarget?
+    /// This client's index (its writer number) and calls built so far (queue only).
+    private let index: Int
+    private var built = 0
 
     init(address: String, index: Int, control: CoreLoadControl, group: DispatchGroup) {
         queue = DispatchQueue(label: "core.load.\(index)")
+        self.index = index
         self.control = control
         self.group = group
         let q = queue
@@ -149,7 +173,8 @@ final class CoreLoadClient: @unchecked Sendable {
 
     private func send() {
         guard let target else { return }
-        connection.call(target.message(), timeoutMilliseconds: 60_000) { [self] result in
+        built += 1
+        connection.call(target.message(writer: index, n: built), timeoutMilliseconds: 60_000) { [self] result in
             if case .failure = result { failed.wrappingAdd(1, ordering: .relaxed) } else {
                 completed.wrappingAdd(1, ordering: .relaxed)
             }
@@ -223,13 +248,14 @@ func coreSleep(_ seconds: Double) {
 // MARK: Fan-out
 
 /// Counts the subscribers that got the signal of the current trigger and keeps the
-/// time of the last one. `@unchecked Sendable`: state under `lock`.
+/// times of the first and the last one. `@unchecked Sendable`: state under `lock`.
 final class CoreFanoutCollector: @unchecked Sendable {
     private let lock = NSLock()
     private let done = DispatchSemaphore(value: 0)
     private var kind = -1
     private var expected = 0
     private var arrived = 0
+    private var first: UInt64 = 0
     private var last: UInt64 = 0
     private(set) var strays = 0
 
@@ -238,6 +264,7 @@ final class CoreFanoutCollector: @unchecked Sendable {
             self.kind = kind
             expected = subscribers
             arrived = 0
+            first = 0
             last = 0
         }
     }
@@ -249,41 +276,64 @@ final class CoreFanoutCollector: @unchecked Sendable {
                 return false
             }
             arrived += 1
+            first = first == 0 ? at : min(first, at)
             last = max(last, at)
             return arrived == expected
         }
         if complete { done.signal() }
     }
 
-    /// The time the last subscriber got the signal, or nil after `seconds`.
-    func wait(seconds: Double) -> UInt64? {
+    /// The times the first and the last subscriber got the signal, or nil after `seconds`.
+    func wait(seconds: Double) -> (first: UInt64, last: UInt64)? {
         guard done.wait(timeout: .now() + seconds) == .success else { return nil }
-        return lock.withLock { last }
+        return lock.withLock { (first, last) }
     }
 
     var arrivedCount: Int { lock.withLock { arrived } }
 }
 
-/// One subscriber connection on its own queue, with a match rule for the daemon's
-/// StatusChanged and one for the floor's Tick, both for one app id (arg0).
+/// One subscriber connection on its own queue, listening to permissionsd and the
+/// floor alike, in one of two ways:
+/// - broadcast: match rules for the daemon's broadcast StatusChanged of everyone-level
+///   changes (app "") and the floor's broadcast Tick(app);
+/// - unicast: Subscribe on both (the daemon's per-user stream, the floor's list), and
+///   match rules for the signals addressed to this connection alone from their
+///   unique names: the daemon's StatusChanged on its Subscription path, the floor's Tick.
 final class CoreSubscriber: @unchecked Sendable {
     static let daemonKind = 0
     static let floorKind = 1
+    enum Mode {
+        case broadcast
+        case unicast(daemon: String, floor: String)
+    }
     let queue: DispatchQueue
     let connection: Connection
 
-    init(address: String, index: Int, app: String, collector: CoreFanoutCollector) {
+    init(address: String, index: Int, app: String, mode: Mode, collector: CoreFanoutCollector) {
         queue = DispatchQueue(label: "core.sub.\(index)")
         let q = queue
         let opened: Result<Connection, BusError> = q.sync {
             do throws(BusError) {
                 let c = try Connection.open(.address(address), queue: q)
-                c.subscribe(SignalMatch(sender: "org.example.Permissions", path: "/org/example/Permissions",
-                                        interface: "org.example.Permissions", member: "StatusChanged", arg0: app)) { _ in
+                let daemonMatch: SignalMatch
+                let floorMatch: SignalMatch
+                switch mode {
+                case .broadcast:
+                    // Everyone-level changes carry the app "" (every app).
+                    daemonMatch = SignalMatch(sender: "org.example.Permissions", path: "/org/example/Permissions",
+                                              interface: "org.example.Permissions", member: "StatusChanged", arg0: "")
+                    floorMatch = SignalMatch(sender: coreFloorBusName, path: coreFloorPath, interface: coreFloorInterface,
+                                             member: "Tick", arg0: app)
+                case .unicast(let daemon, let floor):
+                    daemonMatch = .unicast(to: c.uniqueName, sender: daemon, path: "/org/example/Permissions/Subscription",
+                                           interface: "org.example.Permissions", member: "StatusChanged")
+                    floorMatch = .unicast(to: c.uniqueName, sender: floor, path: coreFloorPath,
+                                          interface: coreFloorInterface, member: "Tick")
+                }
+                c.subscribe(daemonMatch) { _ in
                     collector.arrived(kind: CoreSubscriber.daemonKind, at: monotonicNanoseconds())
                 }
-                c.subscribe(SignalMatch(sender: coreFloorBusName, path: coreFloorPath, interface: coreFloorInterface,
-                                        member: "Tick", arg0: app)) { _ in
+                c.subscribe(floorMatch) { _ in
                     collector.arrived(kind: CoreSubscriber.floorKind, at: monotonicNanoseconds())
                 }
                 return .success(c)
@@ -293,6 +343,28 @@ final class CoreSubscriber: @unchecked Sendable {
         }
         guard case .success(let c) = opened else { coreFail("cannot connect a subscriber to the bus") }
         connection = c
+    }
+
+    /// Unicast mode: Subscribe on permissionsd (its caller's own user's stream) and on
+    /// the floor; `group` is left once both have answered.
+    func subscribe(group: DispatchGroup) {
+        let c = connection
+        for (destination, path, interface, arguments) in [
+            ("org.example.Permissions", "/org/example/Permissions", "org.example.Permissions",
+             [DBusValue.vardict([])]),
+            (coreFloorBusName, coreFloorPath, coreFloorInterface, []),
+        ] {
+            group.enter()
+            queue.async {
+                let m = try! Message.methodCall(destination: destination, path: path, interface: interface,
+                                                member: "Subscribe")
+                try! m.append(arguments)
+                c.call(m) { result in
+                    if case .failure(let error) = result { coreFail("Subscribe to \(destination) failed: \(error)") }
+                    group.leave()
+                }
+            }
+        }
     }
 
     func close() { queue.sync { connection.close() } }

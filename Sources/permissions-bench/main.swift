@@ -13,6 +13,8 @@ let usage = """
                   a link going down or up in the kernel -> StatusChanged received
       core        GetStatus latency/throughput, fan-out, start-up, RSS, scale, against
                   a libdbus floor and xdg-permission-store (core --help)
+      memory      idle RSS, PSS and USS of permissionsd (and xdg-permission-store), and
+                  its largest mappings by resident size
 
     """
 
@@ -23,6 +25,7 @@ case "bluez": runBlueZBench(Array(arguments.dropFirst()))
 case "local-network": runLocalNetworkBench(Array(arguments.dropFirst()))
 case "link-helper": runLinkHelper()  // started by `local-network`, inside its namespace
 case "core": runCoreBench(Array(arguments.dropFirst()))
+case "memory": runMemoryBench(Array(arguments.dropFirst()))
 case "floor-service": runCoreFloorService(Array(arguments.dropFirst()))  // started by `core`
 default:
     FileHandle.standardError.write(usage.data(using: .utf8)!)

@@ -1,6 +1,7 @@
 // permissionsd: the permissions service. Options are PRODUCT.md's; everything else
 // lives in Daemon.swift (start-up and wiring) and the Permissions* targets (Sources/README.md).
 import CLISupport
+import CShims
 import DBusKit
 import Glibc
 import PermissionsModel
@@ -87,4 +88,5 @@ do {
     exit(2)
 }
 
+cshims_fix_mmap_threshold()  // see cshims.h: plugin files read whole must not stay resident
 Daemon(options: options).run()

@@ -18,4 +18,13 @@ int cshims_memfd_create(const char *name);
 /* Seals a memfd: its size and content can no longer change (0, or -1 with errno). */
 int cshims_memfd_seal(int fd);
 
+/* Gives the heap's free pages back to the kernel (glibc's malloc_trim(0), which
+ * Swift's Glibc module does not declare); 1 if any memory was released. */
+int cshims_malloc_trim(void);
+/* Fixes glibc's mmap threshold at its default (128 KiB): every larger block is
+ * mapped and unmapped on free. Left dynamic, the threshold rises to the size of
+ * the first such block freed (a plugin file read whole), and later ones of that
+ * size stay resident in the heap after they are freed. */
+void cshims_fix_mmap_threshold(void);
+
 #endif

@@ -1,0 +1,141 @@
+internal import CDBus
+
+/// A method with a fixed input signature that is answered without the generic
+/// machinery: no `Message` object, no `DBusValue` decoding or encoding, no Swift
+/// strings for the path, interface and member. The filter compares the message's
+/// header with these C strings inside libdbus (`strcmp`), and the handler reads
+/// its one argument and writes its reply with libdbus's iterators.
+///
+/// A handler answers the calls it can answer at once and declines (returns false)
+/// the rest, which then take the ordinary way through `ObjectRouter`: a bad
+/// argument, an unknown caller, a call that has to wait. So every error, and every
+/// call without an interface header, keeps the one behaviour the router defines.
+struct FastMethod {
+    let path: ContiguousArray<CChar>
+    let interface: ContiguousArray<CChar>
+    let member: ContiguousArray<CChar>
+    let signature: ContiguousArray<CChar>
+    let handler: (borrowing FastMethodCall) -> Bool
+}
+
+/// One incoming call on the fast path, valid only while its handler runs (the
+/// message is libdbus's, lent to the filter).
+public struct FastMethodCall: ~Copyable {
+    let raw: OpaquePointer
+    let connection: Connection
+
+    /// The caller's unique bus name, set by the bus daemon (a small string: no
+    /// allocation for names up to 15 bytes, such as `:1.1234`).
+    public var sender: String { dbus_message_get_sender(raw).map { String(cString: $0) } ?? "" }
+
+    /// The first argument, which the signature check made a string.
+    public var firstString: String {
+        var iter = DBusMessageIter()
+        guard dbus_message_iter_init(raw, &iter) != 0, dbus_message_iter_get_arg_type(&iter) == typeString
+        else { return "" }
+        var value: UnsafePointer<CChar>? = nil
+        dbus_message_iter_get_basic(&iter, &value)
+        return value.map { String(cString: $0) } ?? ""
+    }
+
+    /// Replies with one string. False if libdbus ran out of memory (nothing was
+    /// sent; the caller then takes the ordinary way, which reports it).
+    public func reply(string: String) -> Bool {
+        guard dbus_message_get_no_reply(raw) == 0 else { return true }
+        guard let reply = dbus_message_new_method_return(raw) else { return false }
+        defer { dbus_message_unref(reply) }
+        var iter = DBusMessageIter()
+        dbus_message_iter_init_append(reply, &iter)
+        guard Self.append(string, to: &iter) else { return false }
+        return dbus_connection_send(connection.raw, reply, nil) != 0
+    }
+
+    /// Replies with an `a{ss}` of `count` entries, the `index`th from `entry`.
+    public func reply(stringDictionary count: Int, _ entry: (Int) -> (String, String)) -> Bool {
+        guard dbus_message_get_no_reply(raw) == 0 else { return true }
+        guard let reply = dbus_message_new_method_return(raw) else { return false }
+        defer { dbus_message_unref(reply) }
+        var iter = DBusMessageIter()
+        dbus_message_iter_init_append(reply, &iter)
+        var array = DBusMessageIter()
+        guard dbus_message_iter_open_container(&iter, typeArray, "{ss}", &array) != 0 else { return false }
+        for index in 0..<count {
+            let (key, value) = entry(index)
+            var pair = DBusMessageIter()
+            guard dbus_message_iter_open_container(&array, typeDictEntry, nil, &pair) != 0,
+                  Self.append(key, to: &pair), Self.append(value, to: &pair),
+                  dbus_message_iter_close_container(&array, &pair) != 0
+            else {
+                dbus_message_iter_abandon_container_if_open(&iter, &array)
+                return false
+            }
+        }
+        guard dbus_message_iter_close_container(&iter, &array) != 0 else { return false }
+        return dbus_connection_send(connection.raw, reply, nil) != 0
+    }
+
+    /// Strings here come from the service's own tables (status words, permission
+    /// names it validated), never from a caller, so they are valid UTF-8 without NUL.
+    private static func append(_ string: String, to iter: inout DBusMessageIter) -> Bool {
+        string.withCString { bytes in
+            var pointer: UnsafePointer<CChar>? = bytes
+            return dbus_message_iter_append_basic(&iter, typeString, &pointer) != 0
+        }
+    }
+}
+
+// The DBUS_TYPE_* macros are `((int) 'x')` and do not import into Swift.
+private let typeString = Int32(UInt8(ascii: "s"))
+private let typeArray = Int32(UInt8(ascii: "a"))
+private let typeDictEntry = Int32(UInt8(ascii: "e"))
+
+extension Connection {
+    /// Answers `interface.member(signature)` at `path` on the fast path when
+    /// `handler` can (see FastMethod); otherwise the call takes the ordinary way to
+    /// the exported object, which must also have the method.
+    public func addFastMethod(path: String, interface: String, member: String, signature: String,
+                              handler: @escaping (borrowing FastMethodCall) -> Bool) {
+        assertOnQueue()
+        fastMethods.append(FastMethod(path: ContiguousArray(path.utf8CString),
+                                      interface: ContiguousArray(interface.utf8CString),
+                                      member: ContiguousArray(member.utf8CString),
+                                      signature: ContiguousArray(signature.utf8CString), handler: handler))
+    }
+
+    /// The filter's first stop for a method call: true if a fast handler answered it.
+    func routeFast(_ raw: OpaquePointer) -> Bool {
+        guard !fastMethods.isEmpty, dbus_message_get_type(raw) == DBUS_MESSAGE_TYPE_METHOD_CALL,
+              dbus_message_get_interface(raw) != nil, dbus_message_contains_unix_fds(raw) == 0
+        else { return false }
+        for method in fastMethods {
+            let matches = method.member.withUnsafeBufferPointer { member in
+                method.interface.withUnsafeBufferPointer { interface in
+                    dbus_message_is_method_call(raw, interface.baseAddress, member.baseAddress) != 0
+                }
+            } && method.path.withUnsafeBufferPointer { dbus_message_has_path(raw, $0.baseAddress) != 0 }
+              && method.signature.withUnsafeBufferPointer { dbus_message_has_signature(raw, $0.baseAddress) != 0 }
+            if matches { return method.handler(FastMethodCall(raw: raw, connection: self)) }
+        }
+        return false
+    }
+}
+
+extension Connection {
+    /// Sends `signal` to each of `destinations` (unique names the bus gave, such as a
+    /// method call's sender), one copy each: libdbus copies the marshalled message and
+    /// sets the copy's destination, so per subscriber there is no validation or
+    /// marshalling again. Throws `NoMemory` if a copy could not be made or queued
+    /// (the copies before it went).
+    public func sendCopies(of signal: Message, to destinations: [String]) throws(BusError) {
+        assertOnQueue()
+        for name in destinations {
+            guard let copy = dbus_message_copy(signal.raw) else {
+                throw BusError(BusError.noMemory, "out of memory copying a signal")
+            }
+            defer { dbus_message_unref(copy) }
+            guard dbus_message_set_destination(copy, name) != 0, dbus_connection_send(raw, copy, nil) != 0 else {
+                throw BusError(BusError.noMemory, "out of memory queueing a signal to \(name)")
+            }
+        }
+    }
+}

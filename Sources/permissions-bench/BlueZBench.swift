@@ -19,17 +19,7 @@ import Foundation
 import PermissionsTestSupport
 
 func runBlueZBench(_ arguments: [String]) {
-    var cycles = 100
-    var rest = arguments[...]
-    while let option = rest.popFirst() {
-        switch (option, rest.first) {
-        case ("--cycles", let value?) where Int(value).map({ $0 > 0 }) == true:
-            cycles = Int(value)!
-            rest.removeFirst()
-        default:
-            bzFail("usage: permissions-bench bluez [--cycles N]", code: 2)
-        }
-    }
+    let cycles = cyclesOption(arguments, default: 100, usage: "usage: permissions-bench bluez [--cycles N]") { bzFail($0, code: $1) }
     let world = BZWorld()
     defer { world.tearDown() }
     world.start()

@@ -15,17 +15,7 @@ import Foundation
 import PermissionsTestSupport
 
 func runLocalNetworkBench(_ arguments: [String]) {
-    var cycles = 100
-    var rest = arguments[...]
-    while let option = rest.popFirst() {
-        switch (option, rest.first) {
-        case ("--cycles", let value?) where Int(value).map({ $0 > 0 }) == true:
-            cycles = Int(value)!
-            rest.removeFirst()
-        default:
-            lnFail("usage: permissions-bench local-network [--cycles N]", code: 2)
-        }
-    }
+    let cycles = cyclesOption(arguments, default: 100, usage: "usage: permissions-bench local-network [--cycles N]") { lnFail($0, code: $1) }
     let world = LNWorld()
     defer { world.tearDown() }
     world.start()

@@ -44,7 +44,7 @@ _permissionsctl() {
     else
         cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]} cword=$COMP_CWORD
     fi
-    local commands="status get list grant deny reset assign request monitor agent plugins"
+    local commands="status get list grant deny reset assign request monitor agent plugins doctor help"
     local global="--system --session --address --help --version"
 
     case "$prev" in
@@ -79,11 +79,12 @@ _permissionsctl() {
 
     local options=""
     case "$command" in
+        status|plugins) options="--json" ;;
         get|grant|deny) options="--user" ;;
-        list) options="--user --all" ;;
+        list) options="--user --all --json" ;;
         reset) options="--user --unassigned" ;;
         request) options="--reason" ;;
-        monitor) options="--broadcast" ;;
+        monitor) options="--broadcast --json" ;;
     esac
     if [[ "$cur" == -* ]]; then
         mapfile -t COMPREPLY < <(compgen -W "$options" -- "$cur")

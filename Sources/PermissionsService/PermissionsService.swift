@@ -203,6 +203,7 @@ package final class PermissionsService {
             Method("RequestMany", input: "asa{sv}") { [unowned self] in self.requestMany($0) },
             Method("RegisterAgent", input: "o") { [unowned self] in self.registerAgent($0) },
             Method("UnregisterAgent", input: "o") { [unowned self] in self.unregisterAgent($0) },
+            Method("GetDiagnostics") { [unowned self] in self.getDiagnostics($0) },
         ], properties: [
             Property("Permissions") { [unowned self] in .strings(self.permissions) },
             Property("Plugins") { [unowned self] in

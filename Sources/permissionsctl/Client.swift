@@ -42,39 +42,47 @@ struct Client {
     /// Where the service sends a subscriber its own StatusChanged signals.
     static let subscriptionPath = BusNames.objectPath + "/Subscription"
 
-    /// Prints a line per StatusChanged and PropertiesChanged until the bus goes away.
-    /// The first line ("Monitoring …") is printed once the match rules are in force,
-    /// so a script can wait for it before it changes anything.
+    /// Reports each StatusChanged and PropertiesChanged, and the service leaving
+    /// and returning, until the bus goes away. The first event (`.monitoring`) comes
+    /// once the match rules are in force, so a script can wait for it before it
+    /// changes anything.
     ///
-    /// By default it calls Subscribe and prints its own user's stream (the changes
+    /// By default it calls Subscribe and reports its own user's stream (the changes
     /// of its user's decisions and the everyone-level ones, with that stream's
     /// serials), subscribing again when the service restarts; with `broadcast`,
     /// only the broadcast StatusChanged signals that any match rule sees
     /// (everyone-level changes, with ChangeSerial's serials).
-    func monitor(broadcast: Bool, _ print: @escaping (String) -> Void) throws(BusError) -> Never {
+    func monitor(broadcast: Bool, _ report: @escaping (MonitorEvent) -> Void) throws(BusError) -> Never {
         try connection.enableRouting()
         // Unattached, subscribe waits for the bus to accept each rule: once every
         // call returned without an error, the rules are in force.
         var refused: BusError?
         let added = { (error: BusError?) in refused = refused ?? error }
-        let printStatus = { (message: Message) in
+        let reportStatus = { (message: Message) in
             let args = message.arguments()
             let a = args.map { $0.stringValue ?? "" }
             guard a.count >= 3 else { return }
-            let serial = args.count > 3 ? args[3].uint64Value.map { " serial=\($0)" } ?? "" : ""
-            print("StatusChanged app=\(a[0].isEmpty ? "*" : a[0]) permission=\(a[1]) status=\(a[2])\(serial)")
+            report(.statusChanged(app: a[0], permission: a[1], status: a[2],
+                                  serial: args.count > 3 ? args[3].uint64Value : nil))
         }
         connection.subscribe(SignalMatch(sender: Self.name, path: Self.path,
                                          interface: "org.freedesktop.DBus.Properties",
                                          member: "PropertiesChanged"), added: added) { message in
-            let changed = message.arguments().dropFirst().first?.stringKeyedEntries ?? []
-            print("PropertiesChanged " + changed.map { "\($0.0)=\(Format.value($0.1))" }.joined(separator: " "))
+            report(.propertiesChanged(message.arguments().dropFirst().first?.stringKeyedEntries ?? []))
         }
+        // The service leaving or returning: NameOwnerChanged from the bus driver.
+        let ownerChanges = SignalMatch(sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus",
+                                       member: "NameOwnerChanged", arg0: Self.name)
         if broadcast {
             connection.subscribe(SignalMatch(sender: Self.name, path: Self.path, interface: Self.interface,
-                                             member: "StatusChanged"), added: added, handler: printStatus)
+                                             member: "StatusChanged"), added: added, handler: reportStatus)
+            connection.subscribe(ownerChanges, added: added) { message in
+                let args = message.arguments()
+                guard args.count == 3, let owner = args[2].stringValue else { return }
+                report(owner.isEmpty ? .serviceLeft : .serviceReturned(owner: owner, broadcast: true, serial: nil))
+            }
             if let refused { throw refused }
-            print("Monitoring \(Self.name) for broadcast StatusChanged and PropertiesChanged")
+            report(.monitoring(broadcast: true, serial: nil, running: true))
         } else {
             // The stream is unicast: taken only from the service's current owner.
             var stream: Int?
@@ -82,27 +90,26 @@ struct Client {
                 if let stream { connection.unsubscribe(stream) }
                 stream = connection.subscribe(.unicast(to: connection.uniqueName, sender: owner,
                                                        path: Self.subscriptionPath, interface: Self.interface,
-                                                       member: "StatusChanged"), added: added, handler: printStatus)
+                                                       member: "StatusChanged"), added: added, handler: reportStatus)
                 return try call("Subscribe", .vardict([])).first?.uint64Value ?? 0
             }
-            connection.subscribe(SignalMatch(sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus",
-                                             member: "NameOwnerChanged", arg0: Self.name), added: added) { message in
+            connection.subscribe(ownerChanges, added: added) { message in
                 let args = message.arguments()
-                guard args.count == 3, let owner = args[2].stringValue, !owner.isEmpty else { return }
+                guard args.count == 3, let owner = args[2].stringValue else { return }
+                guard !owner.isEmpty else { return report(.serviceLeft) }
                 do throws(BusError) {
-                    print("Subscribed to \(Self.name) at \(owner) (serial \(try subscribe(owner: owner)))")
+                    report(.serviceReturned(owner: owner, broadcast: false, serial: try subscribe(owner: owner)))
                 } catch {
-                    print("Cannot subscribe again to \(Self.name): \(error.message) (\(error.name))")
+                    report(.subscribeFailed(error))
                 }
             }
             // Not running yet: the NameOwnerChanged rule subscribes once it is.
             let owner = try? busCall("GetNameOwner", .string(Self.name)).first?.stringValue
             if let refused { throw refused }
             if let owner {
-                let serial = try subscribe(owner: owner)
-                print("Monitoring \(Self.name) for your StatusChanged (serial \(serial)) and PropertiesChanged")
+                report(.monitoring(broadcast: false, serial: try subscribe(owner: owner), running: true))
             } else {
-                print("Monitoring \(Self.name) for your StatusChanged and PropertiesChanged once it runs")
+                report(.monitoring(broadcast: false, serial: nil, running: false))
             }
         }
         while connection.readWriteDispatch(timeoutMilliseconds: -1) {}

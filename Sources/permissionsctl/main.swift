@@ -7,14 +7,16 @@ import PermissionsModel
 
 let usage = """
     Usage: permissionsctl [--system | --session | --address ADDRESS] COMMAND [ARGS]
+           permissionsctl help | --help | COMMAND --help
 
     Query and change the permissions service (org.example.Permissions).
 
     Commands:
-      status [PERMISSION]        your own status: every permission, or one in detail
+      status [--json] [PERMISSION]
+                                 your own status: every permission, or one in detail
       get [--user U] APP PERMISSION
                                  an app's status for you, or for user U
-      list [--user U | --all] [APP]
+      list [--json] [--user U | --all] [APP]
                                  stored decisions: yours, user U's, or everyone's
                                  and the unassigned ones (--all), of every app or one
       grant [--user U] APP PERMISSION
@@ -27,10 +29,18 @@ let usage = """
                                  give an app's unassigned decisions to USER (admin)
       request [--reason TEXT] PERMISSION...
                                  ask for permissions (may prompt; waits for the answer)
-      monitor [--broadcast]      print your StatusChanged stream and property
-                                 changes; --broadcast: the everyone-level ones only
+      monitor [--json] [--broadcast]
+                                 print your StatusChanged stream and property
+                                 changes, and the service leaving and returning;
+                                 --broadcast: the everyone-level ones only
       agent                      answer prompts in this terminal
-      plugins                    the loaded plugins and their permissions
+      plugins [--json]           the loaded plugins and their permissions
+      doctor                     check the service: on the bus, version, plugins,
+                                 configuration, store, who you are taken for, agent
+      help                       show this help
+
+    --json: JSON instead of text (monitor: one object per line); see
+    permissionsctl(1) for the fields.
 
     Users: U and USER are a user name or uid. Your own decisions need polkit's
     org.example.permissions.manage-own on the system bus; another user's, --all,
@@ -46,8 +56,8 @@ let usage = """
       --version                  show the package and interface versions
       -h, --help                 show this help
 
-    Exit status: 0 on success, 1 when the service answers with an error, 2 for
-    wrong usage.
+    Exit status: 0 on success, 1 when the service answers with an error (doctor:
+    when it found a problem), 2 for wrong usage.
 
     """
 
@@ -78,24 +88,34 @@ if parsed.has("version") {
     print(Versions.line(program: "permissionsctl"))
     exit(0)
 }
+// One bus: two would be a guess at which one was meant.
+if ["system", "session", "address"].filter(parsed.has).count > 1 {
+    fail("choose one of --system, --session, --address\nTry 'permissionsctl --help'.", code: 2)
+}
 guard let command = parsed.positional.first else { fail("no command given\nTry 'permissionsctl --help'.", code: 2) }
+
+let commands: Set = ["status", "get", "list", "grant", "deny", "reset", "assign", "request", "monitor", "agent",
+                     "plugins", "doctor", "help"]
+guard commands.contains(command) else { fail("unknown command \"\(command)\"\nTry 'permissionsctl --help'.", code: 2) }
+// Usage is answered before any connection, so it works without a bus. request's
+// --reason takes any text ("-h" too), so only its first argument can ask.
+let rest = parsed.positional.dropFirst()
+if command == "help" || (command == "request" ? ["--help", "-h"].contains(rest.first ?? "")
+                                              : rest.contains("--help") || rest.contains("-h")) {
+    print(usage, terminator: "")
+    exit(0)
+}
 
 var bus = Bus.system
 if parsed.has("session") { bus = .session }
 if let address = parsed.last("address") { bus = .address(address) }
 
-let client: Client
-do {
-    client = try Client(bus: bus)
-} catch {
-    fail("cannot connect to the bus: \(error.message)")
-}
-
 /// The command's own options (--user U, --all, --unassigned, --broadcast), where
 /// the command takes them, and the arguments left.
 func commandOptions(of command: String, _ given: [String]) -> ParsedOptions {
-    let allowed: [String: Set<String>] = ["get": ["user"], "list": ["user", "all"], "grant": ["user"],
-                                          "deny": ["user"], "reset": ["user", "unassigned"], "monitor": ["broadcast"]]
+    let allowed: [String: Set<String>] = ["status": ["json"], "get": ["user"], "list": ["user", "all", "json"],
+                                          "grant": ["user"], "deny": ["user"], "reset": ["user", "unassigned"],
+                                          "monitor": ["broadcast", "json"], "plugins": ["json"]]
     guard let names = allowed[command] else {
         // No app id, permission name or user name starts with "-": on a command without
         // options ("status --user 2", "assign --user 2 APP"), it is a misplaced option,
@@ -106,7 +126,7 @@ func commandOptions(of command: String, _ given: [String]) -> ParsedOptions {
         return ParsedOptions(positional: given)
     }
     let specs = [OptionSpec("user", takesValue: true), OptionSpec("all"), OptionSpec("unassigned"),
-                 OptionSpec("broadcast")]
+                 OptionSpec("broadcast"), OptionSpec("json")]
     let options: ParsedOptions
     do {
         options = try parseOptions(given, specs: specs, stopAtFirstPositional: false)
@@ -126,8 +146,20 @@ func commandOptions(of command: String, _ given: [String]) -> ParsedOptions {
     return options
 }
 
-let options = commandOptions(of: command, Array(parsed.positional.dropFirst()))
+let options = commandOptions(of: command, Array(rest))
 let arguments = options.positional
+let json = options.has("json")
+
+let client: Client
+do {
+    client = try Client(bus: bus)
+} catch {
+    if command == "doctor" {
+        output("bus: cannot connect: \(error.message)\nproblems:\n  - no bus to find the service on")
+        exit(1)
+    }
+    fail("cannot connect to the bus: \(error.message)")
+}
 
 func expectArguments(_ range: ClosedRange<Int>, _ synopsis: String) {
     guard range.contains(arguments.count) else { fail("usage: permissionsctl \(command) \(synopsis)", code: 2) }
@@ -156,15 +188,42 @@ func forUser(_ member: String, _ rest: DBusValue...) throws(BusError) -> [DBusVa
     return try client.call(member + "ForUser", arguments: [.uint32(targetUser)] + rest)
 }
 
+/// reset's names that are neither a permission of the service nor stored for
+/// `app` (for the user, or unassigned with --unassigned), if any: a name that is
+/// stored still resets, so rows of a permission no plugin provides any more can
+/// be cleaned up. Names that are no permission name at all are the service's to refuse.
+func namesNeitherProvidedNorStored(app: String, _ names: [String]) throws(BusError) -> [String]? {
+    let candidates = names.filter(Validate.isPermissionName)
+    guard !candidates.isEmpty, Validate.isAppID(app) else { return nil }
+    let provided = Set(try client.property("Permissions").stringArray ?? [])
+    var unknown = candidates.filter { !provided.contains($0) }
+    guard !unknown.isEmpty else { return nil }
+    let stored: [String] = if options.has("unassigned") {
+        (try client.call("ListAllDecisions", .string(app)).first?.arrayElements ?? []).compactMap { row in
+            guard case .structure(let f) = row, f.count == 6, case .int64(let owner) = f[0], owner < 0 else { return nil }
+            return f[2].stringValue
+        }
+    } else {
+        (try forUser("ListDecisions", .string(app)).first?.arrayElements ?? []).compactMap { row in
+            guard case .structure(let f) = row, f.count == 5 else { return nil }
+            return f[1].stringValue
+        }
+    }
+    unknown.removeAll { Set(stored).contains($0) }
+    return unknown.isEmpty ? nil : unknown
+}
+
 do {
     switch command {
     case "status":
-        expectArguments(0...1, "[PERMISSION]")
+        expectArguments(0...1, "[--json] [PERMISSION]")
         if let permission = arguments.first {
-            let details = try client.call("GetDetails", .string(permission)).first?.stringKeyedEntries ?? []
-            for (key, value) in details { output(Format.detail(key, value)) }
+            let details = try client.call("GetDetails", .string(permission)).first
+            if json { output(JSON(details ?? .vardict([])).text); break }
+            for (key, value) in details?.stringKeyedEntries ?? [] { output(Format.detail(key, value)) }
         } else {
             let all = try AppCommands(bus: bus).wait { try await $0.statuses() }.sorted { $0.key < $1.key }
+            if json { output(JSON.object(all.map { ($0.key.rawValue, .string($0.value.word)) }).text); break }
             output(Format.table(["PERMISSION", "STATUS"], all.map { [$0.key.rawValue, $0.value.word] }))
         }
     case "get":
@@ -174,14 +233,16 @@ do {
                      else { try client.call("GetStatusForApp", app, permission) }
         output(status.first?.stringValue ?? "")
     case "list":
-        expectArguments(0...1, "[--user U | --all] [APP]")
+        expectArguments(0...1, "[--json] [--user U | --all] [APP]")
         let app = DBusValue.string(arguments.first ?? "")
         if options.has("all") {
             let rows = try client.call("ListAllDecisions", app).first?.arrayElements ?? []
+            if json { output(JSON.array(rows.map(Format.ownedDecisionObject)).text); break }
             output(Format.table(["USER", "APP", "PERMISSION", "DECISION", "SET AT", "SET BY"],
                                 rows.map(Format.ownedDecisionRow)))
         } else {
             let rows = try forUser("ListDecisions", app).first?.arrayElements ?? []
+            if json { output(JSON.array(rows.map(Format.decisionObject)).text); break }
             output(Format.table(["APP", "PERMISSION", "DECISION", "SET AT", "SET BY"], rows.map(Format.decisionRow)))
         }
     case "grant", "deny":
@@ -191,6 +252,10 @@ do {
     case "reset":
         expectArguments(1...64, "[--user U | --unassigned] APP [PERMISSION...]")
         let (app, names) = (DBusValue.string(arguments[0]), DBusValue.strings(Array(arguments.dropFirst())))
+        if let unknown = try namesNeitherProvidedNorStored(app: arguments[0], Array(arguments.dropFirst())) {
+            fail("reset: \(unknown.map { "\"\($0)\"" }.joined(separator: ", ")): no such permission, and nothing "
+                 + "stored under \(unknown.count == 1 ? "that name" : "those names") for \(arguments[0]); nothing removed")
+        }
         let removed = options.has("unassigned") ? try client.call("ResetUnassignedDecisions", app, names)
                                                        : try forUser("ResetDecisions", app, names)
         output("removed \(removed.first?.uint32Value ?? 0) decision(s)")
@@ -200,12 +265,17 @@ do {
                                        .uint32(resolveUser(arguments[1])))
         output("assigned \(assigned.first?.uint32Value ?? 0) decision(s)")
     case "plugins":
-        expectArguments(0...0, "")
+        expectArguments(0...0, "[--json]")
         let plugins = try client.property("Plugins").arrayElements ?? []
+        if json { output(JSON.array(plugins.map(Format.pluginObject)).text); break }
         output(Format.table(["PLUGIN", "VERSION", "STATE", "PERMISSIONS"], plugins.map(Format.pluginRow)))
     case "monitor":
+        expectArguments(0...0, "[--json] [--broadcast]")
+        try client.monitor(broadcast: options.has("broadcast")) { output(json ? $0.json.text : $0.text) }
+    case "doctor":
         expectArguments(0...0, "")
-        try client.monitor(broadcast: options.has("broadcast")) { output($0) }
+        var doctor = Doctor(client: client, print: output)
+        exit(doctor.run() ? 0 : 1)
     case "request":
         var names = arguments
         var reason = ""

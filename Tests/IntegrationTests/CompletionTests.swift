@@ -31,8 +31,12 @@ import PermissionsTestSupport
         #expect(try complete(["gr"]) == ["grant"])
         #expect(try complete(["--se"]) == ["--session"])
         #expect(try complete(["--address", bus.address, "re"]) == ["request", "reset"])
-        #expect(try complete(["list", "--"]) == ["--all", "--user"])
-        #expect(try complete(["monitor", "--"]) == ["--broadcast"])
+        #expect(try complete(["list", "--"]) == ["--all", "--json", "--user"])
+        #expect(try complete(["monitor", "--"]) == ["--broadcast", "--json"])
+        #expect(try complete(["status", "--"]) == ["--json"])
+        #expect(try complete(["plugins", "--"]) == ["--json"])
+        #expect(try complete(["do"]) == ["doctor"])
+        #expect(try complete(["he"]) == ["help"])
         #expect(try complete(["grant", "--user", "roo"]) == ["root"])
     }
 

@@ -1,0 +1,91 @@
+import DBusKit
+
+/// `--json` output: a small writer (keys keep their order, so output is stable),
+/// and D-Bus values as JSON values. The schema is the README's (permissionsctl)
+/// and doc/permissionsctl.1's.
+enum JSON {
+    case string(String)
+    case number(String)
+    case bool(Bool)
+    case null
+    case array([JSON])
+    case object([(String, JSON)])
+
+    static func int<T: BinaryInteger>(_ value: T) -> JSON { .number(String(value)) }
+
+    /// One line of JSON, no spaces.
+    var text: String {
+        switch self {
+        case .string(let s): return Self.quote(s)
+        case .number(let n): return n
+        case .bool(let b): return b ? "true" : "false"
+        case .null: return "null"
+        case .array(let items): return "[" + items.map(\.text).joined(separator: ",") + "]"
+        case .object(let pairs): return "{" + pairs.map { Self.quote($0.0) + ":" + $0.1.text }.joined(separator: ",") + "}"
+        }
+    }
+
+    /// RFC 8259 string escaping: quotes, backslash and every control character.
+    static func quote(_ s: String) -> String {
+        var out = "\""
+        for scalar in s.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20 || scalar.value == 0x7f:
+                let hex = String(scalar.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
+    }
+
+    /// A D-Bus value as JSON: integers as numbers, a{s…} as objects, structures
+    /// and other arrays as arrays, variants as what they hold.
+    init(_ value: DBusValue) {
+        switch value {
+        case .variant(let inner): self.init(inner)
+        case .string(let s), .objectPath(let s), .signature(let s): self = .string(s)
+        case .boolean(let b): self = .bool(b)
+        case .byte(let v): self = .int(v)
+        case .int16(let v): self = .int(v)
+        case .uint16(let v): self = .int(v)
+        case .int32(let v): self = .int(v)
+        case .uint32(let v): self = .int(v)
+        case .int64(let v): self = .int(v)
+        case .uint64(let v): self = .int(v)
+        case .double(let v): self = v.isFinite ? .number(String(v)) : .null
+        case .array(_, let items), .structure(let items): self = .array(items.map(JSON.init))
+        case .dictionary(_, _, let entries):
+            self = .object(entries.map { (Format.value($0.key), JSON($0.value)) })
+        }
+    }
+}
+
+extension Format {
+    /// A ListDecisions row: {"app", "permission", "decision", "set-at" (UTC ISO 8601), "set-by"}.
+    static func decisionObject(_ row: DBusValue) -> JSON {
+        guard case .structure(let f) = row, f.count == 5, case .int64(let at) = f[3] else { return .null }
+        return .object([("app", JSON(f[0])), ("permission", JSON(f[1])), ("decision", JSON(f[2])),
+                        ("set-at", .string(timestamp(at))), ("set-by", JSON(f[4]))])
+    }
+
+    /// A ListAllDecisions row: {"user": uid, or null when unassigned, then as decisionObject}.
+    static func ownedDecisionObject(_ row: DBusValue) -> JSON {
+        guard case .structure(let f) = row, f.count == 6, case .int64(let owner) = f[0],
+              case .object(let rest) = decisionObject(.structure(Array(f.dropFirst())))
+        else { return .null }
+        return .object([("user", owner < 0 ? .null : .int(owner))] + rest)
+    }
+
+    /// A Plugins entry: {"name", "version", "state", "permissions": [...]}.
+    static func pluginObject(_ row: DBusValue) -> JSON {
+        guard case .structure(let f) = row, f.count == 4 else { return .null }
+        return .object([("name", JSON(f[0])), ("version", JSON(f[1])), ("state", JSON(f[2])),
+                        ("permissions", JSON(f[3]))])
+    }
+}

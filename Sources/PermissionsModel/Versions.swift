@@ -5,7 +5,7 @@ public enum Versions {
     public static let package = "0.1.0"
     /// The org.example.Permissions interface's, which the service's `version`
     /// property announces: it grows when the interface changes (2: decisions per
-    /// user, the *ForUser methods, Subscribe).
+    /// user, the *ForUser methods, Subscribe, GetDiagnostics).
     public static let interface: UInt32 = 2
 }
 

@@ -18,6 +18,9 @@ import CLISupport
 /// No bus, no store, no state directory: it can run before the daemon ever has.
 enum ConfigCheck {
     static func run(configDirectory: String, pluginDirectories: [String]) -> Never {
+        // Warnings and errors only (a plugin that does not load, say): the problems
+        // are the output, not the plugins' start-up lines.
+        Log.shared.quietBelow = .warning
         let queue = DispatchQueue(label: "org.example.Permissions.check-config")
         queue.async { check(configDirectory: configDirectory, pluginDirectories: pluginDirectories, queue: queue) }
         dispatchMain()
@@ -28,17 +31,41 @@ enum ConfigCheck {
         let files = ConfigFiles(directory: configDirectory)
         let reading = files.readEach()
         var problems = reading.problems.map(\.description)
+        // A typo in the path would otherwise check nothing and pass.
+        var st = stat()
+        if stat(configDirectory, &st) != 0 || (st.st_mode & S_IFMT) != S_IFDIR {
+            problems.append("\(configDirectory): no such directory")
+        }
         let (core, forPlugins) = CoreConfig.split(reading.entries, previous: CoreConfig(),
                                                   reject: { problems.append($0) })
         let host = PluginHost(queue: queue)
         host.loadAll(from: pluginDirectories, config: []) {
-            _ = core.declaredSnapshots(entries: forPlugins, providedByPlugins: Set(host.providers.keys),
-                                       reject: { problems.append($0) })
+            let provided = Set(host.providers.keys)
+            let declared = core.declaredSnapshots(entries: forPlugins, providedByPlugins: provided,
+                                                  reject: { problems.append($0) })
+            problems += unchecked(forPlugins, provided: provided, declared: Set(declared.keys),
+                                  pluginDirectories: pluginDirectories)
             host.validateAll(forPlugins) { pluginProblems in
                 problems += pluginProblems
                 host.stopAll()
                 finish(problems, files: files)
             }
+        }
+    }
+
+    /// A section that no loaded plugin provides and the configuration does not
+    /// declare: its keys cannot be checked, so the check cannot pass (fail
+    /// closed: "OK" would only mean no plugin was found, e.g. a wrong --plugin-dir).
+    /// One line per section, at its first entry.
+    private static func unchecked(_ entries: [ConfigEntry], provided: Set<String>, declared: Set<String>,
+                                  pluginDirectories: [String]) -> [String] {
+        var seen = Set<String>()
+        return entries.compactMap { entry in
+            guard !provided.contains(entry.section), !declared.contains(entry.section),
+                  seen.insert(entry.section).inserted else { return nil }
+            return "\(entry.origin): [\(entry.section)]: no plugin loaded (from "
+                + pluginDirectories.joined(separator: ", ") + ") provides \"\(entry.section)\", "
+                + "and the configuration does not declare it: its keys are not checked"
         }
     }
 

@@ -58,4 +58,24 @@ import PermissionsTestSupport
                 + "\(directory)/permissions.conf.d/50-site.conf)\n")
         #expect(try FileManager.default.contentsOfDirectory(atPath: state) == [])
     }
+
+    /// Fail closed: a section no loaded plugin provides (a wrong --plugin-dir, a
+    /// plugin not installed) cannot be checked, and a directory that does not exist
+    /// holds nothing to check; neither passes. Problems only on stderr: no plugin
+    /// start-up lines.
+    @Test func whatCannotBeCheckedDoesNotPass() throws {
+        let directory = try makeTemporaryDirectory("check-config")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try "[location]\nenabled=maybe\n".write(toFile: directory + "/permissions.conf", atomically: true, encoding: .utf8)
+        let noPlugins = try run(binDir + "/permissionsd", ["--check-config", "--config-dir", directory,
+                                                           "--plugin-dir", directory + "/none"])
+        #expect(noPlugins.status == 1)
+        #expect(noPlugins.stdout == "")
+        #expect(noPlugins.stderr == "\(directory)/permissions.conf:2: [location]: no plugin loaded (from \(directory)/none) "
+                + "provides \"location\", and the configuration does not declare it: its keys are not checked\n")
+        let missing = try run(binDir + "/permissionsd", ["--check-config", "--config-dir", directory + "/typo",
+                                                         "--plugin-dir", corePluginDirectory])
+        #expect(missing.status == 1)
+        #expect(missing.stderr == "\(directory)/typo: no such directory\n")
+    }
 }

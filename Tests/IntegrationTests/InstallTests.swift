@@ -13,6 +13,8 @@ import PermissionsTestSupport
     @Test func destdirInstallPutsEveryFileInItsFHSPlace() throws {
         let stage = try makeTemporaryDirectory("install-destdir")
         defer { try? FileManager.default.removeItem(atPath: stage) }
+        // A DESTDIR that does not exist yet, as a package build's usually does not.
+        try FileManager.default.removeItem(atPath: stage)
         try Installing.install(["--destdir", stage, "--prefix", "/usr"])
 
         // Where dbus-daemon, polkit and systemd look, whatever the prefix.
@@ -91,16 +93,17 @@ import PermissionsTestSupport
         }
         let config = try makeTemporaryDirectory("install-config")
         defer { try? FileManager.default.removeItem(atPath: config) }
-        try "[location]\nenabled=true\n".write(toFile: config + "/permissions.conf", atomically: true, encoding: .utf8)
+        // A section for every permission of every plugin: --check-config passes only
+        // if a loaded plugin provides each (see CheckConfigTests).
+        let sections = ["location", "notifications", "camera", "microphone", "bluetooth", "local-network"]
+        try sections.map { "[\($0)]\nenabled=true\n" }.joined()
+            .write(toFile: config + "/permissions.conf", atomically: true, encoding: .utf8)
         let check = try Installing.runWithoutToolchain([stage + "/usr/libexec/permissionsd", "--check-config",
                                                   "--config-dir", config,
                                                   "--plugin-dir", stage + "/usr/lib/permissions/plugins"])
         #expect(check.status == 0, "\(check.stdout) \(check.stderr)")
         #expect(check.stdout.contains("\(config): configuration OK"))
-        for plugin in plugins {
-            #expect(check.stderr.contains("plugin \(plugin) 1.0 loaded from \(stage)/usr/lib/permissions/plugins/"),
-                    "\(plugin): \(check.stderr)")
-        }
+        #expect(check.stderr == "", "\(check.stderr)")
         let version = try Installing.runWithoutToolchain([stage + "/usr/bin/permissionsctl", "--version"])
         #expect(version.status == 0 && version.stdout.hasPrefix("permissionsctl "), "\(version.stderr)")
     }

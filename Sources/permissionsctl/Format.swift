@@ -17,6 +17,7 @@ enum Format {
         if key == "decision-set-at", case .variant(.int64(let micros)) = value {
             return "\(key): \(timestamp(micros))"
         }
+        if key == "plugin-details", value.stringKeyedEntries?.isEmpty ?? false { return "plugin-details: none" }
         if key == "devices", let devices = value.arrayElements {
             if devices.isEmpty { return "devices: none" }
             return "devices:\n" + devices.map { device in

@@ -93,7 +93,9 @@ import PermissionsTestSupport
         #expect(try daemon.call("GetStatus", "s", "photos").stdout == "s \"restricted\"\n")
         // (A bad app id in allow= or deny= refuses the whole configuration, for declared
         // permissions as for plugins' sections: SwitchConfigTests.)
-        #expect(try daemon.ctl("status", "contacts").stdout.contains("plugin: config"))
+        let contacts = try daemon.ctl("status", "contacts").stdout
+        #expect(contacts.contains("plugin: config"))
+        #expect(contacts.contains("\nplugin-details: none\n"), "\(contacts)")  // not an empty "plugin-details: "
 
         // Decisions and signals.
         #expect(try daemon.ctl("grant", "org.example.Addressbook", "contacts").status == 0)

@@ -126,7 +126,7 @@ let package = Package(
 
         // Benchmarks (not tests): scripts/bench runs them.
         .executableTarget(name: "permissions-bench",
-                          dependencies: ["DBusKit", "CPipeWire", "CPipeWireShims", "PermissionsTestSupport"],
+                          dependencies: ["DBusKit", "CPipeWire", "CPipeWireShims", "PermissionsTestSupport", "CLISupport"],
                           swiftSettings: [.enableUpcomingFeature("ExistentialAny")] + pipewireSwiftSettings),
 
         // Linked statically into each Swift plugin; never into the daemon.

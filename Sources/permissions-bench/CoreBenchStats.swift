@@ -1,6 +1,7 @@
 // permissions-bench core: numbers and how they are printed. Percentiles, the
 // human tables (value, floor, peer, ratio, target, met) and one JSON line per
 // measurement. Everything here is plain computation on the main thread.
+import CLISupport
 import Foundation
 
 /// Nearest-rank percentiles of a set of samples (any unit).
@@ -46,19 +47,7 @@ enum CoreJSON {
         }
     }
 
-    static func quote(_ s: String) -> String {
-        var out = "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            default:
-                if scalar.value < 0x20 { out += String(format: "\\u%04x", scalar.value) } else { out.unicodeScalars.append(scalar) }
-            }
-        }
-        return out + "\""
-    }
+    static func quote(_ s: String) -> String { jsonQuoted(s) }
 }
 
 /// A target from the issue, judged on one measured value.

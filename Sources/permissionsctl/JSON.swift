@@ -1,9 +1,13 @@
+import CLISupport
 import DBusKit
 
 /// `--json` output: a small writer (keys keep their order, so output is stable),
 /// and D-Bus values as JSON values. The schema is the README's (permissionsctl)
 /// and doc/permissionsctl.1's.
-enum JSON {
+// `indirect`: without it the compiler, checking main.swift on its own (an
+// incremental build), reported "circular reference" in the layout of a value
+// that holds arrays of itself in tuples.
+indirect enum JSON {
     case string(String)
     case number(String)
     case bool(Bool)
@@ -25,24 +29,8 @@ enum JSON {
         }
     }
 
-    /// RFC 8259 string escaping: quotes, backslash and every control character.
-    static func quote(_ s: String) -> String {
-        var out = "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20 || scalar.value == 0x7f:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
-    }
+    /// RFC 8259 string escaping (CLISupport's `jsonQuoted`).
+    static func quote(_ s: String) -> String { jsonQuoted(s) }
 
     /// A D-Bus value as JSON: integers as numbers, a{s…} as objects, structures
     /// and other arrays as arrays, variants as what they hold.
@@ -59,7 +47,7 @@ enum JSON {
         case .int64(let v): self = .int(v)
         case .uint64(let v): self = .int(v)
         case .double(let v): self = v.isFinite ? .number(String(v)) : .null
-        case .array(_, let items), .structure(let items): self = .array(items.map(JSON.init))
+        case .array(_, let items), .structure(let items): self = .array(items.map { JSON($0) })
         case .dictionary(_, _, let entries):
             self = .object(entries.map { (Format.value($0.key), JSON($0.value)) })
         }

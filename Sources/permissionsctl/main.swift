@@ -148,7 +148,7 @@ func commandOptions(of command: String, _ given: [String]) -> ParsedOptions {
 
 let options = commandOptions(of: command, Array(rest))
 let arguments = options.positional
-let json = options.has("json")
+let jsonOutput = options.has("json")
 
 let client: Client
 do {
@@ -219,11 +219,11 @@ do {
         expectArguments(0...1, "[--json] [PERMISSION]")
         if let permission = arguments.first {
             let details = try client.call("GetDetails", .string(permission)).first
-            if json { output(JSON(details ?? .vardict([])).text); break }
+            if jsonOutput { output(JSON(details ?? .vardict([])).text); break }
             for (key, value) in details?.stringKeyedEntries ?? [] { output(Format.detail(key, value)) }
         } else {
             let all = try AppCommands(bus: bus).wait { try await $0.statuses() }.sorted { $0.key < $1.key }
-            if json { output(JSON.object(all.map { ($0.key.rawValue, .string($0.value.word)) }).text); break }
+            if jsonOutput { output(JSON.object(all.map { ($0.key.rawValue, .string($0.value.word)) }).text); break }
             output(Format.table(["PERMISSION", "STATUS"], all.map { [$0.key.rawValue, $0.value.word] }))
         }
     case "get":
@@ -237,12 +237,12 @@ do {
         let app = DBusValue.string(arguments.first ?? "")
         if options.has("all") {
             let rows = try client.call("ListAllDecisions", app).first?.arrayElements ?? []
-            if json { output(JSON.array(rows.map(Format.ownedDecisionObject)).text); break }
+            if jsonOutput { output(JSON.array(rows.map(Format.ownedDecisionObject)).text); break }
             output(Format.table(["USER", "APP", "PERMISSION", "DECISION", "SET AT", "SET BY"],
                                 rows.map(Format.ownedDecisionRow)))
         } else {
             let rows = try forUser("ListDecisions", app).first?.arrayElements ?? []
-            if json { output(JSON.array(rows.map(Format.decisionObject)).text); break }
+            if jsonOutput { output(JSON.array(rows.map(Format.decisionObject)).text); break }
             output(Format.table(["APP", "PERMISSION", "DECISION", "SET AT", "SET BY"], rows.map(Format.decisionRow)))
         }
     case "grant", "deny":
@@ -267,11 +267,11 @@ do {
     case "plugins":
         expectArguments(0...0, "[--json]")
         let plugins = try client.property("Plugins").arrayElements ?? []
-        if json { output(JSON.array(plugins.map(Format.pluginObject)).text); break }
+        if jsonOutput { output(JSON.array(plugins.map(Format.pluginObject)).text); break }
         output(Format.table(["PLUGIN", "VERSION", "STATE", "PERMISSIONS"], plugins.map(Format.pluginRow)))
     case "monitor":
         expectArguments(0...0, "[--json] [--broadcast]")
-        try client.monitor(broadcast: options.has("broadcast")) { output(json ? $0.json.text : $0.text) }
+        try client.monitor(broadcast: options.has("broadcast")) { output(jsonOutput ? $0.json.text : $0.text) }
     case "doctor":
         expectArguments(0...0, "")
         var doctor = Doctor(client: client, print: output)

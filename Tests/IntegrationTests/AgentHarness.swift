@@ -40,8 +40,11 @@ final class TestAgent: @unchecked Sendable {
         connection = try q.sync { try Connection.open(.address(bus.address), queue: q) }
         queue.sync {
             connection.export(ExportedObject(path: path, interfaces: [Interface("org.example.Permissions.Agent", methods: [
-                Method("Ask", input: "ssssa{sv}") { [unowned self] in self.ask($0) },
-                Method("Cancel", input: "s") { [unowned self] call in
+                // weak: the daemon may still call an agent a finished test has let go;
+                // the call then gets no answer (the daemon times it out), not a crash.
+                Method("Ask", input: "ssssa{sv}") { [weak self] call in self?.ask(call) },
+                Method("Cancel", input: "s") { [weak self] call in
+                    guard let self else { return }
                     self.condition.lock()
                     self.cancelledIDs.append(call.arguments[0].stringValue ?? "")
                     self.condition.broadcast()
@@ -51,8 +54,8 @@ final class TestAgent: @unchecked Sendable {
             ])], introspection: ""))
             connection.subscribe(SignalMatch(sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
                                              interface: "org.freedesktop.DBus", member: "NameOwnerChanged",
-                                             arg0: "org.example.Permissions")) { [unowned self] message in
-                guard message.arguments().count == 3, message.arguments()[2].stringValue == "" else { return }
+                                             arg0: "org.example.Permissions")) { [weak self] message in
+                guard let self, message.arguments().count == 3, message.arguments()[2].stringValue == "" else { return }
                 self.condition.lock()
                 self.serviceLeft = true
                 self.condition.broadcast()

@@ -473,11 +473,11 @@ final class CoreBench {
             rows = ((uid, f"org.example.bench.App{i:07d}", "location", "authorized" if i % 2 else "denied", now,
                      "uid 0 (permissions-bench)") for i in range(count - 1))
             with db:
-                db.executemany("INSERT OR REPLACE INTO decisions (uid, app_id, permission, decision, set_at, set_by) "
+                db.executemany("INSERT OR REPLACE INTO user_decisions (uid, app_id, permission, decision, set_at, set_by) "
                                "VALUES (?, ?, ?, ?, ?, ?)", rows)
-                db.execute("INSERT OR REPLACE INTO decisions (uid, app_id, permission, decision, set_at, set_by) "
+                db.execute("INSERT OR REPLACE INTO user_decisions (uid, app_id, permission, decision, set_at, set_by) "
                            "VALUES (?, ?, 'location', 'authorized', ?, 'uid 0 (permissions-bench)')", (uid, own, now))
-            n = db.execute("SELECT count(*) FROM decisions").fetchone()[0]
+            n = db.execute("SELECT count(*) FROM user_decisions").fetchone()[0]
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             db.close()
             print(n)

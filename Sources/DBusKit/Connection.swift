@@ -282,9 +282,9 @@ public final class Connection: @unchecked Sendable {
     }
 
     /// Sends a signal from an exported path.
-    public func emitSignal(path: String, interface: String, member: String, destination: String? = nil,
+    public func emitSignal(path: String, interface: String, member: String,
                            _ arguments: [DBusValue]) throws(BusError) {
-        let message = try Message.signal(path: path, interface: interface, member: member, destination: destination)
+        let message = try Message.signal(path: path, interface: interface, member: member)
         try message.append(arguments)
         try send(message)
     }

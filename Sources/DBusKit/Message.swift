@@ -33,19 +33,13 @@ public final class Message: @unchecked Sendable {
         return Message(owning: raw)
     }
 
-    /// A signal; broadcast, or unicast to `destination` (a unique name): the bus
-    /// then delivers it to that connection only, whatever match rules others have.
-    public static func signal(path: String, interface: String, member: String,
-                              destination: String? = nil) throws(BusError) -> Message {
+    /// A signal, broadcast as it is; `Connection.sendCopies` unicasts copies of it.
+    public static func signal(path: String, interface: String, member: String) throws(BusError) -> Message {
         try ObjectPath.validate(path)
         try InterfaceName.validate(interface)
         try MemberName.validate(member)
-        if let destination { try BusName.validate(destination) }
         guard let raw = dbus_message_new_signal(path, interface, member) else {
             fatalError("dbus_message_new_signal: out of memory")
-        }
-        if let destination, dbus_message_set_destination(raw, destination) == 0 {
-            fatalError("dbus_message_set_destination: out of memory")
         }
         return Message(owning: raw)
     }

@@ -21,8 +21,8 @@ extension PermissionsService {
 
     /// For the *ForUser methods: the named uid and the arguments after it; for the
     /// v1 ones: nil (the caller's own) and all the arguments.
-    func target(_ call: MethodCall) -> Result<(uid: UInt32?, arguments: ArraySlice<DBusValue>), BusError> {
-        guard call.message.member?.hasSuffix("ForUser") == true else { return .success((nil, call.arguments[...])) }
+    func target(_ call: MethodCall, forUser: Bool) -> Result<(uid: UInt32?, arguments: ArraySlice<DBusValue>), BusError> {
+        guard forUser else { return .success((nil, call.arguments[...])) }
         return validUID(call.arguments[0]).map { ($0, call.arguments.dropFirst()) }
     }
 
@@ -48,8 +48,8 @@ extension PermissionsService {
     }
 
     /// GetStatusForApp(ss) and GetStatusForUser(uss): an app's status for a user.
-    func getStatusForApp(_ call: MethodCall) {
-        let target = target(call)
+    func getStatusForApp(_ call: MethodCall, forUser: Bool = false) {
+        let target = target(call, forUser: forUser)
         guard case .success(let (uid, arguments)) = target else { return call.fail(target.error!) }
         let appResult = validAppID(arguments[arguments.startIndex])
         let permissionResult = knownPermission(arguments[arguments.startIndex + 1])
@@ -61,8 +61,8 @@ extension PermissionsService {
     }
 
     /// SetDecision(sss) and SetDecisionForUser(usss).
-    func setDecision(_ call: MethodCall) {
-        let target = target(call)
+    func setDecision(_ call: MethodCall, forUser: Bool = false) {
+        let target = target(call, forUser: forUser)
         guard case .success(let (uid, arguments)) = target else { return call.fail(target.error!) }
         let first = arguments.startIndex
         let appResult = validAppID(arguments[first])
@@ -97,8 +97,8 @@ extension PermissionsService {
     }
 
     /// ResetDecisions(sas) and ResetDecisionsForUser(usas).
-    func resetDecisions(_ call: MethodCall) {
-        let target = target(call)
+    func resetDecisions(_ call: MethodCall, forUser: Bool = false) {
+        let target = target(call, forUser: forUser)
         guard case .success(let (uid, arguments)) = target else { return call.fail(target.error!) }
         let appResult = validAppID(arguments[arguments.startIndex])
         let namesResult = permissionNames(arguments[arguments.startIndex + 1])
@@ -111,8 +111,8 @@ extension PermissionsService {
 
     /// ListDecisions(s) and ListDecisionsForUser(us): one user's rows, of every app
     /// or one: a(sssxs) (app, permission, decision, set at in µs, set by).
-    func listDecisions(_ call: MethodCall) {
-        let target = target(call)
+    func listDecisions(_ call: MethodCall, forUser: Bool = false) {
+        let target = target(call, forUser: forUser)
         guard case .success(let (uid, arguments)) = target else { return call.fail(target.error!) }
         let filterResult = appFilter(arguments[arguments.startIndex])
         guard case .success(let filter) = filterResult else { return call.fail(filterResult.error!) }

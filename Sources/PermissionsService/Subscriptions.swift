@@ -113,12 +113,14 @@ extension PermissionsService {
             try? connection.emitSignal(path: Self.objectPath, interface: Self.interfaceName,
                                        member: "StatusChanged", arguments(changeSerial))
         case .user(let uid):
-            let streams = Set(subscribers.values.filter { $0.uid == uid && $0.carries(app) })
-            for stream in streams { streamCounts[stream, default: 0] &+= 1 }
-            // One signal per stream, copied to each of its subscribers (DBusKit's sendCopies).
+            // One signal per stream that carries it, copied to each of its subscribers
+            // (DBusKit's sendCopies); only streams with a subscriber count.
             var destinations: [Stream: [String]] = [:]
-            for (name, stream) in subscribers where streams.contains(stream) { destinations[stream, default: []].append(name) }
+            for (name, stream) in subscribers where stream.uid == uid && stream.carries(app) {
+                destinations[stream, default: []].append(name)
+            }
             for (stream, names) in destinations {
+                streamCounts[stream, default: 0] &+= 1
                 logDebug("StatusChanged(\"\(app)\", \(permission), \(status.rawValue), \(serial(of: stream))) to "
                          + names.joined(separator: ", "))
                 guard let signal = try? Message.signal(path: Self.subscriptionPath, interface: Self.interfaceName,

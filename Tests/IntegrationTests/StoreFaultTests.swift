@@ -140,11 +140,10 @@ import PermissionsTestSupport
         return path
     }
 
-    /// The state directory on a full file system: writes answer StorageFailed, change
-    /// no answer (a session grant included) and send no signal; once there is room
-    /// again, writes work.
-    @Test(.enabled(if: canMountTmpfs, "needs mount(2) for a small tmpfs (root)"))
-    func fullDiskAnswersStorageFailedAndChangesNothing() throws {
+    /// A started daemon whose state directory is a 1 MiB tmpfs of its own (to fill,
+    /// or to remount read-only); `body` runs with it and the state directory, and
+    /// the daemon is stopped and the tmpfs unmounted after.
+    private func withStateOnSmallTmpfs(_ body: (DaemonUnderTest, _ state: String) throws -> Void) throws {
         let daemon = try DaemonUnderTest(bus: bus, start: false)
         let state = daemon.stateDirectory
         try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
@@ -154,51 +153,61 @@ import PermissionsTestSupport
             umount2(state, Int32(MNT_DETACH))
         }
         try daemon.start()
-        #expect(try daemon.ctl("deny", "org.example.Full", "location").status == 0)
-        #expect(try daemon.ctl("grant", "org.example.Full", "notifications").status == 0)
-        // A session grant, held by the agent's own connection (it requests, and answers).
-        let agent = try TestAgent(bus: bus)
-        agent.autoAnswer = "allow-session"
-        #expect(try agent.call("Request", [.string("location"), .vardict([])]).first?.stringValue == "authorized")
-        let details = try agent.call("GetDetails", [.string("location")]).first?.stringKeyedEntries ?? []
-        guard case .variant(.string(let session))? = details.first(where: { $0.0 == "app-id" })?.1 else {
-            throw HarnessError(description: "no app-id in \(details)")
-        }
-        let before = try decisions(daemon)
-        let monitor = try Monitor(daemon)
+        try body(daemon, state)
+    }
 
-        let filler = try Self.fill(state)
-        let refused: [[String]] = [
-            ["SetDecision", "org.example.Full", "location", "authorized"],
-            ["SetDecision", "org.example.New", "location", "denied"],
-            ["ResetDecisions", "org.example.Full", "@as []"],
-            ["ResetDecisions", "org.example.Full", "['location', 'notifications']"],
-            ["SetDecision", session, "location", "denied"],
-        ]
-        for call in refused {
-            let r = try run("/usr/bin/gdbus", ["call", "--address", bus.address, "--dest", "org.example.Permissions",
-                                               "--object-path", "/org/example/Permissions",
-                                               "--method", "org.example.Permissions." + call[0]] + call.dropFirst())
-            #expect(r.status != 0, "\(call) succeeded on a full disk")
-            #expect(r.stderr.contains("org.example.Permissions.Error.StorageFailed"), "\(call): \(r.stderr)")
-        }
-        #expect(daemon.isRunning)
-        #expect(try statusForApp(daemon, "org.example.Full", "location") == "s \"denied\"\n")
-        #expect(try statusForApp(daemon, "org.example.Full", "notifications") == "s \"authorized\"\n")
-        #expect(try statusForApp(daemon, "org.example.New", "location") == "s \"not-determined\"\n")
-        #expect(try statusForApp(daemon, session, "location") == "s \"authorized\"\n")
-        #expect(try decisions(daemon) == before)
+    /// The state directory on a full file system: writes answer StorageFailed, change
+    /// no answer (a session grant included) and send no signal; once there is room
+    /// again, writes work.
+    @Test(.enabled(if: canMountTmpfs, "needs mount(2) for a small tmpfs (root)"))
+    func fullDiskAnswersStorageFailedAndChangesNothing() throws {
+        try withStateOnSmallTmpfs { daemon, state in
+            #expect(try daemon.ctl("deny", "org.example.Full", "location").status == 0)
+            #expect(try daemon.ctl("grant", "org.example.Full", "notifications").status == 0)
+            // A session grant, held by the agent's own connection (it requests, and answers).
+            let agent = try TestAgent(bus: bus)
+            agent.autoAnswer = "allow-session"
+            #expect(try agent.call("Request", [.string("location"), .vardict([])]).first?.stringValue == "authorized")
+            let details = try agent.call("GetDetails", [.string("location")]).first?.stringKeyedEntries ?? []
+            guard case .variant(.string(let session))? = details.first(where: { $0.0 == "app-id" })?.1 else {
+                throw HarnessError(description: "no app-id in \(details)")
+            }
+            let before = try decisions(daemon)
+            let monitor = try Monitor(daemon)
 
-        // Room again: writes work, and the first signal since the monitor started is theirs.
-        #expect(unlink(filler) == 0)
-        #expect(try daemon.ctl("grant", "org.example.Full", "location").status == 0)
-        try monitor.waitFor { $0 == statusLine(app: "org.example.Full", "location", "authorized") }
-        #expect(monitor.statusChanges == [statusLine(app: "org.example.Full", "location", "authorized")])
-        // And it was stored: it survives a restart.
-        daemon.stop()
-        try daemon.start()
-        #expect(try statusForApp(daemon, "org.example.Full", "location") == "s \"authorized\"\n")
-        #expect(try statusForApp(daemon, "org.example.Full", "notifications") == "s \"authorized\"\n")
+            let filler = try Self.fill(state)
+            let refused: [[String]] = [
+                ["SetDecision", "org.example.Full", "location", "authorized"],
+                ["SetDecision", "org.example.New", "location", "denied"],
+                ["ResetDecisions", "org.example.Full", "@as []"],
+                ["ResetDecisions", "org.example.Full", "['location', 'notifications']"],
+                ["SetDecision", session, "location", "denied"],
+            ]
+            for call in refused {
+                let r = try run("/usr/bin/gdbus", ["call", "--address", bus.address, "--dest", "org.example.Permissions",
+                                                   "--object-path", "/org/example/Permissions",
+                                                   "--method", "org.example.Permissions." + call[0]] + call.dropFirst())
+                #expect(r.status != 0, "\(call) succeeded on a full disk")
+                #expect(r.stderr.contains("org.example.Permissions.Error.StorageFailed"), "\(call): \(r.stderr)")
+            }
+            #expect(daemon.isRunning)
+            #expect(try statusForApp(daemon, "org.example.Full", "location") == "s \"denied\"\n")
+            #expect(try statusForApp(daemon, "org.example.Full", "notifications") == "s \"authorized\"\n")
+            #expect(try statusForApp(daemon, "org.example.New", "location") == "s \"not-determined\"\n")
+            #expect(try statusForApp(daemon, session, "location") == "s \"authorized\"\n")
+            #expect(try decisions(daemon) == before)
+
+            // Room again: writes work, and the first signal since the monitor started is theirs.
+            #expect(unlink(filler) == 0)
+            #expect(try daemon.ctl("grant", "org.example.Full", "location").status == 0)
+            try monitor.waitFor { $0 == statusLine(app: "org.example.Full", "location", "authorized") }
+            #expect(monitor.statusChanges == [statusLine(app: "org.example.Full", "location", "authorized")])
+            // And it was stored: it survives a restart.
+            daemon.stop()
+            try daemon.start()
+            #expect(try statusForApp(daemon, "org.example.Full", "location") == "s \"authorized\"\n")
+            #expect(try statusForApp(daemon, "org.example.Full", "notifications") == "s \"authorized\"\n")
+        }
     }
 
     /// A user's deny or allow-always that the full disk cannot store: every requester
@@ -208,66 +217,59 @@ import PermissionsTestSupport
     /// signal is sent.
     @Test(.enabled(if: canMountTmpfs, "needs mount(2) for a small tmpfs (root)"))
     func answerThatCannotBeStoredFailsEveryWaiter() throws {
-        let daemon = try DaemonUnderTest(bus: bus, start: false)
-        let state = daemon.stateDirectory
-        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
-        try #require(mount("tmpfs", state, "tmpfs", 0, "size=1m,mode=0700") == 0)
-        defer {
-            daemon.stop()
-            umount2(state, Int32(MNT_DETACH))
-        }
-        try daemon.start()
-        #expect(try daemon.ctl("deny", "org.example.Full", "location").status == 0)
-        let before = try decisions(daemon)
-        let agent = try TestAgent(bus: bus)  // answers only when told
-        let first = try Requester(bus: bus)
-        let second = try Requester(bus: bus)
-        let notDetermined: [DBusValue] = [.string("not-determined")]
-        let monitor = try Monitor(daemon)
+        try withStateOnSmallTmpfs { daemon, state in
+            #expect(try daemon.ctl("deny", "org.example.Full", "location").status == 0)
+            let before = try decisions(daemon)
+            let agent = try TestAgent(bus: bus)  // answers only when told
+            let first = try Requester(bus: bus)
+            let second = try Requester(bus: bus)
+            let notDetermined: [DBusValue] = [.string("not-determined")]
+            let monitor = try Monitor(daemon)
 
-        let filler = try Self.fill(state)
-        for (round, answer) in ["deny", "allow-always"].enumerated() {
-            let request = try first.send("Request", [.string("location"), .vardict([])])
-            let prompt = try agent.waitForPrompt(round + 1)
-            #expect(prompt.permission == "location")
-            let joining = try second.send("Request", [.string("location"), .vardict([])])
-            let many = try second.send("RequestMany", [.strings(["location", "notifications"]), .vardict([])])
-            // A connection's calls are taken in order: its GetStatus is answered once
-            // its requests have joined the open prompt.
-            #expect(try first.call("GetStatus", [.string("location")]) == notDetermined)
-            #expect(try second.call("GetStatus", [.string("location")]) == notDetermined)
-            agent.answer(prompt, answer)
+            let filler = try Self.fill(state)
+            for (round, answer) in ["deny", "allow-always"].enumerated() {
+                let request = try first.send("Request", [.string("location"), .vardict([])])
+                let prompt = try agent.waitForPrompt(round + 1)
+                #expect(prompt.permission == "location")
+                let joining = try second.send("Request", [.string("location"), .vardict([])])
+                let many = try second.send("RequestMany", [.strings(["location", "notifications"]), .vardict([])])
+                // A connection's calls are taken in order: its GetStatus is answered once
+                // its requests have joined the open prompt.
+                #expect(try first.call("GetStatus", [.string("location")]) == notDetermined)
+                #expect(try second.call("GetStatus", [.string("location")]) == notDetermined)
+                agent.answer(prompt, answer)
 
-            for (requester, number) in [(first, request), (second, joining), (second, many)] {
-                let outcome = try requester.wait(number)
-                guard case .failure(let error) = outcome else {
-                    Issue.record("\(answer): call #\(number) answered \(outcome)")
-                    continue
+                for (requester, number) in [(first, request), (second, joining), (second, many)] {
+                    let outcome = try requester.wait(number)
+                    guard case .failure(let error) = outcome else {
+                        Issue.record("\(answer): call #\(number) answered \(outcome)")
+                        continue
+                    }
+                    #expect(error.name == "org.example.Permissions.Error.StorageFailed", "\(answer): \(error)")
+                    #expect(error.message.contains("\"\(answer)\""), "\(error)")
+                    #expect(error.message.contains("\"location\""), "\(error)")
+                    #expect(error.message.contains("database or disk is full"), "\(error)")
                 }
-                #expect(error.name == "org.example.Permissions.Error.StorageFailed", "\(answer): \(error)")
-                #expect(error.message.contains("\"\(answer)\""), "\(error)")
-                #expect(error.message.contains("\"location\""), "\(error)")
-                #expect(error.message.contains("database or disk is full"), "\(error)")
+                // Any Ask the failure started went to the agent before the answer to a
+                // call the agent makes after it: RequestMany asked nothing more.
+                _ = try agent.call("GetStatus", [.string("notifications")])
+                #expect(agent.received.map(\.permission) == Array(repeating: "location", count: round + 1), "\(answer)")
+                #expect(try first.call("GetStatus", [.string("location")]) == notDetermined, "\(answer)")
+                #expect(try decisions(daemon) == before, "\(answer)")
             }
-            // Any Ask the failure started went to the agent before the answer to a
-            // call the agent makes after it: RequestMany asked nothing more.
-            _ = try agent.call("GetStatus", [.string("notifications")])
-            #expect(agent.received.map(\.permission) == Array(repeating: "location", count: round + 1), "\(answer)")
-            #expect(try first.call("GetStatus", [.string("location")]) == notDetermined, "\(answer)")
-            #expect(try decisions(daemon) == before, "\(answer)")
-        }
-        #expect(daemon.isRunning)
-        #expect(daemon.log.contains("cannot store the answer deny for "), "\(daemon.log)")
+            #expect(daemon.isRunning)
+            #expect(daemon.log.contains("cannot store the answer deny for "), "\(daemon.log)")
 
-        // Room again: the first signal since the monitor started is the fence's.
-        #expect(unlink(filler) == 0)
-        #expect(try daemon.ctl("grant", "org.example.Fence", "notifications").status == 0)
-        try monitor.waitFor { $0 == statusLine(app: "org.example.Fence", "notifications", "authorized") }
-        #expect(monitor.statusChanges == [statusLine(app: "org.example.Fence", "notifications", "authorized")])
-        // And the user's next answer is stored.
-        let request = try first.send("Request", [.string("location"), .vardict([])])
-        agent.answer(try agent.waitForPrompt(3), "deny")
-        #expect(try first.wait(request).get() == [.string("denied")])
+            // Room again: the first signal since the monitor started is the fence's.
+            #expect(unlink(filler) == 0)
+            #expect(try daemon.ctl("grant", "org.example.Fence", "notifications").status == 0)
+            try monitor.waitFor { $0 == statusLine(app: "org.example.Fence", "notifications", "authorized") }
+            #expect(monitor.statusChanges == [statusLine(app: "org.example.Fence", "notifications", "authorized")])
+            // And the user's next answer is stored.
+            let request = try first.send("Request", [.string("location"), .vardict([])])
+            agent.answer(try agent.waitForPrompt(3), "deny")
+            #expect(try first.wait(request).get() == [.string("denied")])
+        }
     }
 
     /// The state directory on a file system mounted read-only: SQLite says only
@@ -275,25 +277,18 @@ import PermissionsTestSupport
     /// directory and the read-only file system, and the store is left as it is.
     @Test(.enabled(if: canMountTmpfs, "needs mount(2) for a small tmpfs (root)"))
     func readOnlyStateDirectoryIsNamedInTheError() throws {
-        let daemon = try DaemonUnderTest(bus: bus, start: false)
-        let state = daemon.stateDirectory
-        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
-        try #require(mount("tmpfs", state, "tmpfs", 0, "size=1m,mode=0700") == 0)
-        defer {
+        try withStateOnSmallTmpfs { daemon, state in
+            #expect(try daemon.ctl("deny", "org.example.RO", "location").status == 0)
             daemon.stop()
-            umount2(state, Int32(MNT_DETACH))
-        }
-        try daemon.start()
-        #expect(try daemon.ctl("deny", "org.example.RO", "location").status == 0)
-        daemon.stop()
-        try #require(mount("none", state, nil, UInt(MS_REMOUNT | MS_RDONLY), nil) == 0)
+            try #require(mount("none", state, nil, UInt(MS_REMOUNT | MS_RDONLY), nil) == 0)
 
-        try daemon.start(waitForName: false)
-        let ending = daemon.waitForExit(timeout: 20)
-        #expect(ending == .init(reason: .exit, status: 1), "\(ending?.description ?? "still running")")
-        #expect(daemon.log.contains("the state directory \(state) is on a read-only file system (EROFS)"),
-                "\(daemon.log)")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: state).filter { $0.contains(".corrupt-") }.isEmpty)
+            try daemon.start(waitForName: false)
+            let ending = daemon.waitForExit(timeout: 20)
+            #expect(ending == .init(reason: .exit, status: 1), "\(ending?.description ?? "still running")")
+            #expect(daemon.log.contains("the state directory \(state) is on a read-only file system (EROFS)"),
+                    "\(daemon.log)")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: state).filter { $0.contains(".corrupt-") }.isEmpty)
+        }
     }
 
     // MARK: A damaged store at start-up

@@ -36,13 +36,10 @@ package final class CallerCache {
 
     package var count: Int { known.count }
 
-    /// Whether `sender` is still on the bus, as far as this queue has been told: it
-    /// was identified and no NameOwnerChanged has reported it gone since. After a
-    /// wait (polkit, which may ask its user), the leave may already have been
-    /// handled, and state kept for the caller then would never be dropped.
-    package func isConnected(_ sender: String) -> Bool { known[sender] != nil }
-
-    /// The identity of a caller already identified, without waiting; nil otherwise.
+    /// The identity of a caller already identified, without waiting; nil otherwise,
+    /// and nil again once NameOwnerChanged has reported it gone: after a wait
+    /// (polkit, which may ask its user), nil means the leave was already handled,
+    /// and state kept for the caller then would never be dropped.
     package func cached(_ sender: String) -> AppIdentity? { known[sender] }
 
     /// Calls `done` with the caller's identity: at once if known, else after asking

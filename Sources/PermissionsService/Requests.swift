@@ -179,7 +179,7 @@ extension PermissionsService {
             // meanwhile has had its leave handled, so its agent would never be
             // unregistered, and its user's prompts would go to nobody instead of
             // getting their no-agent answer.
-            guard self.callers.isConnected(call.sender) else {
+            guard self.callers.cached(call.sender) != nil else {
                 return call.fail(PermissionsError.unknownCaller("\(call.sender) left the bus while being authorized"))
             }
             guard self.broker.register(owner: call.sender, path: path, uid: identity.uid) else {

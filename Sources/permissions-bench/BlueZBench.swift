@@ -143,19 +143,8 @@ private final class BZWorld: @unchecked Sendable {
         root = String(cString: made)
     }
 
-    /// The directory of this executable, where the same build put permissionsd and the plugins.
-    var binDirectory: String {
-        URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().path
-    }
-
     func start() {
-        let fm = FileManager.default
-        for dir in ["config", "state", "plugins"] {
-            try! fm.createDirectory(atPath: root + "/" + dir, withIntermediateDirectories: true)
-        }
-        let plugin = binDirectory + "/libpermissions-bluetooth.so"
-        guard fm.fileExists(atPath: plugin) else { bzFail("no \(plugin): build the package first") }
-        try! fm.createSymbolicLink(atPath: root + "/plugins/libpermissions-bluetooth.so", withDestinationPath: plugin)
+        makeDaemonDirectories(root, plugin: "bluetooth") { bzFail($0) }
 
         let system = startBus("system")
         let daemonBus = startBus("daemon-bus")
@@ -241,7 +230,7 @@ private final class BZWorld: @unchecked Sendable {
     private func startDaemon(_ address: String, system: String) {
         _ = FileManager.default.createFile(atPath: root + "/permissionsd.log", contents: nil)
         let log = FileHandle(forWritingAtPath: root + "/permissionsd.log")!
-        _ = launch(binDirectory + "/permissionsd",
+        _ = launch(benchBinDirectory + "/permissionsd",
                    ["--address", address, "--config-dir", root + "/config", "--state-dir", root + "/state",
                     "--plugin-dir", root + "/plugins"],
                    environment: ["DBUS_SYSTEM_BUS_ADDRESS": system], stderr: log)

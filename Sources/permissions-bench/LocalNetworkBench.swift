@@ -91,18 +91,8 @@ private final class LNWorld: @unchecked Sendable {
         do { root = try makeTemporaryDirectory("permissions-bench-local-network") } catch { lnFail("\(error)") }
     }
 
-    var binDirectory: String {
-        URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().path
-    }
-
     func start() {
-        let fm = FileManager.default
-        for dir in ["config", "state", "plugins"] {
-            try! fm.createDirectory(atPath: root + "/" + dir, withIntermediateDirectories: true)
-        }
-        let plugin = binDirectory + "/libpermissions-local-network.so"
-        guard fm.fileExists(atPath: plugin) else { lnFail("no \(plugin): build the package first") }
-        try! fm.createSymbolicLink(atPath: root + "/plugins/libpermissions-local-network.so", withDestinationPath: plugin)
+        makeDaemonDirectories(root, plugin: "local-network") { lnFail($0) }
         do { bus = try TestBus(diesWithParent: true) } catch { lnFail("dbus-daemon: \(error)") }
         let address = bus!.address
 
@@ -123,9 +113,9 @@ private final class LNWorld: @unchecked Sendable {
         listener = (connection, queue)
         guard busAnswers(connection, on: queue) else { lnFail("the bus did not answer") }
 
-        let log = FileHandle(forWritingAtPath: { _ = fm.createFile(atPath: root + "/permissionsd.log", contents: nil)
+        let log = FileHandle(forWritingAtPath: { _ = FileManager.default.createFile(atPath: root + "/permissionsd.log", contents: nil)
                                                  return root + "/permissionsd.log" }())!
-        daemon = launch("/usr/bin/unshare", ["-n", "--", binDirectory + "/permissionsd", "--address", address,
+        daemon = launch("/usr/bin/unshare", ["-n", "--", benchBinDirectory + "/permissionsd", "--address", address,
                                              "--config-dir", root + "/config", "--state-dir", root + "/state",
                                              "--plugin-dir", root + "/plugins"], stderr: log)
         let wait = launch("/usr/bin/gdbus", ["wait", "--address", address, "--timeout", "20", "org.example.Permissions"])

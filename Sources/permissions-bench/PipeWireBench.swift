@@ -268,23 +268,11 @@ private final class BenchWorld {
         root = String(cString: made)
     }
 
-    /// The directory of this executable, where the same build put permissionsd and the plugins.
-    var binDirectory: String {
-        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
-            ?? CommandLine.arguments[0]
-        return URL(fileURLWithPath: exe).deletingLastPathComponent().path
-    }
-
     func start() {
         guard FileManager.default.fileExists(atPath: pipewireConfig) else {
             benchFail("no PipeWire config at \(pipewireConfig) (--pipewire-config FILE)")
         }
-        let fm = FileManager.default
-        for dir in ["run", "config", "state", "plugins"] {
-            try! fm.createDirectory(atPath: root + "/" + dir, withIntermediateDirectories: true)
-        }
-        try! fm.createSymbolicLink(atPath: root + "/plugins/libpermissions-pipewire.so",
-                                   withDestinationPath: binDirectory + "/libpermissions-pipewire.so")
+        makeDaemonDirectories(root, plugin: "pipewire", extra: ["run"]) { benchFail($0) }
         let busAddress = startBus()
         startPipeWire()
         pipewire = BenchPipeWire(runtimeDirectory: root + "/run", timeline: timeline)
@@ -357,7 +345,7 @@ private final class BenchWorld {
     private func startDaemon(_ address: String) {
         _ = FileManager.default.createFile(atPath: root + "/permissionsd.log", contents: nil)
         let log = FileHandle(forWritingAtPath: root + "/permissionsd.log")!
-        _ = launch(binDirectory + "/permissionsd",
+        _ = launch(benchBinDirectory + "/permissionsd",
                    ["--address", address, "--config-dir", root + "/config", "--state-dir", root + "/state",
                     "--plugin-dir", root + "/plugins"],
                    environment: ["XDG_RUNTIME_DIR": root + "/run"], stderr: log)

@@ -96,14 +96,23 @@ final class IOThread: @unchecked Sendable {
     fileprivate func run() {
         var drain = [UInt8](repeating: 0, count: 64)
         var backoff = PollBackoff()
+        // The poll set and what became ready, rebuilt in place on every turn: a turn
+        // allocates nothing (in a one-call-at-a-time exchange, a turn is a call).
+        var fds: [pollfd] = []
+        var polled: [OpaquePointer] = []
+        var ready: [(OpaquePointer, UInt32)] = []
         while true {
+            fds.removeAll(keepingCapacity: true)
+            polled.removeAll(keepingCapacity: true)
+            fds.append(pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0))
             pthread_mutex_lock(&mutex)
-            let entries = Array(watches)
+            for (watch, entry) in watches {
+                polled.append(watch)
+                fds.append(pollfd(fd: entry.fd, events: entry.events, revents: 0))
+            }
             let stop = stopped
             pthread_mutex_unlock(&mutex)
             if stop { break }
-            var fds = [pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
-                + entries.map { pollfd(fd: $0.value.fd, events: $0.value.events, revents: 0) }
             if poll(&fds, nfds_t(fds.count), -1) < 0 {
                 let code = errno
                 if code == EINTR { continue }
@@ -122,10 +131,10 @@ final class IOThread: @unchecked Sendable {
                 return fail("D-Bus I/O: the I/O thread's wake-up pipe failed; the connection is no longer served")
             }
             if fds[0].revents != 0 { while read(wakeRead, &drain, drain.count) > 0 {} }
-            var ready: [(OpaquePointer, UInt32)] = []
-            for (index, entry) in entries.enumerated() {
+            ready.removeAll(keepingCapacity: true)
+            for (index, watch) in polled.enumerated() {
                 let flags = Self.watchFlags(revents: fds[index + 1].revents)
-                if flags != 0 { ready.append((entry.key, flags)) }
+                if flags != 0 { ready.append((watch, flags)) }
             }
             if ready.isEmpty {
                 backoff.reset()
@@ -135,23 +144,7 @@ final class IOThread: @unchecked Sendable {
             let current = stopped ? nil : self.connection
             pthread_mutex_unlock(&mutex)
             guard let connection = current else { break }
-            let handled = connection.queue.sync { () -> Bool in
-                // A watch removed since the poll must not be touched: libdbus freed it.
-                pthread_mutex_lock(&mutex)
-                let live = stopped ? [] : ready.filter { watches[$0.0] != nil }
-                pthread_mutex_unlock(&mutex)
-                guard !live.isEmpty else { return true }
-                inIO = true
-                // dbus_watch_handle is false when libdbus ran out of memory; the
-                // watch is still ready, so the next poll returns at once for it.
-                var handled = true
-                for (watch, flags) in live {
-                    if dbus_watch_handle(watch, flags) == 0 { handled = false }
-                }
-                connection.dispatchPending()
-                inIO = false
-                return handled
-            }
+            let handled = connection.queue.sync { handle(ready, on: connection) }
             if handled {
                 backoff.reset()
             } else {
@@ -161,6 +154,25 @@ final class IOThread: @unchecked Sendable {
                 backoff.wait()
             }
         }
+    }
+
+    /// Hands libdbus the watches that poll reported, then dispatches what they read
+    /// (on the connection's queue). False if libdbus ran out of memory.
+    private func handle(_ ready: [(OpaquePointer, UInt32)], on connection: Connection) -> Bool {
+        inIO = true
+        defer { inIO = false }
+        // dbus_watch_handle is false when libdbus ran out of memory; the watch is
+        // still ready, so the next poll returns at once for it.
+        var handled = true
+        for (watch, flags) in ready {
+            // A watch removed since the poll must not be touched: libdbus freed it.
+            pthread_mutex_lock(&mutex)
+            let live = !stopped && watches[watch] != nil
+            pthread_mutex_unlock(&mutex)
+            if live, dbus_watch_handle(watch, flags) == 0 { handled = false }
+        }
+        connection.dispatchPending()
+        return handled
     }
 
     /// libdbus's watch flags for what poll reported. POLLNVAL (the descriptor was

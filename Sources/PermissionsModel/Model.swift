@@ -45,9 +45,10 @@ public enum Validate {
     /// Configuration sections the daemon keeps for itself: never permission names.
     public static let reservedSections: Set<String> = ["service", "permissions"]
 
-    /// `[a-z][a-z0-9-]{0,63}`
+    /// `[a-z][a-z0-9-]{0,63}`. Reads the string's UTF-8 in place: GetStatus checks
+    /// every call's argument with it, so it allocates nothing.
     public static func isPermissionName(_ name: String) -> Bool {
-        let bytes = Array(name.utf8)
+        let bytes = name.utf8
         guard let first = bytes.first, bytes.count <= 64, (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(first)
         else { return false }
         return bytes.allSatisfy { b in

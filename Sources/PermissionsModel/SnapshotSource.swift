@@ -6,4 +6,11 @@ package protocol SnapshotSource: AnyObject {
     /// The permission's snapshot now ("unsupported" while it is declared but not
     /// served), or nil if this source does not declare it.
     func snapshot(for permission: String) -> Snapshot?
+    /// Whether this source declares the permission: `snapshot(for:) != nil`, without
+    /// building the snapshot (asked on every GetStatus).
+    func declares(_ permission: String) -> Bool
+}
+
+extension SnapshotSource {
+    package func declares(_ permission: String) -> Bool { snapshot(for: permission) != nil }
 }

@@ -123,6 +123,8 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
         return provider.latest[permission] ?? .unpublished(permission)
     }
 
+    package func declares(_ permission: String) -> Bool { providers.keys.contains(permission) }
+
     package var declaredPermissions: Set<String> { Set(providers.keys) }
 
     /// Loads every `libpermissions-<name>.so` in the directories: for each name, the

@@ -13,4 +13,6 @@ package final class DeclaredPermissions: SnapshotSource {
     package var declaredPermissions: Set<String> { Set(snapshots.keys) }
 
     package func snapshot(for permission: String) -> Snapshot? { snapshots[permission] }
+
+    package func declares(_ permission: String) -> Bool { snapshots.keys.contains(permission) }
 }

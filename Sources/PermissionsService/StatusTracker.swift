@@ -75,7 +75,7 @@ package final class StatusTracker {
     }
 
     package func isKnown(_ permission: String) -> Bool {
-        sources.contains { $0.snapshot(for: permission) != nil }
+        sources.contains { $0.declares(permission) }
     }
 
     /// The snapshot clients last heard about (what signals were computed from).

@@ -2,7 +2,8 @@
 // on one private bus in one run.
 //
 // - the floor: `permissions-bench floor-service`, a single-threaded libdbus service
-//   (Peer.Ping through DBusKit's router; Emit(s) emits a plain signal Tick(s),
+//   (Status(s) -> s, GetStatus's shape, on DBusKit's fast path with a constant answer;
+//   Peer.Ping through DBusKit's router; Emit(s) emits a plain signal Tick(s),
 //   EmitEach(s) sends it to each subscriber);
 // - the peer: xdg-permission-store (Debian's xdg-desktop-portal), Lookup of an entry
 //   set with SetPermission first;
@@ -574,48 +575,57 @@ final class CoreBench {
     // MARK: Latency
 
     private func latency() {
-        let targets = [CoreCallTarget.getStatus("location"), CoreCallTarget.floorPing, CoreCallTarget.peerLookup]
+        // Index 0 permissionsd, 1 the floor's Status(s) (the floor the targets use: the
+        // same request and reply shape), 2 the floor's Ping (no body: a reference), 3 the peer.
+        let targets = [CoreCallTarget.getStatus("location"), CoreCallTarget.floorStatus, CoreCallTarget.floorPing,
+                       CoreCallTarget.peerLookup]
         let pids = [daemon?.pid ?? 0, floor.pid, peer?.pid ?? 0, Int32(bus.processIdentifier ?? 0)]
         let cpuBefore = pids.map(coreCPUNanoseconds)
         let samples = coreLatency(client, targets, warmup: options.warmup, calls: options.calls,
                                   roundSize: options.roundSize)
         let cpu = zip(pids.map(coreCPUNanoseconds), cpuBefore).map { Double($0 - $1) / 1000 }
         daemonCalls += options.warmup + options.calls
-        let (d, f, p) = (CoreSamples(samples[0]), CoreSamples(samples[1]), CoreSamples(samples[2]))
+        let (d, f, g, p) = (CoreSamples(samples[0]), CoreSamples(samples[1]), CoreSamples(samples[2]),
+                            CoreSamples(samples[3]))
         let rounds = (options.calls + options.roundSize - 1) / options.roundSize
         var table = CoreTable("GetStatus latency: one connection, blocking round trips, \(options.calls) per target "
                               + "after \(options.warmup) warm-up, interleaved in \(rounds) rounds (µs)",
-                              columns: ["measurement", "permissionsd", "floor Ping", "peer Lookup", "vs floor", "vs peer",
-                                        "target", "met"])
+                              columns: ["measurement", "permissionsd", "floor Status(s)", "floor Ping", "peer Lookup",
+                                        "vs floor", "vs Ping", "vs peer", "target", "met"])
         let r50 = coreRatio(d.p50, f.p50)
         let r99 = coreRatio(d.p99, f.p99)
-        let t50 = report.target("GetStatus p50 vs floor Ping", .atMost, 1.15, r50, unit: "x")
-        let t99 = report.target("GetStatus p99 vs floor Ping", .atMost, 1.2, r99, unit: "x")
-        table.add(["p50 (µs)", coreFormat(d.p50), coreFormat(f.p50), coreFormat(p.p50), coreRatioText(r50),
-                   coreRatioText(coreRatio(d.p50, p.p50)), t50.limitText, t50.met ? "yes" : "NO"])
-        table.add(["p99 (µs)", coreFormat(d.p99), coreFormat(f.p99), coreFormat(p.p99), coreRatioText(r99),
-                   coreRatioText(coreRatio(d.p99, p.p99)), t99.limitText, t99.met ? "yes" : "NO"])
-        table.add(["p99.9 (µs)", coreFormat(d.percentile(99.9)), coreFormat(f.percentile(99.9)),
-                   coreFormat(p.percentile(99.9)), coreRatioText(coreRatio(d.percentile(99.9), f.percentile(99.9))), "",
-                   "", ""])
-        table.add(["max (µs)", coreFormat(d.max), coreFormat(f.max), coreFormat(p.max), "", "", "", ""])
+        let t50 = report.target("GetStatus p50 vs floor Status(s)", .atMost, 1.15, r50, unit: "x")
+        let t99 = report.target("GetStatus p99 vs floor Status(s)", .atMost, 1.2, r99, unit: "x")
+        func row(_ name: String, _ value: (CoreSamples) -> Double, _ target: CoreTarget?) -> [String] {
+            [name, coreFormat(value(d)), coreFormat(value(f)), coreFormat(value(g)), coreFormat(value(p)),
+             coreRatioText(coreRatio(value(d), value(f))), coreRatioText(coreRatio(value(d), value(g))),
+             coreRatioText(coreRatio(value(d), value(p))), target?.limitText ?? "",
+             target.map { $0.met ? "yes" : "NO" } ?? ""]
+        }
+        table.add(row("p50 (µs)", \.p50, t50))
+        table.add(row("p99 (µs)", \.p99, t99))
+        table.add(row("p99.9 (µs)", { $0.percentile(99.9) }, nil))
+        table.add(row("max (µs)", \.max, nil))
         table.print()
         // Where a round trip's time goes: each process's CPU time (schedstat, every
-        // thread) over the section, per call it served; dbus-daemon routes every call
-        // and reply of all three targets.
+        // thread) over the section, per call it served; the floor served two targets,
+        // dbus-daemon routes every call and reply of all four.
         let served = Double(options.warmup + options.calls)
-        let perCall = [cpu[0] / served, cpu[1] / served, cpu[2] / served, cpu[3] / (3 * served)]
+        let perCall = [cpu[0] / served, cpu[1] / (2 * served), cpu[2] / served, cpu[3] / (4 * served)]
         print("CPU per call (µs, on-CPU time of every thread / calls served): permissionsd "
-              + "\(coreFormat(perCall[0])), floor \(coreFormat(perCall[1])), xdg-permission-store \(coreFormat(perCall[2])); "
-              + "dbus-daemon \(coreFormat(perCall[3])) per call routed (call and reply)")
+              + "\(coreFormat(perCall[0])), floor \(coreFormat(perCall[1])) (its Status and Ping calls alike), "
+              + "xdg-permission-store \(coreFormat(perCall[2])); dbus-daemon \(coreFormat(perCall[3])) per call routed "
+              + "(call and reply)")
         report.json("cpu_per_call", [("permissionsd_us", .num(perCall[0])), ("floor_us", .num(perCall[1])),
                                      ("peer_us", .num(perCall[2])), ("dbus_daemon_us", .num(perCall[3]))])
         report.json("getstatus_latency", [
             ("calls", .int(options.calls)), ("warmup", .int(options.warmup)), ("rounds", .int(rounds)),
             ("p50_us", .num(d.p50)), ("p99_us", .num(d.p99)), ("p999_us", .num(d.percentile(99.9))), ("max_us", .num(d.max)),
             ("floor_p50_us", .num(f.p50)), ("floor_p99_us", .num(f.p99)), ("floor_max_us", .num(f.max)),
+            ("ping_p50_us", .num(g.p50)), ("ping_p99_us", .num(g.p99)),
             ("peer_p50_us", .num(p.p50)), ("peer_p99_us", .num(p.p99)), ("peer_max_us", .num(p.max)),
             ("ratio_p50", .num(r50)), ("ratio_p99", .num(r99)),
+            ("ping_ratio_p50", .num(coreRatio(d.p50, g.p50))), ("ping_ratio_p99", .num(coreRatio(d.p99, g.p99))),
             ("peer_ratio_p50", .num(coreRatio(d.p50, p.p50))), ("peer_ratio_p99", .num(coreRatio(d.p99, p.p99))),
             ("met_p50", .bool(t50.met)), ("met_p99", .bool(t99.met)),
         ])
@@ -624,13 +634,15 @@ final class CoreBench {
     // MARK: Throughput
 
     private func throughput() {
-        let targets = [CoreCallTarget.getStatus("location"), CoreCallTarget.floorPing, CoreCallTarget.peerLookup]
+        // The same four as in latency(): permissionsd, floor Status(s), floor Ping, peer.
+        let targets = [CoreCallTarget.getStatus("location"), CoreCallTarget.floorStatus, CoreCallTarget.floorPing,
+                       CoreCallTarget.peerLookup]
         let k = options.inFlight
         var table = CoreTable("Throughput: N connections, each on its own queue with \(k) calls in flight, "
                               + "\(coreFormat(options.seconds)) s per target and N in \(options.rounds) interleaved "
                               + "windows (calls/s)",
-                              columns: ["connections", "permissionsd", "floor Ping", "peer Lookup", "vs floor", "vs peer",
-                                        "target", "met"])
+                              columns: ["connections", "permissionsd", "floor Status(s)", "floor Ping", "peer Lookup",
+                                        "vs floor", "vs Ping", "vs peer", "target", "met"])
         let window = options.seconds / Double(options.rounds)
         var lines: [[(String, CoreJSON)]] = []
         for n in options.connections {
@@ -652,24 +664,26 @@ final class CoreBench {
             pool.close()
             let rates = totals.map { $0 / Double(options.rounds) }
             let rf = coreRatio(rates[0], rates[1])
-            let rp = coreRatio(rates[0], rates[2])
+            let rg = coreRatio(rates[0], rates[2])
+            let rp = coreRatio(rates[0], rates[3])
             var target = ""
             var met = ""
             var fields: [(String, CoreJSON)] = [
                 ("connections", .int(n)), ("in_flight", .int(k)), ("seconds", .num(options.seconds)),
                 ("calls_per_s", .num(rates[0], 0)), ("floor_calls_per_s", .num(rates[1], 0)),
-                ("peer_calls_per_s", .num(rates[2], 0)), ("ratio_floor", .num(rf)), ("ratio_peer", .num(rp)),
+                ("ping_calls_per_s", .num(rates[2], 0)), ("peer_calls_per_s", .num(rates[3], 0)),
+                ("ratio_floor", .num(rf)), ("ratio_ping", .num(rg)), ("ratio_peer", .num(rp)),
             ]
             if n == 64 {
-                // Against the floor only: both are bounded by dbus-daemon, and the peer's
-                // ratio is printed beside it.
-                let tf = report.target("throughput at 64 connections vs floor", .atLeast, 0.9, rf, unit: "x")
+                // Against the floor only: all are bounded by dbus-daemon, and the Ping's
+                // and the peer's ratios are printed beside it.
+                let tf = report.target("throughput at 64 connections vs floor Status(s)", .atLeast, 0.9, rf, unit: "x")
                 target = "\(tf.limitText) floor"
                 met = tf.met ? "yes" : "NO"
                 fields += [("met_floor", .bool(tf.met))]
             }
-            table.add(["\(n)", coreFormat(rates[0]), coreFormat(rates[1]), coreFormat(rates[2]), coreRatioText(rf),
-                       coreRatioText(rp), target, met])
+            table.add(["\(n)", coreFormat(rates[0]), coreFormat(rates[1]), coreFormat(rates[2]), coreFormat(rates[3]),
+                       coreRatioText(rf), coreRatioText(rg), coreRatioText(rp), target, met])
             lines.append(fields)
         }
         table.print()

@@ -65,6 +65,9 @@ final class CoreCallTarget: Sendable {
     static let floorPing = CoreCallTarget("floor Peer.Ping", destination: coreFloorBusName, path: coreFloorPath,
                                           interface: "org.freedesktop.DBus.Peer", member: "Ping")
 
+    static let floorStatus = CoreCallTarget("floor Status(s)", destination: coreFloorBusName, path: coreFloorPath,
+                                            interface: coreFloorInterface, member: "Status", [.string("location")])
+
     static let peerLookup = CoreCallTarget("xdg-permission-store Lookup", destination: corePeerBusName,
                                            path: corePeerPath, interface: corePeerBusName, member: "Lookup",
                                            [.string("bench"), .string("camera")])

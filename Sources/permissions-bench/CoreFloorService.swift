@@ -1,9 +1,14 @@
 // permissions-bench floor-service: the floor that permissionsd is measured
 // against. A D-Bus service doing next to nothing on libdbus: one thread, one
 // unattached connection, `dbus_connection_read_write_dispatch` in a loop, and
-// DBusKit's router, which also answers org.freedesktop.DBus.Peer.Ping (DBusKit has
-// libdbus route Peer calls to its filter, to check their arguments), so a Ping is
-// the cheapest method call DBusKit has. `Emit(s)` emits the plain signal
+// DBusKit's router. `Status(s) -> s` has GetStatus's shape (one string in, one
+// string out) and answers on DBusKit's fast path with a constant word, without
+// looking at anything: what libdbus and the bus cost for a GetStatus, with no
+// service behind it. That shape matters: libdbus validates a call's body walking
+// its signature with list nodes from a pool under a global lock, which a Ping,
+// having no body, never pays. The router also answers org.freedesktop.DBus.Peer.Ping
+// (DBusKit has libdbus route Peer calls to its filter), the cheapest method call
+// DBusKit has, printed beside the floor as a reference. `Emit(s)` emits the plain signal
 // org.example.BenchFloor.Tick(s) and replies, the floor for broadcast fan-out;
 // `Subscribe()` adds the caller to a list and `EmitEach(s)` sends Tick(s) to each
 // caller on it, one unicast signal per subscriber (marshalled once and copied), then
@@ -14,6 +19,9 @@ import Foundation
 let coreFloorBusName = "org.example.BenchFloor"
 let coreFloorPath = "/org/example/BenchFloor"
 let coreFloorInterface = "org.example.BenchFloor"
+/// The floor's answer to Status(s): as long as permissionsd's answer for the bench's
+/// `location` (enabled by the bench's config, no policy, no decision: "not-determined").
+let coreFloorStatusWord = "not-determined"
 
 func runCoreFloorService(_ arguments: [String]) -> Never {
     guard arguments.count == 2, arguments[0] == "--address" else {
@@ -45,9 +53,17 @@ func runCoreFloorService(_ arguments: [String]) -> Never {
             subscribers.removeAll()
             call.reply()
         }
-        let methods = [emit, subscribe, emitEach, unsubscribeAll]
+        // The ordinary way, for what the fast path declines (nothing it is sent here).
+        let status = Method("Status", input: "s") { call in call.reply([.string(coreFloorStatusWord)]) }
+        let methods = [emit, subscribe, emitEach, unsubscribeAll, status]
         connection.export(ExportedObject(path: coreFloorPath, interfaces: [Interface(coreFloorInterface, methods: methods)],
                                          introspection: ""))
+        connection.addFastMethod(path: coreFloorPath, interface: coreFloorInterface, member: "Status",
+                                 signature: "s") { call in
+            // Read as permissionsd reads its argument, then answered without looking.
+            _ = call.firstString
+            return call.reply(string: coreFloorStatusWord)
+        }
         guard try connection.requestName(coreFloorBusName) == .primaryOwner else {
             FileHandle.standardError.write("floor-service: \(coreFloorBusName) is taken\n".data(using: .utf8)!)
             exit(1)

@@ -75,14 +75,15 @@ extension PermissionsService {
                 "invalid decision \"\(word.escapedForMessage)\": expected \"authorized\" or \"denied\""))
         }
         asOwnerOrAdmin(call, uid: uid, change: true) { [unowned self] identity, uid in
-            do {
-                try self.tracker.setDecision(uid: uid, app: app, permission: permission, decision: decision,
-                                             setBy: "uid \(identity.uid) (\(identity.appID))")
-            } catch {
-                // Nothing changed, in memory or on disk (a session grant included).
-                return call.fail(PermissionsError.storageFailed("cannot store the decision: \(error)"))
+            self.tracker.setDecision(uid: uid, app: app, permission: permission, decision: decision,
+                                     setBy: "uid \(identity.uid) (\(identity.appID))") { outcome in
+                // The reply goes once the decision is on disk; a failure changed nothing,
+                // in memory or on disk (a session grant included).
+                if case .failure(let error) = outcome {
+                    return call.fail(PermissionsError.storageFailed("cannot store the decision: \(error)"))
+                }
+                call.reply()
             }
-            call.reply()
         }
     }
 
@@ -155,10 +156,11 @@ extension PermissionsService {
         guard case .success(let names) = namesResult else { return call.fail(namesResult.error!) }
         guard case .success(let uid) = uidResult else { return call.fail(uidResult.error!) }
         asAdmin(call) { [unowned self] _ in
-            do {
-                call.reply([.uint32(UInt32(try self.tracker.assign(app: app, names: names, to: uid)))])
-            } catch {
-                call.fail(PermissionsError.storageFailed("cannot assign decisions: \(error)"))
+            self.tracker.assign(app: app, names: names, to: uid) { outcome in
+                switch outcome {
+                case .success(let settled): call.reply([.uint32(UInt32(settled))])
+                case .failure(let error): call.fail(PermissionsError.storageFailed("cannot assign decisions: \(error)"))
+                }
             }
         }
     }
@@ -176,14 +178,13 @@ extension PermissionsService {
 
     /// Resets one owner's rows and replies with how many went.
     private func reset(_ call: MethodCall, uid: UInt32?, app: String, names: [String]) {
-        let removed: Int
-        do {
-            removed = try tracker.resetDecisions(uid: uid, app: app, names: names)
-        } catch {
+        tracker.resetDecisions(uid: uid, app: app, names: names) { outcome in
+            switch outcome {
+            case .success(let removed): call.reply([.uint32(UInt32(removed))])
             // Nothing changed, in memory or on disk (session grants included).
-            return call.fail(PermissionsError.storageFailed("cannot reset decisions: \(error)"))
+            case .failure(let error): call.fail(PermissionsError.storageFailed("cannot reset decisions: \(error)"))
+            }
         }
-        call.reply([.uint32(UInt32(removed))])
     }
 
     /// Runs `body` if the caller is an admin (see Authorizer): ListAllDecisions and

@@ -21,7 +21,11 @@ extension PermissionsService {
 
     /// Removes decisions whose time has come, with the signals that implies.
     package func expireDecisions() {
-        guard tracker.removeExpired() else {
+        tracker.removeExpired { [weak self] removed in self?.expired(removed) }
+    }
+
+    private func expired(_ removed: Bool) {
+        guard removed else {
             // The row no longer applies either way; retry the clean-up later rather
             // than re-arming the timer for a time already past, which would spin.
             expiryTimer?.cancel()

@@ -87,7 +87,7 @@ package final class PermissionsService {
         serialEpoch = UInt64(truncatingIfNeeded: epoch) << 32
         changeSerial = serialEpoch
         broker = PromptBroker(connection: connection,
-                              settle: { [unowned self] in self.settle($0, $1, $2, $3) },
+                              settle: { [unowned self] in self.settle($0, $1, $2, $3, $4) },
                               undecided: { [unowned self] in self.undecided($0) })
         tracker.emit = { [unowned self] audience, app, permission, status in
             self.deliver(audience, app: app, permission: permission, status)

@@ -82,13 +82,15 @@ final class PromptBroker {
     /// Set by shutdown: no prompt starts any more.
     private var stopped = false
     var agentTimeoutMilliseconds: Int32 = 120_000
-    /// Applies a real answer (store, session grant, signals); returns the status
-    /// to reply with, or the error to fail every waiter with (StorageFailed).
-    let settle: (Prompt, AgentAnswer, _ expiresAt: Int64?, _ agent: Agent) -> Result<Status, BusError>
+    /// Applies a real answer (store, session grant, signals); gives `done` the
+    /// status to reply with, once the answer is on disk, or the error to fail
+    /// every waiter with (StorageFailed).
+    let settle: (Prompt, AgentAnswer, _ expiresAt: Int64?, _ agent: Agent,
+                 _ done: @escaping (Result<Status, BusError>) -> Void) -> Void
     /// The status to reply with when nothing was decided.
     let undecided: (Prompt) -> Status
 
-    init(connection: Connection, settle: @escaping (Prompt, AgentAnswer, Int64?, Agent) -> Result<Status, BusError>,
+    init(connection: Connection, settle: @escaping (Prompt, AgentAnswer, Int64?, Agent, @escaping (Result<Status, BusError>) -> Void) -> Void,
          undecided: @escaping (Prompt) -> Status) {
         self.connection = connection
         self.settle = settle
@@ -176,7 +178,9 @@ final class PromptBroker {
                     }
                     logInfo("prompt \(prompt.id): \(prompt.app) / \(prompt.permission): \(answer.rawValue)")
                     if answer == .dismiss { return self.finish(prompt, status: self.undecided(prompt)) }
-                    self.finish(prompt, self.settle(prompt, answer, expiresAt, agent))
+                    // The prompt stays open until the answer is stored: a request for
+                    // the same thing meanwhile waits for it rather than asking again.
+                    self.settle(prompt, answer, expiresAt, agent) { self.finish(prompt, $0) }
                 }
             }
         }

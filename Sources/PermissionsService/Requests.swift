@@ -132,40 +132,43 @@ extension PermissionsService {
     ///
     /// An unverified caller's app is not known beyond this run of it: its "always"
     /// is a session grant, and its deny answers this prompt only; nothing is stored.
-    func settle(_ prompt: Prompt, _ answer: AgentAnswer, _ expiresAt: Int64?,
-                _ agent: Agent) -> Result<Status, BusError> {
+    func settle(_ prompt: Prompt, _ answer: AgentAnswer, _ expiresAt: Int64?, _ agent: Agent,
+                _ done: @escaping (Result<Status, BusError>) -> Void) {
         let (uid, app, permission) = (prompt.uid, prompt.app, prompt.permission)
         let before = status(uid: uid, app: app, permission: permission)
         // Decided meanwhile (an admin, a config lock, a device gone): the newer fact wins.
-        guard before == .notDetermined else { return .success(before) }
+        guard before == .notDetermined else { return done(.success(before)) }
         let setBy = "user via agent \(agent.owner)"
         let unverified = app.hasPrefix(AppIdentity.unverifiedPrefix)
         let requesters = Set(prompt.waiters.map(\.sender))
-        do {
-            switch answer {
-            case .allowOnce:
-                return .success(.authorized)
-            case .allowSession:
-                tracker.grantSession(uid: uid, app: app, permission: permission, to: requesters)
-            case .allowAlways where unverified:
-                tracker.grantSession(uid: uid, app: app, permission: permission, to: requesters)
-            case .deny where unverified:
-                return .success(.denied)
-            case .allowAlways, .deny:
-                try tracker.setDecision(uid: uid, app: app, permission: permission,
-                                        decision: answer == .deny ? .denied : .authorized, setBy: setBy,
-                                        expiresAt: expiresAt)
-            case .dismiss:
-                return .success(before)
-            }
-        } catch {
-            logError("cannot store the answer \(answer.rawValue) for uid \(uid), \(app) / \(permission): \(error)")
-            return .failure(PermissionsError.storageFailed(
-                "cannot store the answer \"\(answer.rawValue)\" for \"\(app.escapedForMessage)\" / "
-                    + "\"\(permission.escapedForMessage)\": \(error)"))
+        switch answer {
+        case .allowOnce:
+            return done(.success(.authorized))
+        case .allowSession:
+            tracker.grantSession(uid: uid, app: app, permission: permission, to: requesters)
+            return done(.success(status(uid: uid, app: app, permission: permission)))
+        case .allowAlways where unverified:
+            tracker.grantSession(uid: uid, app: app, permission: permission, to: requesters)
+            return done(.success(status(uid: uid, app: app, permission: permission)))
+        case .deny where unverified:
+            return done(.success(.denied))
+        case .dismiss:
+            return done(.success(before))
+        case .allowAlways, .deny:
+            break
         }
-        if expiresAt != nil { scheduleExpiry() }
-        return .success(status(uid: uid, app: app, permission: permission))
+        tracker.setDecision(uid: uid, app: app, permission: permission, decision: answer == .deny ? .denied : .authorized,
+                            setBy: setBy, expiresAt: expiresAt) { [weak self] outcome in
+            guard let self else { return }
+            if case .failure(let error) = outcome {
+                logError("cannot store the answer \(answer.rawValue) for uid \(uid), \(app) / \(permission): \(error)")
+                return done(.failure(PermissionsError.storageFailed(
+                    "cannot store the answer \"\(answer.rawValue)\" for \"\(app.escapedForMessage)\" / "
+                        + "\"\(permission.escapedForMessage)\": \(error)")))
+            }
+            if expiresAt != nil { self.scheduleExpiry() }
+            done(.success(self.status(uid: uid, app: app, permission: permission)))
+        }
     }
 
     func undecided(_ prompt: Prompt) -> Status {

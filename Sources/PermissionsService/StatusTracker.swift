@@ -128,15 +128,48 @@ package final class StatusTracker {
     /// Runs `change` and tells each of `audiences` whose status of each pair it changed.
     func signalling<T>(_ audiences: [Audience], _ pairs: [(app: String, permission: String)],
                                _ change: () throws -> T) rethrows -> T {
-        let before = pairs.map { pair in audiences.map { status($0, app: pair.app, permission: pair.permission) } }
+        let before = statuses(audiences, pairs)
         let result = try change()
+        tellChanges(audiences, pairs, before)
+        return result
+    }
+
+    /// Each pair's status for each of `audiences` now: what `tellChanges` compares with.
+    func statuses(_ audiences: [Audience], _ pairs: [(app: String, permission: String)]) -> [[Status]] {
+        pairs.map { pair in audiences.map { status($0, app: pair.app, permission: pair.permission) } }
+    }
+
+    /// Tells each of `audiences` whose status of each pair is no longer as `before`.
+    func tellChanges(_ audiences: [Audience], _ pairs: [(app: String, permission: String)], _ before: [[Status]]) {
         for (pair, old) in zip(pairs, before) where isKnown(pair.permission) {
             for (audience, was) in zip(audiences, old) {
                 let now = status(audience, app: pair.app, permission: pair.permission)
                 if now != was { emit(audience, pair.app, pair.permission, now) }
             }
         }
-        return result
+    }
+
+    /// Commits a write, then tells `audiences` what it changed for `pairs`, runs
+    /// `committed` (with the write's row count) and then `done`. `pairs` is asked
+    /// for just before memory changes (what the write touches then, after the
+    /// writes made before it). A failed write changes nothing and tells nothing.
+    private func write<T>(_ change: DecisionWrite, audiences: @escaping () -> [Audience],
+                          pairs: @escaping () -> [(app: String, permission: String)],
+                          committed: @escaping (Int) -> T, done: @escaping (Result<T, any Error>) -> Void) {
+        store.commit(change) { [self] in
+            let (audiences, pairs) = (audiences(), pairs())
+            let before = statuses(audiences, pairs)
+            return { [self] outcome in
+                switch outcome {
+                case .failure(let error):
+                    done(.failure(error))
+                case .success(let count):
+                    let result = committed(count)
+                    tellChanges(audiences, pairs, before)
+                    done(.success(result))
+                }
+            }
+        }
     }
 
     /// Recomputes a permission's snapshot and signals what really changed for apps.
@@ -194,74 +227,101 @@ package final class StatusTracker {
     // MARK: Decisions
 
     /// SetDecision: stores `uid`'s decision (their session grant for the pair ends)
-    /// and signals the change to that user. A failed write throws and changes
-    /// nothing, in memory or on disk (the session grant included).
+    /// and signals the change to that user, then calls `done` (after the commit).
+    /// A failed write changes nothing, in memory or on disk (the session grant
+    /// included).
     package func setDecision(uid: UInt32, app: String, permission: String, decision: Decision, setBy: String,
-                             expiresAt: Int64? = nil) throws {
+                             expiresAt: Int64? = nil, done: @escaping (Result<Void, any Error>) -> Void) {
         let key = DecisionKey(uid: uid, app, permission)
+        // A write that changes nothing is not made; while writes are in flight the
+        // row may be about to change, so then it is.
         let stored = store.decision(key)
-        if stored?.decision == decision, stored?.expiresAt == nil, expiresAt == nil { return }
-        try signalling([.user(uid)], [(app, permission)]) {
-            try store.set(key, decision: decision, setBy: setBy, expiresAt: expiresAt)
-            endSessionGrant(key)
+        if !store.writesInFlight, stored?.decision == decision, stored?.expiresAt == nil, expiresAt == nil {
+            return done(.success(()))
         }
+        let row = StoredDecision(uid: uid, appID: app, permission: permission, decision: decision,
+                                 setAt: currentMicroseconds(), setBy: setBy, expiresAt: expiresAt)
+        write(.set(row), audiences: { [.user(uid)] }, pairs: { [(app, permission)] },
+              committed: { [self] _ in endSessionGrant(key) }, done: done)
     }
 
     /// ResetDecisions: removes one owner's decisions of `app` for `names` (all when
-    /// empty), and a user's session grants of them; signals the changes, and returns
-    /// how many stored rows went. `uid` nil resets unassigned rows. A failed write
-    /// throws and changes nothing (session grants included).
-    package func resetDecisions(uid: UInt32?, app: String, names: [String]) throws -> Int {
-        let stored = store.list(app: app).filter { $0.uid == uid && (names.isEmpty || names.contains($0.permission)) }
-            .map(\.permission)
-        let granted = uid.map { sessionGrantedPermissions(uid: $0, app: app, among: names) } ?? []
-        let affected = stored + granted.filter { !stored.contains($0) }
-        return try signalling(audiences(of: uid), affected.map { (app, $0) }) {
-            let removed = try store.reset(uid: uid, app: app, permissions: names)
-            if let uid { for permission in affected { endSessionGrant(DecisionKey(uid: uid, app, permission)) } }
-            return removed
-        }
+    /// empty), and a user's session grants of them; signals the changes, and gives
+    /// `done` how many stored rows went. `uid` nil resets unassigned rows. A failed
+    /// write changes nothing (session grants included).
+    package func resetDecisions(uid: UInt32?, app: String, names: [String],
+                                done: @escaping (Result<Int, any Error>) -> Void) {
+        // What the reset touches, taken when it is applied: rows and grants as they are then.
+        var affected: [String] = []
+        write(.reset(uid: uid, app: app, permissions: names), audiences: { [self] in audiences(of: uid) },
+              pairs: { [self] in
+                  let stored = store.list(app: app)
+                      .filter { $0.uid == uid && (names.isEmpty || names.contains($0.permission)) }.map(\.permission)
+                  let granted = uid.map { sessionGrantedPermissions(uid: $0, app: app, among: names) } ?? []
+                  affected = stored + granted.filter { !stored.contains($0) }
+                  return affected.map { (app, $0) }
+              },
+              committed: { [self] removed in
+                  if let uid { for permission in affected { endSessionGrant(DecisionKey(uid: uid, app, permission)) } }
+                  return removed
+              }, done: done)
     }
 
     /// Gives the unassigned rows of `app` for `names` (all when empty) to `uid` (a
     /// row of the user's own for the same pair stays), with the signals that
-    /// implies (an unassigned deny ends for everyone else).
-    package func assign(app: String, names: [String], to uid: UInt32) throws -> Int {
-        let pairs = store.list(app: app).filter { $0.uid == nil && (names.isEmpty || names.contains($0.permission)) }
-            .map { (app: app, permission: $0.permission) }
-        var audiences = allAudiences
-        if !audiences.contains(.user(uid)) { audiences.append(.user(uid)) }
-        return try signalling(audiences, pairs) {
-            let settled = try store.assign(app: app, permissions: names, to: uid)
-            // As a decision set for the user: their session grants of these pairs end.
-            for pair in pairs { endSessionGrant(DecisionKey(uid: uid, pair.app, pair.permission)) }
-            return settled
-        }
+    /// implies (an unassigned deny ends for everyone else); `done` gets how many
+    /// unassigned rows were settled.
+    package func assign(app: String, names: [String], to uid: UInt32, done: @escaping (Result<Int, any Error>) -> Void) {
+        var pairs: [(app: String, permission: String)] = []
+        write(.assign(app: app, permissions: names, to: uid),
+              audiences: { [self] in
+                  var audiences = allAudiences
+                  if !audiences.contains(.user(uid)) { audiences.append(.user(uid)) }
+                  return audiences
+              },
+              pairs: { [self] in
+                  pairs = store.list(app: app).filter { $0.uid == nil && (names.isEmpty || names.contains($0.permission)) }
+                      .map { (app: app, permission: $0.permission) }
+                  return pairs
+              },
+              committed: { [self] settled in
+                  // As a decision set for the user: their session grants of these pairs end.
+                  for pair in pairs { endSessionGrant(DecisionKey(uid: uid, pair.app, pair.permission)) }
+                  return settled
+              }, done: done)
     }
 
-    /// Removes decisions whose time has come, with the signals that implies. False
-    /// if one could not be removed (the rest are left for a later try).
-    package func removeExpired(now: Int64 = currentMicroseconds()) -> Bool {
-        for row in store.expired(now: now) {
-            // The row no longer counts (expired), so "before" is computed with it.
-            let audiences = audiences(of: row.uid)
-            let s = snapshot(row.permission)
-            let before = audiences.map { audience in
-                effectiveStatus(service: s.service, policy: s.policy(for: row.appID),
-                                decision: self.decision(audience, row.appID, row.permission, counting: row))
-            }
-            do {
-                try store.remove(row)
-            } catch {
-                logError("cannot remove an expired decision: \(error); retrying in a minute")
-                return false
-            }
-            guard isKnown(row.permission) else { continue }
-            for (audience, was) in zip(audiences, before) {
-                let now = status(audience, app: row.appID, permission: row.permission)
-                if now != was { emit(audience, row.appID, row.permission, now) }
+    /// Removes decisions whose time has come, with the signals that implies; `done`
+    /// gets false if one could not be removed (the rest are left for a later try).
+    package func removeExpired(now: Int64 = currentMicroseconds(), done: @escaping (Bool) -> Void) {
+        let rows = store.expired(now: now)
+        guard !rows.isEmpty else { return done(true) }
+        var left = rows.count
+        var failed = false
+        for row in rows {
+            store.commit(.remove(row)) { [self] in
+                // The expired row no longer counts, so "before" is computed with it, if
+                // it is still the row stored (not replaced by a newer decision meanwhile).
+                let current = store.list(app: row.appID).first { $0.key == row.key }
+                let counting = current?.setAt == row.setAt ? row : nil
+                let audiences = audiences(of: row.uid)
+                let s = snapshot(row.permission)
+                let before = audiences.map { audience in
+                    effectiveStatus(service: s.service, policy: s.policy(for: row.appID),
+                                    decision: decision(audience, row.appID, row.permission, counting: counting))
+                }
+                return { [self] outcome in
+                    switch outcome {
+                    case .failure(let error):
+                        logError("cannot remove an expired decision: \(error); retrying in a minute")
+                        failed = true
+                    case .success:
+                        tellChanges(audiences, [(row.appID, row.permission)], [before])
+                    }
+                    left -= 1
+                    if left == 0 { done(!failed) }
+                }
             }
         }
-        return true
     }
 }

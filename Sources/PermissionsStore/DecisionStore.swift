@@ -17,6 +17,12 @@ package struct StoredDecision: Sendable, Equatable {
     package var expiresAt: Int64? = nil
 
     package var key: DecisionKey { DecisionKey(uid: uid, appID, permission) }
+
+    package init(uid: UInt32?, appID: String, permission: String, decision: Decision, setAt: Int64, setBy: String,
+                 expiresAt: Int64? = nil) {
+        (self.uid, self.appID, self.permission, self.decision) = (uid, appID, permission, decision)
+        (self.setAt, self.setBy, self.expiresAt) = (setAt, setBy, expiresAt)
+    }
 }
 
 /// Per-user decisions: one row per (uid, app id, permission) in SQLite, and all of
@@ -35,7 +41,8 @@ package struct StoredDecision: Sendable, Equatable {
 /// file agree: a failed write throws and changes neither.
 ///
 /// Durability: WAL journal with `synchronous=FULL`, so a write is on disk when
-/// `set`/`reset` return, before the D-Bus reply goes out.
+/// `write` (or `set`, `reset`, ...) returns; the daemon replies and signals only
+/// after that (see DecisionCommitter).
 ///
 /// The daemon is the file's only user: it is opened with `locking_mode=EXCLUSIVE`
 /// (set before the first access, which is `journal_mode=WAL`), so that SQLite keeps
@@ -54,7 +61,9 @@ package struct StoredDecision: Sendable, Equatable {
 /// other failure to load (an I/O error, the file locked by another process, a row
 /// this version does not understand) fails the open and leaves the file as it is.
 ///
-/// Not thread-safe: owned by the service and used only on its queue.
+/// Not thread-safe. Used on one queue, or, in the daemon, through a
+/// `DecisionCommitter`: its writer queue touches only the SQLite connection
+/// (`write`, `nextEpoch`, `close`), the serving queue only memory (reads, `apply`).
 package final class DecisionStore {
     private let db: SQLiteDatabase
     private var index: DecisionIndex
@@ -336,42 +345,21 @@ package final class DecisionStore {
 
     /// Stores a decision durably (replaces an earlier one for the same key).
     package func set(_ key: DecisionKey, decision: Decision, setBy: String, expiresAt: Int64? = nil) throws {
-        try db.endStrayTransaction()
         let row = StoredDecision(uid: key.uid, appID: key.app, permission: key.permission, decision: decision,
                                  setAt: currentMicroseconds(), setBy: setBy, expiresAt: expiresAt)
-        try db.execute("INSERT OR REPLACE INTO user_decisions (uid, app_id, permission, decision, set_at, set_by, "
-                       + "expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                       [Self.owner(key.uid), .text(key.app), .text(key.permission), .text(decision.rawValue),
-                        .int(row.setAt), .text(setBy), expiresAt.map { .int($0) } ?? .null])
-        index[key] = row
+        _ = try commitNow(.set(row))
     }
 
     /// Deletes one decision if it is still the same (an expiry must not remove a
     /// newer decision made meanwhile).
     package func remove(_ decision: StoredDecision) throws {
-        try db.endStrayTransaction()
-        try db.execute("DELETE FROM user_decisions WHERE uid = ?1 AND app_id = ?2 AND permission = ?3 AND set_at = ?4",
-                       [Self.owner(decision.uid), .text(decision.appID), .text(decision.permission),
-                        .int(decision.setAt)])
-        index.remove(decision)
+        _ = try commitNow(.remove(decision))
     }
 
     /// Removes one owner's decisions of `app` for the given permissions (all when
     /// empty); returns how many rows went, in one transaction.
     package func reset(uid: UInt32?, app: String, permissions: [String]) throws -> Int {
-        try db.endStrayTransaction()
-        let keys = index.keys(uid: uid, app: app, permissions: permissions)
-        let removed = try db.transaction {
-            var count = 0
-            for key in keys {
-                try db.execute("DELETE FROM user_decisions WHERE uid = ?1 AND app_id = ?2 AND permission = ?3",
-                               [Self.owner(key.uid), .text(key.app), .text(key.permission)])
-                count += db.changes
-            }
-            return count
-        }
-        for key in keys { index[key] = nil }
-        return removed
+        try commitNow(.reset(uid: uid, app: app, permissions: permissions))
     }
 
     /// Gives the unassigned rows of `app` for `permissions` (all when empty) to
@@ -379,20 +367,73 @@ package final class DecisionStore {
     /// same permission, theirs stays (it was made later) and the unassigned row
     /// goes. Returns how many unassigned rows were settled.
     package func assign(app: String, permissions: [String], to uid: UInt32) throws -> Int {
+        try commitNow(.assign(app: app, permissions: permissions, to: uid))
+    }
+
+    /// A write to the file and then to memory, on the caller's queue: for a store
+    /// used on one queue (tests, tools). The daemon commits through a
+    /// `DecisionCommitter`, which calls the two halves on two queues.
+    private func commitNow(_ change: DecisionWrite) throws -> Int {
+        try write([change])
+        return apply(change)
+    }
+
+    /// Commits `writes` to the file in one transaction (one fsync): all of them or,
+    /// if any fails, none. Memory is not touched: `apply` each afterwards, in order.
+    /// Touches only the SQLite connection (see DecisionCommitter).
+    package func write(_ writes: [DecisionWrite]) throws {
         try db.endStrayTransaction()
-        let keys = index.keys(uid: nil, app: app, permissions: permissions)
         try db.transaction {
-            for key in keys {
-                let pair: [SQLiteDatabase.Value] = [Self.owner(uid), .text(key.app), .text(key.permission)]
+            for change in writes { try execute(change) }
+        }
+    }
+
+    /// Applies a write that `write` committed to memory; how many rows it touched.
+    /// Touches only memory (see DecisionCommitter).
+    package func apply(_ change: DecisionWrite) -> Int {
+        index.apply(change)
+    }
+
+    /// A write's statements. Each names its rows by what they are (owner, app,
+    /// permission), never by a list read from memory, which may be behind the file
+    /// while a group of writes is being committed.
+    private func execute(_ change: DecisionWrite) throws {
+        switch change {
+        case .set(let row):
+            try db.execute("INSERT OR REPLACE INTO user_decisions (uid, app_id, permission, decision, set_at, set_by, "
+                           + "expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                           [Self.owner(row.uid), .text(row.appID), .text(row.permission), .text(row.decision.rawValue),
+                            .int(row.setAt), .text(row.setBy), row.expiresAt.map { .int($0) } ?? .null])
+        case .remove(let row):
+            try db.execute("DELETE FROM user_decisions WHERE uid = ?1 AND app_id = ?2 AND permission = ?3 "
+                           + "AND set_at = ?4",
+                           [Self.owner(row.uid), .text(row.appID), .text(row.permission), .int(row.setAt)])
+        case .reset(let uid, let app, let permissions):
+            let owner: [SQLiteDatabase.Value] = [Self.owner(uid), .text(app)]
+            if permissions.isEmpty {
+                try db.execute("DELETE FROM user_decisions WHERE uid = ?1 AND app_id = ?2", owner)
+            }
+            for permission in permissions {
+                try db.execute("DELETE FROM user_decisions WHERE uid = ?1 AND app_id = ?2 AND permission = ?3",
+                               owner + [.text(permission)])
+            }
+        case .assign(let app, let permissions, let uid):
+            let pair: [SQLiteDatabase.Value] = [Self.owner(uid), .text(app)]
+            // The user's own row of the same permission, if any, stays: it was made later.
+            if permissions.isEmpty {
+                try db.execute("UPDATE user_decisions SET uid = ?1 WHERE uid = -1 AND app_id = ?2 AND NOT EXISTS "
+                               + "(SELECT 1 FROM user_decisions AS own WHERE own.uid = ?1 AND own.app_id = ?2 "
+                               + "AND own.permission = user_decisions.permission)", pair)
+                try db.execute("DELETE FROM user_decisions WHERE uid = -1 AND app_id = ?1", [.text(app)])
+            }
+            for permission in permissions {
                 try db.execute("UPDATE user_decisions SET uid = ?1 WHERE uid = -1 AND app_id = ?2 AND permission = ?3 "
                                + "AND NOT EXISTS (SELECT 1 FROM user_decisions WHERE uid = ?1 AND app_id = ?2 "
-                               + "AND permission = ?3)", pair)
+                               + "AND permission = ?3)", pair + [.text(permission)])
                 try db.execute("DELETE FROM user_decisions WHERE uid = -1 AND app_id = ?1 AND permission = ?2",
-                               Array(pair.dropFirst()))
+                               [.text(app), .text(permission)])
             }
         }
-        index.assign(keys, to: uid)
-        return keys.count
     }
 
     /// Moves the serial epoch on: the larger of the stored one plus one and

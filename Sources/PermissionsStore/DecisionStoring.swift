@@ -1,8 +1,7 @@
-package import PermissionsModel
 
-/// What the service needs of a decision store: `DecisionStore` (SQLite) in the
-/// daemon, `InMemoryDecisionStore` in unit tests. Reads never fail (they come from
-/// memory); a write that throws has changed nothing.
+/// What the service needs of a decision store: `DecisionCommitter` (over SQLite) in
+/// the daemon, `InMemoryDecisionStore` in unit tests. Reads never fail and never
+/// wait (they come from memory); writes are committed with `commit`.
 ///
 /// Rows are keyed by (uid, app, permission); `uid` nil is an unassigned row (see
 /// DecisionStore: migrated from a store without users).
@@ -15,14 +14,16 @@ package protocol DecisionStoring: AnyObject {
     func list(app: String?) -> [StoredDecision]
     func expired(now: Int64) -> [StoredDecision]
     func nextExpiry() -> Int64?
-    func set(_ key: DecisionKey, decision: Decision, setBy: String, expiresAt: Int64?) throws
-    func remove(_ decision: StoredDecision) throws
-    /// Removes one owner's rows of `app` for `permissions` (all when empty); how many went.
-    func reset(uid: UInt32?, app: String, permissions: [String]) throws -> Int
-    /// Gives the unassigned rows of `app` for `permissions` (all when empty) to `uid`;
-    /// a row the user has of their own for the same pair stays, and the unassigned
-    /// one goes. How many unassigned rows were settled.
-    func assign(app: String, permissions: [String], to uid: UInt32) throws -> Int
+    /// Commits `write` durably, then, on the caller's queue and in the order writes
+    /// were made: calls `around` just before memory changes (to take what statuses
+    /// were), applies the write to memory if it was committed, and calls what
+    /// `around` returned with the outcome: how many rows the write touched (see
+    /// `DecisionIndex.apply`), or the error, and then nothing changed, in memory or
+    /// on disk. The outcome may come before `commit` returns (a store in memory).
+    func commit(_ write: DecisionWrite, around: @escaping () -> (Result<Int, any Error>) -> Void)
+    /// True while a write has been made whose outcome has not come yet: memory may
+    /// be about to change.
+    var writesInFlight: Bool { get }
     func nextEpoch(atLeast: Int64) throws -> Int64
 }
 
@@ -34,10 +35,4 @@ extension DecisionStoring {
     package func list() -> [StoredDecision] { list(app: nil) }
 
     package func expired() -> [StoredDecision] { expired(now: currentMicroseconds()) }
-
-    package func set(_ key: DecisionKey, decision: Decision, setBy: String) throws {
-        try set(key, decision: decision, setBy: setBy, expiresAt: nil)
-    }
 }
-
-extension DecisionStore: DecisionStoring {}

@@ -28,7 +28,7 @@ package final class InMemoryDecisionStore: DecisionStoring {
 
     package func nextExpiry() -> Int64? { index.nextExpiry() }
 
-    package func set(_ key: DecisionKey, decision: Decision, setBy: String, expiresAt: Int64?) throws {
+    package func set(_ key: DecisionKey, decision: Decision, setBy: String, expiresAt: Int64? = nil) throws {
         if failWrites { throw WriteFailed() }
         index[key] = StoredDecision(uid: key.uid, appID: key.app, permission: key.permission, decision: decision,
                                     setAt: currentMicroseconds(), setBy: setBy, expiresAt: expiresAt)
@@ -52,6 +52,15 @@ package final class InMemoryDecisionStore: DecisionStoring {
         index.assign(keys, to: uid)
         return keys.count
     }
+
+    /// Commits at once: the outcome comes before `commit` returns.
+    package func commit(_ write: DecisionWrite, around: @escaping () -> (Result<Int, any Error>) -> Void) {
+        let finish = around()
+        if failWrites { return finish(.failure(WriteFailed())) }
+        finish(.success(index.apply(write)))
+    }
+
+    package var writesInFlight: Bool { false }
 
     package func nextEpoch(atLeast: Int64) throws -> Int64 {
         if failWrites { throw WriteFailed() }

@@ -71,7 +71,7 @@ public final class Daemon {
     let queue = DispatchQueue(label: "org.example.Permissions")
     private var connection: Connection!
     private var service: PermissionsService!
-    private var store: DecisionStore?
+    private var store: DecisionCommitter?
     private var host: PluginHost!
     private var watcher: ConfigWatcher?
     private var pluginWatcher: PluginDirectoryWatcher?
@@ -137,9 +137,10 @@ public final class Daemon {
         guard Files.makeDirectories(stateDirectory, mode: 0o700) else {
             fail("cannot create the state directory \(stateDirectory): \(String(cString: strerror(errno)))")
         }
-        let store: DecisionStore
+        let store: DecisionCommitter
         do {
-            store = try DecisionStore(path: stateDirectory + "/decisions.sqlite")
+            // Commits run on the store's own queue, so that reads never wait for an fsync.
+            store = DecisionCommitter(try DecisionStore(path: stateDirectory + "/decisions.sqlite"), queue: queue)
         } catch {
             fail("cannot open the decision store: \(error)")
         }
@@ -233,7 +234,9 @@ public final class Daemon {
     /// is not over, never continues (the name is never owned). During start-up
     /// only the parts made so far exist (none, if the signal came before start()).
     ///
-    /// The store closes first, before anything that can block (a log line to a
+    /// The store closes first (after the commit in progress, if any: a write it
+    /// holds is on disk, unanswered; writes still waiting are not made), before
+    /// anything that can block (a log line to a
     /// full pipe, a flush to the bus, a plugin's stop): its WAL goes into the file
     /// and its EXCLUSIVE lock is released even if the process never finishes
     /// exiting (a resolver thread stuck on a caller's FUSE files keeps the fd table

@@ -10,6 +10,43 @@ private final class FakeSource: SnapshotSource {
     func snapshot(for permission: String) -> Snapshot? { current[permission] }
 }
 
+/// The tracker's writes as calls that return: over `InMemoryDecisionStore`, whose
+/// `commit` gives the outcome before it returns, the completion has run by then.
+private extension StatusTracker {
+    func setDecision(uid: UInt32, app: String, permission: String, decision: Decision, setBy: String,
+                     expiresAt: Int64? = nil) throws {
+        try outcome { setDecision(uid: uid, app: app, permission: permission, decision: decision, setBy: setBy,
+                                  expiresAt: expiresAt, done: $0) }
+    }
+
+    func resetDecisions(uid: UInt32?, app: String, names: [String]) throws -> Int {
+        try outcome { resetDecisions(uid: uid, app: app, names: names, done: $0) }
+    }
+
+    func assign(app: String, names: [String], to uid: UInt32) throws -> Int {
+        try outcome { assign(app: app, names: names, to: uid, done: $0) }
+    }
+
+    func removeExpired(now: Int64) -> Bool {
+        var removed: Bool?
+        removeExpired(now: now) { removed = $0 }
+        #expect(removed != nil, "the in-memory store gave no outcome before returning")
+        return removed ?? false
+    }
+}
+
+private struct NoOutcome: Error {}
+
+private func outcome<T>(_ start: (@escaping (Result<T, any Error>) -> Void) -> Void) throws -> T {
+    var result: Result<T, any Error>?
+    start { result = $0 }
+    guard let result else {
+        Issue.record("the in-memory store gave no outcome before returning")
+        throw NoOutcome()
+    }
+    return try result.get()
+}
+
 /// A tracker over an in-memory store and a fake source, with every StatusChanged
 /// it emits written down as "app permission status" (`signals`), and with its
 /// audience, "everyone: …" or "uid N: …" (`heard`).

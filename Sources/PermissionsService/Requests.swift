@@ -134,6 +134,14 @@ extension PermissionsService {
     /// is a session grant, and its deny answers this prompt only; nothing is stored.
     func settle(_ prompt: Prompt, _ answer: AgentAnswer, _ expiresAt: Int64?, _ agent: Agent,
                 _ done: @escaping (Result<Status, BusError>) -> Void) {
+        // After the writes already made (a SetDecision of the same pair may be in a
+        // commit): the check below must see them, or the answer would be stored over
+        // a decision made before it.
+        store.afterWrites { [weak self] in self?.settleNow(prompt, answer, expiresAt, agent, done) }
+    }
+
+    private func settleNow(_ prompt: Prompt, _ answer: AgentAnswer, _ expiresAt: Int64?, _ agent: Agent,
+                           _ done: @escaping (Result<Status, BusError>) -> Void) {
         let (uid, app, permission) = (prompt.uid, prompt.app, prompt.permission)
         let before = status(uid: uid, app: app, permission: permission)
         // Decided meanwhile (an admin, a config lock, a device gone): the newer fact wins.

@@ -1,4 +1,5 @@
 package import Dispatch
+internal import Glibc
 
 /// The daemon's decision store: reads answered from the `DecisionStore`'s memory on
 /// the serving queue, and writes committed to its file on a queue of their own, so
@@ -11,25 +12,36 @@ package import Dispatch
 /// `synchronous=FULL`. A transaction that fails changes nothing, in memory or on
 /// disk, and every write in it gets the error (StorageFailed for the caller).
 ///
-/// Order: writes are committed in the order they were made, and applied to memory
-/// and answered in that order too, so memory is always what the file held after
-/// some prefix of the writes, and a write queued behind another sees its effect
+/// Order: writes are committed in the order they are in the line, and applied to
+/// memory and answered in that order too, so memory is always what the file held
+/// after some prefix of the line, and a write queued behind another sees its effect
 /// (DecisionWrite names rows by what they are, not by a list taken in advance).
+/// `afterWrites` takes a place in the line: its body runs when everything before
+/// it is applied and nothing after it has been, and the writes it makes take its
+/// place, ahead of the writes made after it was called; so a check of memory and a
+/// write made on it are one step, as they were when commits were synchronous.
 ///
 /// `@unchecked Sendable`: the `DecisionStore` is shared by two queues that touch
 /// disjoint parts of it: the writer queue only its SQLite connection (`write`,
 /// `nextEpoch`, `close`), the serving queue only its memory (the reads and
-/// `apply`). `waiting` and `inCommit` are the serving queue's.
+/// `apply`). `line`, `inCommit` and `insertAt` are the serving queue's.
 package final class DecisionCommitter: DecisionStoring, @unchecked Sendable {
-    private typealias Waiting = (write: DecisionWrite, around: () -> (Result<Int, any Error>) -> Void)
+    private typealias Around = () -> (Result<Int, any Error>) -> Void
+
+    private enum Entry {
+        case write(DecisionWrite, Around)
+        case barrier(() -> Void)
+    }
 
     private let store: DecisionStore
     private let queue: DispatchQueue
     private let writer = DispatchQueue(label: "org.example.Permissions.decision-writer")
-    /// Writes made since the running commit began: the next group.
-    private var waiting: [Waiting] = []
+    /// What waits for the running commit to end, in order: the next groups.
+    private var line: [Entry] = []
     /// The group being committed on the writer queue (empty when none is).
-    private var inCommit: [Waiting] = []
+    private var inCommit: [(write: DecisionWrite, around: Around)] = []
+    /// While a barrier's body runs: where the writes it makes go in the line.
+    private var insertAt: Int?
 
     /// `queue` is the serving queue: reads and `commit` are made on it, and the
     /// outcomes come on it.
@@ -48,20 +60,51 @@ package final class DecisionCommitter: DecisionStoring, @unchecked Sendable {
 
     package func nextExpiry() -> Int64? { store.nextExpiry() }
 
-    package var writesInFlight: Bool { !inCommit.isEmpty || !waiting.isEmpty }
+    package var writesInFlight: Bool { !inCommit.isEmpty || !line.isEmpty }
 
     package func commit(_ write: DecisionWrite, around: @escaping () -> (Result<Int, any Error>) -> Void) {
         dispatchPrecondition(condition: .onQueue(queue))
-        waiting.append((write, around))
-        if inCommit.isEmpty { startCommit() }
+        enqueue(.write(write, around))
     }
 
-    /// Hands every waiting write to the writer queue as one transaction.
-    private func startCommit() {
-        inCommit = waiting
-        waiting = []
+    package func afterWrites(_ body: @escaping () -> Void) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard writesInFlight else { return body() }
+        enqueue(.barrier(body))
+    }
+
+    private func enqueue(_ entry: Entry) {
+        if let index = insertAt {
+            line.insert(entry, at: index)
+            insertAt = index + 1
+            return  // advance() goes on once the barrier's body returns
+        }
+        line.append(entry)
+        advance()
+    }
+
+    /// With no commit running: runs the barriers at the head of the line, then
+    /// hands the writes up to the next barrier to the writer queue as one group.
+    private func advance() {
+        guard inCommit.isEmpty, insertAt == nil else { return }
+        while case .barrier(let body)? = line.first {
+            line.removeFirst()
+            insertAt = 0
+            body()
+            insertAt = nil
+        }
+        let end = line.firstIndex { if case .barrier = $0 { true } else { false } } ?? line.count
+        guard end > 0 else { return }
+        inCommit = line[..<end].map { entry in
+            guard case .write(let write, let around) = entry else { preconditionFailure("a barrier in a group") }
+            return (write, around)
+        }
+        line.removeFirst(end)
         let writes = inCommit.map(\.write)
         writer.async { [self] in
+            #if DEBUG
+            Self.waitAtTestGate()
+            #endif
             let outcome: Result<Void, any Error>
             do {
                 try store.write(writes)
@@ -74,10 +117,10 @@ package final class DecisionCommitter: DecisionStoring, @unchecked Sendable {
     }
 
     /// On the serving queue: applies the group to memory and gives each write its
-    /// outcome, in order; then starts the next group, if writes came meanwhile.
+    /// outcome, in order; then goes on with the line.
     private func finishCommit(_ outcome: Result<Void, any Error>) {
         // inCommit stays set until every outcome is given: a write made by one of
-        // them waits for the next group, behind the writes made before it.
+        // them joins the line, behind the writes made before it.
         for (write, around) in inCommit {
             let finish = around()
             switch outcome {
@@ -86,7 +129,7 @@ package final class DecisionCommitter: DecisionStoring, @unchecked Sendable {
             }
         }
         inCommit = []
-        if !waiting.isEmpty { startCommit() }
+        advance()
     }
 
     /// One write per daemon start, before serving: on the writer queue, which owns
@@ -97,8 +140,25 @@ package final class DecisionCommitter: DecisionStoring, @unchecked Sendable {
 
     /// For a clean stop: waits for the commit in progress, if any (its outcome is
     /// not delivered: the daemon is stopping and will not reply), then checkpoints
-    /// and closes the file (DecisionStore.close). Writes still waiting are not made.
+    /// and closes the file (DecisionStore.close). Writes still in the line are not made.
     package func close() {
         writer.sync { store.close() }
     }
+
+    #if DEBUG
+    /// Debug builds only, for tests: with PERMISSIONS_DEBUG_COMMIT_GATE naming a FIFO,
+    /// each commit, before it begins, waits until a test opens the FIFO and writes
+    /// a byte to it. A test can so hold a commit for as long as it needs (as a slow
+    /// disk would), and knows when one is waiting, without waiting for time.
+    private static let testGate: String? = getenv("PERMISSIONS_DEBUG_COMMIT_GATE").map { String(cString: $0) }
+
+    private static func waitAtTestGate() {
+        guard let path = testGate else { return }
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        var byte: UInt8 = 0
+        _ = read(fd, &byte, 1)
+        Glibc.close(fd)
+    }
+    #endif
 }

@@ -24,6 +24,11 @@ package protocol DecisionStoring: AnyObject {
     /// True while a write has been made whose outcome has not come yet: memory may
     /// be about to change.
     var writesInFlight: Bool { get }
+    /// Runs `body` on the caller's queue once every write made before this call has
+    /// had its outcome (at once when none is in flight): a check of what is stored
+    /// followed by a write, both in `body`, then sees every earlier write, and no
+    /// write can come between them.
+    func afterWrites(_ body: @escaping () -> Void)
     func nextEpoch(atLeast: Int64) throws -> Int64
 }
 

@@ -62,6 +62,8 @@ package final class InMemoryDecisionStore: DecisionStoring {
 
     package var writesInFlight: Bool { false }
 
+    package func afterWrites(_ body: @escaping () -> Void) { body() }
+
     package func nextEpoch(atLeast: Int64) throws -> Int64 {
         if failWrites { throw WriteFailed() }
         epoch = max(epoch + 1, atLeast)

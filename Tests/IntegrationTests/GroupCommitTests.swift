@@ -1,0 +1,157 @@
+import DBusKit
+import Foundation
+import Testing
+import PermissionsTestSupport
+
+/// Commits off the serving queue (DecisionCommitter): while a commit is held, reads
+/// are answered at once and the write is not; writes made meanwhile share the next
+/// commit; nothing is acknowledged before its commit, and the file holds what was
+/// acknowledged.
+///
+/// A commit is held with the daemon's test gate (debug builds): with
+/// PERMISSIONS_DEBUG_COMMIT_GATE naming a FIFO, each commit waits until this test
+/// opens the FIFO (which is how the test knows a commit is waiting) and writes a byte.
+@Suite(.serialized) struct GroupCommitTests {
+    @Test(.timeLimit(.minutes(2))) func readsAreAnsweredWhileACommitIsHeldAndWritesMadeMeanwhileShareOne() throws {
+        let bus = try TestBus()
+        let gatePath = try makeTemporaryDirectory("commit-gate") + "/gate"
+        guard mkfifo(gatePath, 0o600) == 0 else { throw HarnessError(description: "mkfifo \(gatePath) failed") }
+        let daemon = try DaemonUnderTest(bus: bus, config: "[location]\nenabled=true\n",
+                                         environment: ["PERMISSIONS_DEBUG_COMMIT_GATE": gatePath])
+        defer { daemon.stop() }
+        let client = try BusClient(bus: bus)
+        defer { client.close() }
+        let gate = CommitGate(path: gatePath)
+
+        // The first write's commit is held at the gate.
+        let first = PendingCall(client, "SetDecision", "org.example.A", "denied")
+        try gate.waitForCommit()
+        // Reads are answered meanwhile, on another connection and on the writer's own,
+        // with what is committed: nothing yet.
+        #expect(try daemon.call("GetStatusForApp", "ss", "org.example.A", "location").stdout
+                    == "s \"not-determined\"\n")
+        #expect(try client.call("GetStatusForApp", [.string("org.example.A"), .string("location")]).get()
+                    == [.string("not-determined")])
+        #expect(!first.isAnswered, "SetDecision was answered before its commit")
+
+        // Two more writes while the first commit is held; a call after them on the same
+        // connection is handled after them (in order), so both are in the line.
+        let second = PendingCall(client, "SetDecision", "org.example.B", "authorized")
+        let third = PendingCall(client, "SetDecision", "org.example.C", "denied")
+        #expect(try client.call("GetStatusForApp", [.string("org.example.B"), .string("location")]).get()
+                    == [.string("not-determined")])
+
+        // Release the first commit: only its write is answered, and the next commit,
+        // holding both others, waits at the gate.
+        try gate.release()
+        #expect(try first.outcome() == .success([]))
+        #expect(try client.call("GetStatusForApp", [.string("org.example.A"), .string("location")]).get()
+                    == [.string("denied")])
+        try gate.waitForCommit()
+        #expect(!second.isAnswered && !third.isAnswered, "a write was answered before its commit")
+        // One release for both: they share one commit.
+        try gate.release()
+        #expect(try second.outcome() == .success([]))
+        #expect(try third.outcome() == .success([]))
+
+        // Three writes, two commits; the file holds all three (read after a restart,
+        // without the gate).
+        daemon.stop()
+        daemon.environment = [:]
+        try daemon.start()
+        let reader = try BusClient(bus: bus, label: "reader")
+        defer { reader.close() }
+        let rows = try reader.call("ListDecisions", [.string("")]).get().first?.arrayElements ?? []
+        let stored = rows.compactMap { row -> String? in
+            guard case .structure(let fields) = row, fields.count == 5 else { return nil }
+            return "\(fields[0].stringValue ?? "") \(fields[1].stringValue ?? "") \(fields[2].stringValue ?? "")"
+        }
+        #expect(stored == ["org.example.A location denied", "org.example.B location authorized",
+                           "org.example.C location denied"])
+    }
+}
+
+/// The daemon's commit gate, the test's side (see GroupCommitTests).
+private struct CommitGate {
+    let path: String
+
+    /// Returns once a commit waits at the gate: opening a FIFO to write blocks until
+    /// its reader (the daemon's writer queue, at the gate) opens it. The open runs on
+    /// a thread of its own so that a daemon that never gets there fails the test
+    /// after 20 s instead of hanging it.
+    func waitForCommit() throws {
+        let opened = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) var fd: Int32 = -1
+        let path = self.path
+        Thread.detachNewThread {
+            fd = open(path, O_WRONLY | O_CLOEXEC)
+            opened.signal()
+        }
+        guard opened.wait(timeout: .now() + 20) == .success else {
+            // Let the blocked open go (a reader of our own), then fail.
+            let unblock = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+            _ = opened.wait(timeout: .now() + 5)
+            if fd >= 0 { close(fd) }
+            if unblock >= 0 { close(unblock) }
+            throw HarnessError(description: "no commit came to the gate within 20 s")
+        }
+        guard fd >= 0 else { throw HarnessError(description: "cannot open the commit gate \(path)") }
+        Self.held = fd
+    }
+
+    /// Lets the waiting commit go on.
+    func release() throws {
+        guard let fd = Self.held else { throw HarnessError(description: "no commit is held at the gate") }
+        Self.held = nil
+        var byte: UInt8 = 1
+        let written = write(fd, &byte, 1)
+        close(fd)
+        guard written == 1 else { throw HarnessError(description: "cannot write to the commit gate") }
+    }
+
+    /// The open gate's descriptor between waitForCommit and release (one test at a time).
+    nonisolated(unsafe) private static var held: Int32?
+}
+
+/// A call sent without waiting for its reply, on the client's connection.
+private final class PendingCall: @unchecked Sendable {
+    // `@unchecked Sendable`: `result` is written once on the client's queue before
+    // `done` is signalled, and read only after waiting for `done`.
+    private let done = DispatchSemaphore(value: 0)
+    private var result: Result<[DBusValue], BusError>?
+    private let answered = Locked(false)
+
+    /// SetDecision-shaped: member(app, "location", word).
+    init(_ client: BusClient, _ member: String, _ app: String, _ word: String) {
+        let message: Message
+        do {
+            message = try Message.methodCall(destination: "org.example.Permissions", path: "/org/example/Permissions",
+                                             interface: "org.example.Permissions", member: member)
+            try message.append([.string(app), .string("location"), .string(word)])
+        } catch {
+            result = .failure(error)
+            answered.withLock { $0 = true }
+            done.signal()
+            return
+        }
+        let connection = client.connection
+        client.queue.async {
+            connection.call(message, timeoutMilliseconds: 60_000) { reply in
+                self.result = reply.map { $0.arguments() }
+                self.answered.withLock { $0 = true }
+                self.done.signal()
+            }
+        }
+    }
+
+    /// Whether the reply (or an error) has come.
+    var isAnswered: Bool { answered.snapshot }
+
+    /// The reply, waiting up to 20 s for it.
+    func outcome() throws -> Result<[DBusValue], BusError> {
+        guard done.wait(timeout: .now() + 20) == .success, let result else {
+            throw HarnessError(description: "no reply within 20 s")
+        }
+        return result
+    }
+}

@@ -159,6 +159,11 @@ final class IOThread: @unchecked Sendable {
     /// Hands libdbus the watches that poll reported, then dispatches what they read
     /// (on the connection's queue). False if libdbus ran out of memory.
     private func handle(_ ready: [(OpaquePointer, UInt32)], on connection: Connection) -> Bool {
+        // Stopped (the connection closed) since the poll: nothing more is handled.
+        pthread_mutex_lock(&mutex)
+        let stop = stopped
+        pthread_mutex_unlock(&mutex)
+        if stop { return true }
         inIO = true
         defer { inIO = false }
         // dbus_watch_handle is false when libdbus ran out of memory; the watch is

@@ -142,6 +142,9 @@ extension PermissionsService {
 
     private func settleNow(_ prompt: Prompt, _ answer: AgentAnswer, _ expiresAt: Int64?, _ agent: Agent,
                            _ done: @escaping (Result<Status, BusError>) -> Void) {
+        // Every requester left while the answer waited for earlier writes: the prompt
+        // was cancelled ("nothing stored"), so nothing is.
+        guard !prompt.finished else { return done(.success(undecided(prompt))) }
         let (uid, app, permission) = (prompt.uid, prompt.app, prompt.permission)
         let before = status(uid: uid, app: app, permission: permission)
         // Decided meanwhile (an admin, a config lock, a device gone): the newer fact wins.

@@ -155,10 +155,7 @@ extension PermissionsService {
         switch answer {
         case .allowOnce:
             return done(.success(.authorized))
-        case .allowSession:
-            tracker.grantSession(uid: uid, app: app, permission: permission, to: requesters)
-            return done(.success(status(uid: uid, app: app, permission: permission)))
-        case .allowAlways where unverified:
+        case .allowAlways where unverified, .allowSession:
             tracker.grantSession(uid: uid, app: app, permission: permission, to: requesters)
             return done(.success(status(uid: uid, app: app, permission: permission)))
         case .deny where unverified:

@@ -149,13 +149,15 @@ package final class StatusTracker {
         }
     }
 
-    /// Commits a write, then tells `audiences` what it changed for `pairs`, runs
-    /// `committed` (with the write's row count) and then `done`. `pairs` is asked
-    /// for just before memory changes (what the write touches then, after the
-    /// writes made before it). A failed write changes nothing and tells nothing.
+    /// Commits a write, then runs `committed` (with the write's row count and the
+    /// pairs), tells `audiences` what it changed for `pairs`, and calls `done`.
+    /// `pairs` is asked for just before memory changes (what the write touches
+    /// then, after the writes made before it). A failed write changes nothing and
+    /// tells nothing.
     private func write<T>(_ change: DecisionWrite, audiences: @escaping () -> [Audience],
                           pairs: @escaping () -> [(app: String, permission: String)],
-                          committed: @escaping (Int) -> T, done: @escaping (Result<T, any Error>) -> Void) {
+                          committed: @escaping (_ count: Int, _ pairs: [(app: String, permission: String)]) -> T,
+                          done: @escaping (Result<T, any Error>) -> Void) {
         store.commit(change) { [self] in
             let (audiences, pairs) = (audiences(), pairs())
             let before = statuses(audiences, pairs)
@@ -164,7 +166,7 @@ package final class StatusTracker {
                 case .failure(let error):
                     done(.failure(error))
                 case .success(let count):
-                    let result = committed(count)
+                    let result = committed(count, pairs)
                     tellChanges(audiences, pairs, before)
                     done(.success(result))
                 }
@@ -242,7 +244,7 @@ package final class StatusTracker {
         let row = StoredDecision(uid: uid, appID: app, permission: permission, decision: decision,
                                  setAt: currentMicroseconds(), setBy: setBy, expiresAt: expiresAt)
         write(.set(row), audiences: { [.user(uid)] }, pairs: { [(app, permission)] },
-              committed: { [self] _ in endSessionGrant(key) }, done: done)
+              committed: { [self] _, _ in endSessionGrant(key) }, done: done)
     }
 
     /// ResetDecisions: removes one owner's decisions of `app` for `names` (all when
@@ -252,17 +254,15 @@ package final class StatusTracker {
     package func resetDecisions(uid: UInt32?, app: String, names: [String],
                                 done: @escaping (Result<Int, any Error>) -> Void) {
         // What the reset touches, taken when it is applied: rows and grants as they are then.
-        var affected: [String] = []
         write(.reset(uid: uid, app: app, permissions: names), audiences: { [self] in audiences(of: uid) },
               pairs: { [self] in
                   let stored = store.list(app: app)
                       .filter { $0.uid == uid && (names.isEmpty || names.contains($0.permission)) }.map(\.permission)
                   let granted = uid.map { sessionGrantedPermissions(uid: $0, app: app, among: names) } ?? []
-                  affected = stored + granted.filter { !stored.contains($0) }
-                  return affected.map { (app, $0) }
+                  return (stored + granted.filter { !stored.contains($0) }).map { (app, $0) }
               },
-              committed: { [self] removed in
-                  if let uid { for permission in affected { endSessionGrant(DecisionKey(uid: uid, app, permission)) } }
+              committed: { [self] removed, pairs in
+                  if let uid { for pair in pairs { endSessionGrant(DecisionKey(uid: uid, app, pair.permission)) } }
                   return removed
               }, done: done)
     }
@@ -272,7 +272,6 @@ package final class StatusTracker {
     /// implies (an unassigned deny ends for everyone else); `done` gets how many
     /// unassigned rows were settled.
     package func assign(app: String, names: [String], to uid: UInt32, done: @escaping (Result<Int, any Error>) -> Void) {
-        var pairs: [(app: String, permission: String)] = []
         write(.assign(app: app, permissions: names, to: uid),
               audiences: { [self] in
                   var audiences = allAudiences
@@ -280,11 +279,10 @@ package final class StatusTracker {
                   return audiences
               },
               pairs: { [self] in
-                  pairs = store.list(app: app).filter { $0.uid == nil && (names.isEmpty || names.contains($0.permission)) }
+                  store.list(app: app).filter { $0.uid == nil && (names.isEmpty || names.contains($0.permission)) }
                       .map { (app: app, permission: $0.permission) }
-                  return pairs
               },
-              committed: { [self] settled in
+              committed: { [self] settled, pairs in
                   // As a decision set for the user: their session grants of these pairs end.
                   for pair in pairs { endSessionGrant(DecisionKey(uid: uid, pair.app, pair.permission)) }
                   return settled

@@ -28,29 +28,12 @@ package final class InMemoryDecisionStore: DecisionStoring {
 
     package func nextExpiry() -> Int64? { index.nextExpiry() }
 
+    /// Stores a row directly, as a test's starting state (no outcome, no signal).
     package func set(_ key: DecisionKey, decision: Decision, setBy: String, expiresAt: Int64? = nil) throws {
         if failWrites { throw WriteFailed() }
-        index[key] = StoredDecision(uid: key.uid, appID: key.app, permission: key.permission, decision: decision,
-                                    setAt: currentMicroseconds(), setBy: setBy, expiresAt: expiresAt)
-    }
-
-    package func remove(_ decision: StoredDecision) throws {
-        if failWrites { throw WriteFailed() }
-        index.remove(decision)
-    }
-
-    package func reset(uid: UInt32?, app: String, permissions: [String]) throws -> Int {
-        if failWrites { throw WriteFailed() }
-        let keys = index.keys(uid: uid, app: app, permissions: permissions)
-        for key in keys { index[key] = nil }
-        return keys.count
-    }
-
-    package func assign(app: String, permissions: [String], to uid: UInt32) throws -> Int {
-        if failWrites { throw WriteFailed() }
-        let keys = index.keys(uid: nil, app: app, permissions: permissions)
-        index.assign(keys, to: uid)
-        return keys.count
+        _ = index.apply(.set(StoredDecision(uid: key.uid, appID: key.app, permission: key.permission,
+                                            decision: decision, setAt: currentMicroseconds(), setBy: setBy,
+                                            expiresAt: expiresAt)))
     }
 
     /// Commits at once: the outcome comes before `commit` returns.

@@ -7,6 +7,8 @@ internal import PermissionsStore
 extension PermissionsService {
     /// Arms the timer for the next decision expiry (or disarms it).
     func scheduleExpiry() {
+        // The removal running re-arms the timer when it ends, from memory as it is then.
+        guard !expiring else { return }
         expiryTimer?.cancel()
         expiryTimer = nil
         guard let next = store.nextExpiry() else { return }
@@ -21,10 +23,14 @@ extension PermissionsService {
 
     /// Removes decisions whose time has come, with the signals that implies.
     package func expireDecisions() {
+        // A removal already runs; its end arms the timer again (scheduleExpiry).
+        guard !expiring else { return }
+        expiring = true
         tracker.removeExpired { [weak self] removed in self?.expired(removed) }
     }
 
     private func expired(_ removed: Bool) {
+        expiring = false
         guard removed else {
             // The row no longer applies either way; retry the clean-up later rather
             // than re-arming the timer for a time already past, which would spin.

@@ -51,6 +51,9 @@ package final class PermissionsService {
     var streamCounts: [Stream: UInt32] = [:]
     /// Fires at the next decision expiry.
     var expiryTimer: (any DispatchSourceTimer)?
+    /// True while expired decisions are being removed (their commit runs): they are
+    /// still in memory, so the next expiry must not be taken from it until then.
+    var expiring = false
     /// Per-permission answers when no agent is registered ([<permission>] no-agent=).
     package var noAgentDefaults: [String: Status] = [:]
     private var object: ExportedObject!

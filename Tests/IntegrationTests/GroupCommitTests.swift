@@ -61,19 +61,21 @@ import PermissionsTestSupport
         try daemon.start()
         let reader = try BusClient(bus: bus, label: "reader")
         defer { reader.close() }
-        let rows = try reader.call("ListDecisions", [.string("")]).get().first?.arrayElements ?? []
-        let stored = rows.compactMap { row -> String? in
-            guard case .structure(let fields) = row, fields.count == 5 else { return nil }
-            return "\(fields[0].stringValue ?? "") \(fields[1].stringValue ?? "") \(fields[2].stringValue ?? "")"
-        }
-        #expect(stored == ["org.example.A location denied", "org.example.B location authorized",
-                           "org.example.C location denied"])
+        #expect(try reader.storedDecisions() == ["org.example.A location": "denied",
+                                                  "org.example.B location": "authorized",
+                                                  "org.example.C location": "denied"])
     }
 }
 
 /// The daemon's commit gate, the test's side (see GroupCommitTests).
-private struct CommitGate {
+private final class CommitGate {
     let path: String
+    /// The gate's descriptor while a commit is held (between waitForCommit and release).
+    private var held: Int32?
+
+    init(path: String) {
+        self.path = path
+    }
 
     /// Returns once a commit waits at the gate: opening a FIFO to write blocks until
     /// its reader (the daemon's writer queue, at the gate) opens it. The open runs on
@@ -96,21 +98,18 @@ private struct CommitGate {
             throw HarnessError(description: "no commit came to the gate within 20 s")
         }
         guard fd >= 0 else { throw HarnessError(description: "cannot open the commit gate \(path)") }
-        Self.held = fd
+        held = fd
     }
 
     /// Lets the waiting commit go on.
     func release() throws {
-        guard let fd = Self.held else { throw HarnessError(description: "no commit is held at the gate") }
-        Self.held = nil
+        guard let fd = held else { throw HarnessError(description: "no commit is held at the gate") }
+        held = nil
         var byte: UInt8 = 1
         let written = write(fd, &byte, 1)
         close(fd)
         guard written == 1 else { throw HarnessError(description: "cannot write to the commit gate") }
     }
-
-    /// The open gate's descriptor between waitForCommit and release (one test at a time).
-    nonisolated(unsafe) private static var held: Int32?
 }
 
 /// A call sent without waiting for its reply, on the client's connection.
@@ -125,9 +124,7 @@ private final class PendingCall: @unchecked Sendable {
     init(_ client: BusClient, _ member: String, _ app: String, _ word: String) {
         let message: Message
         do {
-            message = try Message.methodCall(destination: "org.example.Permissions", path: "/org/example/Permissions",
-                                             interface: "org.example.Permissions", member: member)
-            try message.append([.string(app), .string("location"), .string(word)])
+            message = try BusClient.serviceCall(member, [.string(app), .string("location"), .string(word)])
         } catch {
             result = .failure(error)
             answered.withLock { $0 = true }

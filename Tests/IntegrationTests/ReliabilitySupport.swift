@@ -107,14 +107,19 @@ final class BusClient: @unchecked Sendable {
     func call(_ member: String, _ arguments: [DBusValue] = [],
               timeoutMilliseconds: Int32 = 25_000) -> Result<[DBusValue], BusError> {
         do {
-            let message = try Message.methodCall(destination: "org.example.Permissions",
-                                                 path: "/org/example/Permissions",
-                                                 interface: "org.example.Permissions", member: member)
-            try message.append(arguments)
+            let message = try Self.serviceCall(member, arguments)
             return send(message, timeoutMilliseconds: timeoutMilliseconds).map { $0.arguments() }
         } catch {
             return .failure(error)
         }
+    }
+
+    /// A call of `member` of org.example.Permissions on the service object.
+    static func serviceCall(_ member: String, _ arguments: [DBusValue]) throws(BusError) -> Message {
+        let message = try Message.methodCall(destination: "org.example.Permissions", path: "/org/example/Permissions",
+                                             interface: "org.example.Permissions", member: member)
+        try message.append(arguments)
+        return message
     }
 
     /// A round trip to the bus daemon: everything this connection sent before it

@@ -1,5 +1,6 @@
 package import Dispatch
 internal import Glibc
+internal import PermissionsSupport
 
 /// The daemon's decision store: reads answered from the `DecisionStore`'s memory on
 /// the serving queue, and writes committed to its file on a queue of their own, so
@@ -21,10 +22,17 @@ internal import Glibc
 /// place, ahead of the writes made after it was called; so a check of memory and a
 /// write made on it are one step, as they were when commits were synchronous.
 ///
+/// Stop (`close`): the commit in progress ends, and its writes get their real
+/// outcome; writes still in the line are not made (the service answers them
+/// Cancelled). A commit that does not end within a bound (a hung disk) does not
+/// hold the stop: its writes are answered that they may or may not be stored.
+///
 /// `@unchecked Sendable`: the `DecisionStore` is shared by two queues that touch
 /// disjoint parts of it: the writer queue only its SQLite connection (`write`,
 /// `nextEpoch`, `close`), the serving queue only its memory (the reads and
-/// `apply`). `line`, `inCommit` and `insertAt` are the serving queue's.
+/// `apply`). `line`, `inCommit`, `insertAt` and `stopped` are the serving queue's;
+/// `committed` is written on the writer queue and read by `close` only after a
+/// semaphore the writer queue signals after it.
 package final class DecisionCommitter: DecisionStoring, @unchecked Sendable {
     private typealias Around = () -> (Result<Int, any Error>) -> Void
 
@@ -42,6 +50,12 @@ package final class DecisionCommitter: DecisionStoring, @unchecked Sendable {
     private var inCommit: [(write: DecisionWrite, around: Around)] = []
     /// While a barrier's body runs: where the writes it makes go in the line.
     private var insertAt: Int?
+    /// The outcome of the last group the writer queue committed, for `close`: it
+    /// runs inside the stop, which holds the serving queue until the process ends,
+    /// so the `finishCommit` the writer queue sends never runs.
+    private var committed: Result<Void, any Error>?
+    /// Set by `close`: no commit starts after it.
+    private var stopped = false
 
     /// `queue` is the serving queue: reads and `commit` are made on it, and the
     /// outcomes come on it.
@@ -86,7 +100,7 @@ package final class DecisionCommitter: DecisionStoring, @unchecked Sendable {
     /// With no commit running: runs the barriers at the head of the line, then
     /// hands the writes up to the next barrier to the writer queue as one group.
     private func advance() {
-        guard inCommit.isEmpty, insertAt == nil else { return }
+        guard !stopped, inCommit.isEmpty, insertAt == nil else { return }
         while case .barrier(let body)? = line.first {
             line.removeFirst()
             insertAt = 0
@@ -112,6 +126,7 @@ package final class DecisionCommitter: DecisionStoring, @unchecked Sendable {
             } catch {
                 outcome = .failure(error)
             }
+            committed = outcome
             queue.async { [self] in finishCommit(outcome) }
         }
     }
@@ -119,6 +134,11 @@ package final class DecisionCommitter: DecisionStoring, @unchecked Sendable {
     /// On the serving queue: applies the group to memory and gives each write its
     /// outcome, in order; then goes on with the line.
     private func finishCommit(_ outcome: Result<Void, any Error>) {
+        deliver(outcome)
+        advance()
+    }
+
+    private func deliver(_ outcome: Result<Void, any Error>) {
         // inCommit stays set until every outcome is given: a write made by one of
         // them joins the line, behind the writes made before it.
         for (write, around) in inCommit {
@@ -129,7 +149,6 @@ package final class DecisionCommitter: DecisionStoring, @unchecked Sendable {
             }
         }
         inCommit = []
-        advance()
     }
 
     /// One write per daemon start, before serving: on the writer queue, which owns
@@ -138,11 +157,52 @@ package final class DecisionCommitter: DecisionStoring, @unchecked Sendable {
         try writer.sync { try store.nextEpoch(atLeast: atLeast) }
     }
 
-    /// For a clean stop: waits for the commit in progress, if any (its outcome is
-    /// not delivered: the daemon is stopping and will not reply), then checkpoints
-    /// and closes the file (DecisionStore.close). Writes still in the line are not made.
+    /// How long a stop waits for the commit in progress and the close after it.
+    package static let stopWait = 5
+
+    /// For a stop, on the serving queue, which the stop holds to the end (so
+    /// `finishCommit` never runs again): waits at most `stopWait` seconds for the
+    /// commit in progress, if any, and for the checkpoint and close of the file
+    /// after it (DecisionStore.close), then gives the commit's writes their outcome:
+    /// the real one, or, if the commit has not ended, `UnfinishedCommit`. Writes
+    /// still in the line are not made and get no outcome: the stop answers their
+    /// calls Cancelled. No commit starts after this.
     package func close() {
-        writer.sync { store.close() }
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard !stopped else { return }
+        stopped = true
+        #if DEBUG
+        // For tests, which release a commit held at the gate once the stop waits for
+        // it. Not in release builds: nothing that can block (a log line to a full
+        // pipe) comes before the store is closed.
+        if !inCommit.isEmpty { logInfo("stopping: waiting for the commit of \(inCommit.count) write(s)") }
+        #endif
+        // The writer queue is serial: the first block runs once the commit in
+        // progress has ended (and has set `committed`), the second after the close.
+        let commitEnded = DispatchSemaphore(value: 0)
+        let closed = DispatchSemaphore(value: 0)
+        writer.async { commitEnded.signal() }
+        writer.async { [self] in
+            store.close()
+            closed.signal()
+        }
+        let deadline = DispatchTime.now() + .seconds(Self.stopWait)
+        let ended = commitEnded.wait(timeout: deadline) == .success
+        if !ended || closed.wait(timeout: deadline) == .timedOut {
+            logWarning("the decision store did not \(ended ? "close" : "end its commit") within "
+                       + "\(Self.stopWait) s (is the disk hung?); stopping without it")
+        }
+        guard !inCommit.isEmpty else { return }
+        deliver((ended ? committed : nil) ?? .failure(UnfinishedCommit(seconds: Self.stopWait)))
+    }
+
+    /// The outcome of a write whose commit had not ended when the daemon stopped.
+    package struct UnfinishedCommit: Error, CustomStringConvertible {
+        let seconds: Int
+        package var description: String {
+            "the daemon stopped while this was being committed, and the commit did not end within "
+                + "\(seconds) s: it may or may not be stored"
+        }
     }
 
     #if DEBUG

@@ -234,8 +234,9 @@ public final class Daemon {
     /// is not over, never continues (the name is never owned). During start-up
     /// only the parts made so far exist (none, if the signal came before start()).
     ///
-    /// The store closes first (after the commit in progress, if any: a write it
-    /// holds is on disk, unanswered; writes still waiting are not made), before
+    /// The store closes first (after the commit in progress, if any, whose writes
+    /// are answered with their outcome, or as unknown if it has not ended within
+    /// DecisionCommitter.stopWait; writes still waiting are not made), before
     /// anything that can block (a log line to a
     /// full pipe, a flush to the bus, a plugin's stop): its WAL goes into the file
     /// and its EXCLUSIVE lock is released even if the process never finishes

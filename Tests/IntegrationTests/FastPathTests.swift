@@ -98,10 +98,3 @@ import PermissionsTestSupport
         #expect(unknown.error?.message.contains("\"nosuch\"") == true)
     }
 }
-
-private extension Result {
-    var error: Failure? {
-        if case .failure(let e) = self { return e }
-        return nil
-    }
-}

@@ -67,6 +67,69 @@ import PermissionsTestSupport
     }
 }
 
+/// A stop (SIGTERM) while a commit runs: the commit's writes get their real outcome,
+/// the writes behind it are not made and are answered Cancelled, and a commit that
+/// does not end (a hung disk, here a gate never opened) does not hold the stop.
+@Suite(.serialized) struct StopDuringCommitTests {
+    /// A daemon whose first commit is held at the gate, with a second write in the line.
+    private func daemonWithAHeldCommit() throws -> (DaemonUnderTest, BusClient, CommitGate, PendingCall, PendingCall) {
+        let bus = try TestBus()
+        let gatePath = try makeTemporaryDirectory("commit-gate") + "/gate"
+        guard mkfifo(gatePath, 0o600) == 0 else { throw HarnessError(description: "mkfifo \(gatePath) failed") }
+        let daemon = try DaemonUnderTest(bus: bus, config: "[location]\nenabled=true\n",
+                                         environment: ["PERMISSIONS_DEBUG_COMMIT_GATE": gatePath])
+        let client = try BusClient(bus: bus)
+        let gate = CommitGate(path: gatePath)
+        let held = PendingCall(client, "SetDecision", "org.example.Held", "denied")
+        try gate.waitForCommit()
+        let behind = PendingCall(client, "SetDecision", "org.example.Behind", "authorized")
+        // Handled after the write before it on the same connection: that write is in the line.
+        #expect(try client.call("GetStatusForApp", [.string("org.example.Behind"), .string("location")]).get()
+                    == [.string("not-determined")])
+        return (daemon, client, gate, held, behind)
+    }
+
+    private func storedAfterRestart(_ daemon: DaemonUnderTest) throws -> [String: String] {
+        daemon.environment = [:]
+        try daemon.start()
+        defer { daemon.stop() }
+        let reader = try BusClient(bus: daemon.bus, label: "reader")
+        defer { reader.close() }
+        return try reader.storedDecisions()
+    }
+
+    @Test(.timeLimit(.minutes(2))) func theCommitInProgressIsAnsweredAndWhatWaitsIsCancelled() throws {
+        let (daemon, client, gate, held, behind) = try daemonWithAHeldCommit()
+        defer { client.close() }
+        guard let pid = daemon.pid else { throw HarnessError(description: "the daemon is not running") }
+        kill(pid, SIGTERM)
+        try daemon.waitForLog("stopping: waiting for the commit of 1 write(s)")  // debug builds say it
+        try gate.release()
+        #expect(try held.outcome() == .success([]), "a write stored at the stop must be answered as stored")
+        let cancelled = try behind.outcome()
+        #expect(cancelled.error?.name == "org.example.Permissions.Error.Cancelled", "\(cancelled)")
+        #expect(daemon.waitForExit(timeout: 20) == .init(reason: .exit, status: 0))
+        #expect(try storedAfterRestart(daemon) == ["org.example.Held location": "denied"])
+    }
+
+    @Test(.timeLimit(.minutes(2))) func aCommitThatDoesNotEndDoesNotHoldTheStop() throws {
+        let (daemon, client, gate, held, behind) = try daemonWithAHeldCommit()
+        defer { client.close() }
+        // The gate is never opened: the commit waits as on a hung disk.
+        guard let pid = daemon.pid else { throw HarnessError(description: "the daemon is not running") }
+        kill(pid, SIGTERM)
+        let unknown = try held.outcome()
+        #expect(unknown.error?.name == "org.example.Permissions.Error.StorageFailed", "\(unknown)")
+        #expect(unknown.error?.message.contains("within 5 s: it may or may not be stored") == true, "\(unknown)")
+        let cancelled = try behind.outcome()
+        #expect(cancelled.error?.name == "org.example.Permissions.Error.Cancelled", "\(cancelled)")
+        #expect(daemon.waitForExit(timeout: 20) == .init(reason: .exit, status: 0))
+        gate.abandon()
+        // The held commit never began (the gate comes before it): nothing is stored.
+        #expect(try storedAfterRestart(daemon) == [:])
+    }
+}
+
 /// The daemon's commit gate, the test's side (see GroupCommitTests).
 private final class CommitGate {
     let path: String
@@ -99,6 +162,12 @@ private final class CommitGate {
         }
         guard fd >= 0 else { throw HarnessError(description: "cannot open the commit gate \(path)") }
         held = fd
+    }
+
+    /// Closes the gate's descriptor without letting a commit go on (its daemon is gone).
+    func abandon() {
+        if let fd = held { close(fd) }
+        held = nil
     }
 
     /// Lets the waiting commit go on.

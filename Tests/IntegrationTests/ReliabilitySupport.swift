@@ -328,3 +328,11 @@ final class Locked<Value>: @unchecked Sendable {
 
     var snapshot: Value { withLock { $0 } }
 }
+
+extension Result {
+    /// The error of a failed call, for expectations on its name and message.
+    var error: Failure? {
+        if case .failure(let e) = self { return e }
+        return nil
+    }
+}

@@ -381,10 +381,25 @@ package final class DecisionStore {
     /// Commits `writes` to the file in one transaction (one fsync): all of them or,
     /// if any fails, none. Memory is not touched: `apply` each afterwards, in order.
     /// Touches only the SQLite connection (see DecisionCommitter).
+    ///
+    /// A disk too full for the WAL: the WAL is checkpointed into the file only after
+    /// a commit that leaves it longer than 1 000 pages (about 4 MiB), so on a disk
+    /// with less room it grew until every commit failed, for good, however small the
+    /// store. On SQLITE_FULL the WAL is checkpointed into the file and truncated,
+    /// which frees its room, and the commit tried once more (the failed one changed
+    /// nothing).
     package func write(_ writes: [DecisionWrite]) throws {
-        try db.endStrayTransaction()
-        try db.transaction {
-            for change in writes { try execute(change) }
+        func commit() throws {
+            try db.endStrayTransaction()
+            try db.transaction {
+                for change in writes { try execute(change) }
+            }
+        }
+        do {
+            try commit()
+        } catch let error as StoreError where error.isDiskFull {
+            guard (try? db.execute("PRAGMA wal_checkpoint(TRUNCATE)")) != nil else { throw error }
+            try commit()
         }
     }
 

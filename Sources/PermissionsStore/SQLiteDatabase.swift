@@ -9,6 +9,8 @@ package struct StoreError: Error, CustomStringConvertible {
     package var description: String { message }
     /// The file is not a database or is damaged (as opposed to unwritable, say).
     var isCorruption: Bool { code == SQLITE_CORRUPT || code == SQLITE_NOTADB }
+    /// The disk (or a quota) had no room for what SQLite had to write.
+    var isDiskFull: Bool { code == SQLITE_FULL }
 
     /// Damage SQLite itself did not report as an error (e.g. from quick_check).
     static func damaged(_ message: String) -> StoreError { StoreError(message: message, code: SQLITE_CORRUPT) }

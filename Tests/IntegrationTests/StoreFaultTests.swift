@@ -156,6 +156,21 @@ import PermissionsTestSupport
         try body(daemon, state)
     }
 
+    /// Fills the state directory's file system with the daemon stopped, and starts
+    /// it again; returns the filler's path. A stop checkpoints the WAL into the file
+    /// and removes it, so that nothing is left that a checkpoint could free: a write
+    /// that finds the disk full checkpoints the WAL and tries again
+    /// (DecisionStore.write), which succeeds while the WAL holds earlier writes.
+    /// (The start's own write, of the serial epoch, fails and is not needed.)
+    private func restartOnAFullDisk(_ daemon: DaemonUnderTest, _ state: String) throws -> String {
+        daemon.stop()
+        let filler = try Self.fill(state)
+        try daemon.start()
+        var info = stat()
+        #expect(stat(state + "/decisions.sqlite-wal", &info) != 0 || info.st_size == 0)
+        return filler
+    }
+
     /// The state directory on a full file system: writes answer StorageFailed, change
     /// no answer (a session grant included) and send no signal; once there is room
     /// again, writes work.
@@ -164,6 +179,7 @@ import PermissionsTestSupport
         try withStateOnSmallTmpfs { daemon, state in
             #expect(try daemon.ctl("deny", "org.example.Full", "location").status == 0)
             #expect(try daemon.ctl("grant", "org.example.Full", "notifications").status == 0)
+            let filler = try restartOnAFullDisk(daemon, state)
             // A session grant, held by the agent's own connection (it requests, and answers).
             let agent = try TestAgent(bus: bus)
             agent.autoAnswer = "allow-session"
@@ -175,7 +191,6 @@ import PermissionsTestSupport
             let before = try decisions(daemon)
             let monitor = try Monitor(daemon)
 
-            let filler = try Self.fill(state)
             let refused: [[String]] = [
                 ["SetDecision", "org.example.Full", "location", "authorized"],
                 ["SetDecision", "org.example.New", "location", "denied"],
@@ -219,6 +234,7 @@ import PermissionsTestSupport
     func answerThatCannotBeStoredFailsEveryWaiter() throws {
         try withStateOnSmallTmpfs { daemon, state in
             #expect(try daemon.ctl("deny", "org.example.Full", "location").status == 0)
+            let filler = try restartOnAFullDisk(daemon, state)
             let before = try decisions(daemon)
             let agent = try TestAgent(bus: bus)  // answers only when told
             let first = try Requester(bus: bus)
@@ -226,7 +242,6 @@ import PermissionsTestSupport
             let notDetermined: [DBusValue] = [.string("not-determined")]
             let monitor = try Monitor(daemon)
 
-            let filler = try Self.fill(state)
             for (round, answer) in ["deny", "allow-always"].enumerated() {
                 let request = try first.send("Request", [.string("location"), .vardict([])])
                 let prompt = try agent.waitForPrompt(round + 1)
@@ -269,6 +284,30 @@ import PermissionsTestSupport
             let request = try first.send("Request", [.string("location"), .vardict([])])
             agent.answer(try agent.waitForPrompt(3), "deny")
             #expect(try first.wait(request).get() == [.string("denied")])
+        }
+    }
+
+    /// A state directory with less room than the WAL grows to before it is
+    /// checkpointed (about 4 MiB): the WAL filled the disk after about 250 writes and
+    /// every write failed from then on, although the store itself is a few KiB. Now
+    /// a write that finds the disk full checkpoints the WAL and tries again.
+    @Test(.enabled(if: canMountTmpfs, "needs mount(2) for a small tmpfs (root)"))
+    func aSmallDiskKeepsTakingWritesAsTheWALIsCheckpointed() throws {
+        try withStateOnSmallTmpfs { daemon, state in
+            let client = try BusClient(bus: bus)
+            defer { client.close() }
+            var failures: [String] = []
+            for round in 0..<1_000 {
+                let decision = round % 2 == 0 ? "authorized" : "denied"
+                let result = client.call("SetDecision", [.string("org.example.Small"), .string("location"),
+                                                         .string(decision)])
+                if case .failure(let error) = result { failures.append("write \(round): \(error)") }
+            }
+            #expect(failures.count == 0, "writes failed, the first: \(failures.prefix(1))")
+            #expect(try statusForApp(daemon, "org.example.Small", "location") == "s \"denied\"\n")
+            daemon.stop()
+            try daemon.start()
+            #expect(try statusForApp(daemon, "org.example.Small", "location") == "s \"denied\"\n")
         }
     }
 

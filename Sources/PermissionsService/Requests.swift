@@ -1,5 +1,6 @@
 internal import PermissionsModel
 internal import DBusKit
+internal import PermissionsStore
 internal import PermissionsSupport
 internal import PermissionsIdentity
 
@@ -163,7 +164,9 @@ extension PermissionsService {
         case .dismiss:
             return done(.success(before))
         case .allowAlways, .deny:
-            break
+            // An end that passed while the answer waited for earlier writes: it
+            // answers the requests it was given for, and stores nothing.
+            if let expiresAt, expiresAt <= currentMicroseconds() { return done(.success(answered(answer))) }
         }
         tracker.setDecision(uid: uid, app: app, permission: permission, decision: answer == .deny ? .denied : .authorized,
                             setBy: setBy, expiresAt: expiresAt) { [weak self] outcome in
@@ -175,9 +178,15 @@ extension PermissionsService {
                         + "\"\(permission.escapedForMessage)\": \(error)")))
             }
             if expiresAt != nil { self.scheduleExpiry() }
-            done(.success(self.status(uid: uid, app: app, permission: permission)))
+            let now = self.status(uid: uid, app: app, permission: permission)
+            // Not determined now only if the end passed during the commit (the row
+            // was never in force): still the user's answer to these requests.
+            done(.success(now == .notDetermined ? answered(answer) : now))
         }
     }
+
+    /// What a stored answer is, as a status.
+    private func answered(_ answer: AgentAnswer) -> Status { answer == .deny ? .denied : .authorized }
 
     func undecided(_ prompt: Prompt) -> Status {
         status(uid: prompt.uid, app: prompt.app, permission: prompt.permission)

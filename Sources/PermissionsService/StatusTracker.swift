@@ -42,6 +42,10 @@ package final class StatusTracker {
     /// "allow-session" grants: (uid, app, permission) -> the requesters' unique names
     /// (see SessionGrants.swift).
     var sessionGrants: [DecisionKey: Set<String>] = [:]
+    /// Rows with an end that had passed when their commit was applied (a short grant
+    /// behind a slow commit), by key, with their `setAt`: no read ever counted
+    /// them, so their removal tells no change.
+    private var neverInForce: [DecisionKey: Int64] = [:]
     /// While true (start-up, before the name is owned), snapshots are taken without signals.
     package var quiet = false
     /// While a new configuration is tried (see ConfigApplier), the permissions whose
@@ -244,7 +248,10 @@ package final class StatusTracker {
         let row = StoredDecision(uid: uid, appID: app, permission: permission, decision: decision,
                                  setAt: currentMicroseconds(), setBy: setBy, expiresAt: expiresAt)
         write(.set(row), audiences: { [.user(uid)] }, pairs: { [(app, permission)] },
-              committed: { [self] _, _ in endSessionGrant(key) }, done: done)
+              committed: { [self] _, _ in
+                  endSessionGrant(key)
+                  if let expiresAt, expiresAt <= currentMicroseconds() { neverInForce[key] = row.setAt }
+              }, done: done)
     }
 
     /// ResetDecisions: removes one owner's decisions of `app` for `names` (all when
@@ -301,7 +308,9 @@ package final class StatusTracker {
                 // The expired row no longer counts, so "before" is computed with it, if
                 // it is still the row stored (not replaced by a newer decision meanwhile).
                 let current = store.list(app: row.appID).first { $0.key == row.key }
-                let counting = current?.setAt == row.setAt ? row : nil
+                let seen = neverInForce[row.key] != row.setAt
+                if !seen { neverInForce[row.key] = nil }
+                let counting = current?.setAt == row.setAt && seen ? row : nil
                 let audiences = audiences(of: row.uid)
                 let s = snapshot(row.permission)
                 let before = audiences.map { audience in

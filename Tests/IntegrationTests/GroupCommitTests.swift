@@ -13,15 +13,11 @@ import PermissionsTestSupport
 /// opens the FIFO (which is how the test knows a commit is waiting) and writes a byte.
 @Suite(.serialized) struct GroupCommitTests {
     @Test(.timeLimit(.minutes(2))) func readsAreAnsweredWhileACommitIsHeldAndWritesMadeMeanwhileShareOne() throws {
-        let bus = try TestBus()
-        let gatePath = try makeTemporaryDirectory("commit-gate") + "/gate"
-        guard mkfifo(gatePath, 0o600) == 0 else { throw HarnessError(description: "mkfifo \(gatePath) failed") }
-        let daemon = try DaemonUnderTest(bus: bus, config: "[location]\nenabled=true\n",
-                                         environment: ["PERMISSIONS_DEBUG_COMMIT_GATE": gatePath])
+        let (daemon, gate) = try CommitGate.daemon()
         defer { daemon.stop() }
+        let bus = daemon.bus
         let client = try BusClient(bus: bus)
         defer { client.close() }
-        let gate = CommitGate(path: gatePath)
 
         // The first write's commit is held at the gate.
         let first = PendingCall(client, "SetDecision", "org.example.A", "denied")
@@ -73,13 +69,8 @@ import PermissionsTestSupport
 @Suite(.serialized) struct StopDuringCommitTests {
     /// A daemon whose first commit is held at the gate, with a second write in the line.
     private func daemonWithAHeldCommit() throws -> (DaemonUnderTest, BusClient, CommitGate, PendingCall, PendingCall) {
-        let bus = try TestBus()
-        let gatePath = try makeTemporaryDirectory("commit-gate") + "/gate"
-        guard mkfifo(gatePath, 0o600) == 0 else { throw HarnessError(description: "mkfifo \(gatePath) failed") }
-        let daemon = try DaemonUnderTest(bus: bus, config: "[location]\nenabled=true\n",
-                                         environment: ["PERMISSIONS_DEBUG_COMMIT_GATE": gatePath])
-        let client = try BusClient(bus: bus)
-        let gate = CommitGate(path: gatePath)
+        let (daemon, gate) = try CommitGate.daemon()
+        let client = try BusClient(bus: daemon.bus)
         let held = PendingCall(client, "SetDecision", "org.example.Held", "denied")
         try gate.waitForCommit()
         let behind = PendingCall(client, "SetDecision", "org.example.Behind", "authorized")
@@ -130,9 +121,91 @@ import PermissionsTestSupport
     }
 }
 
+/// An agent's allow-always whose end passes before it is in force: while the answer
+/// waits for an earlier write's commit, or during its own. It answers the request
+/// it was given for ("authorized"), and no signal tells a change nobody could see
+/// (the expiry's removal told "not-determined" without an "authorized" before it).
+@Suite(.serialized) struct ShortGrantTests {
+    static let app = ProcessInfo.processInfo.arguments[0]
+    /// Half a second from now, in microseconds since the epoch (an answer's expires-at).
+    static func soon() -> Int64 { Int64(Date().timeIntervalSince1970 * 1_000_000) + 500_000 }
+    /// Waits for the wall clock to pass `end`: the expiry is about time itself.
+    static func waitPast(_ end: Int64) {
+        while Int64(Date().timeIntervalSince1970 * 1_000_000) <= end { usleep(20_000) }
+    }
+
+    @Test(.timeLimit(.minutes(2))) func anEndThatPassesDuringTheCommitTellsNoChange() throws {
+        let (daemon, gate) = try CommitGate.daemon()
+        defer { daemon.stop() }
+        let monitor = try Monitor(daemon)
+        let agent = try TestAgent(bus: daemon.bus)
+        let requester = try Requester(bus: daemon.bus)
+        let request = try requester.send("Request", [.string("location"), .vardict([])])
+        let end = Self.soon()
+        agent.answer(try agent.waitForPrompt(), "allow-always", expiresAt: end)
+        try gate.waitForCommit()  // the answer's
+        Self.waitPast(end)
+        try gate.release()
+        #expect(try requester.wait(request).get() == [.string("authorized")])
+        try gate.waitForCommit()  // the expired row's removal
+        try gate.release()
+        try expectOnlyTheFence(daemon, gate, monitor)
+    }
+
+    @Test(.timeLimit(.minutes(2))) func anEndThatPassesBehindAnotherCommitStoresNothing() throws {
+        let (daemon, gate) = try CommitGate.daemon()
+        defer { daemon.stop() }
+        let client = try BusClient(bus: daemon.bus)
+        defer { client.close() }
+        let monitor = try Monitor(daemon)
+        let agent = try TestAgent(bus: daemon.bus)
+        let requester = try Requester(bus: daemon.bus)
+        let other = PendingCall(client, "SetDecision", "org.example.Other", "denied")
+        try gate.waitForCommit()
+        let request = try requester.send("Request", [.string("location"), .vardict([])])
+        let end = Self.soon()
+        agent.answer(try agent.waitForPrompt(), "allow-always", expiresAt: end)
+        // Handled after the answer on the agent's connection: the answer waits behind the commit.
+        _ = try agent.call("GetStatus", [.string("location")])
+        Self.waitPast(end)
+        try gate.release()
+        #expect(try other.outcome() == .success([]))
+        #expect(try requester.wait(request).get() == [.string("authorized")])
+        try monitor.waitFor { $0 == statusLine(app: "org.example.Other", "location", "denied") }
+        // The next commit is the fence's: the answer made none.
+        try expectOnlyTheFence(daemon, gate, monitor, after: [statusLine(app: "org.example.Other", "location", "denied")])
+    }
+
+    /// A write of another app through the gate; then the monitor has heard `after`
+    /// and the fence, nothing of the requester's app; nothing of it is stored.
+    private func expectOnlyTheFence(_ daemon: DaemonUnderTest, _ gate: CommitGate, _ monitor: Monitor,
+                                    after: [String] = []) throws {
+        let client = try BusClient(bus: daemon.bus, label: "fence")
+        defer { client.close() }
+        let fence = PendingCall(client, "SetDecision", "org.example.Fence", "denied")
+        try gate.waitForCommit()
+        try gate.release()
+        #expect(try fence.outcome() == .success([]))
+        let fenceLine = statusLine(app: "org.example.Fence", "location", "denied")
+        try monitor.waitFor { $0 == fenceLine }
+        #expect(monitor.statusChanges == after + [fenceLine])
+        #expect(try client.storedDecisions().keys.filter { $0.hasPrefix(Self.app + " ") }.isEmpty)
+    }
+}
+
 /// The daemon's commit gate, the test's side (see GroupCommitTests).
 private final class CommitGate {
     let path: String
+
+    /// A daemon (location enabled) whose every commit waits at a gate of its own.
+    static func daemon() throws -> (DaemonUnderTest, CommitGate) {
+        let bus = try TestBus()
+        let gatePath = try makeTemporaryDirectory("commit-gate") + "/gate"
+        guard mkfifo(gatePath, 0o600) == 0 else { throw HarnessError(description: "mkfifo \(gatePath) failed") }
+        let daemon = try DaemonUnderTest(bus: bus, config: "[location]\nenabled=true\n",
+                                         environment: ["PERMISSIONS_DEBUG_COMMIT_GATE": gatePath])
+        return (daemon, CommitGate(path: gatePath))
+    }
     /// The gate's descriptor while a commit is held (between waitForCommit and release).
     private var held: Int32?
 

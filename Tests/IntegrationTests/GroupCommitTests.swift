@@ -9,8 +9,9 @@ import PermissionsTestSupport
 /// acknowledged.
 ///
 /// A commit is held with the daemon's test gate (debug builds): with
-/// PERMISSIONS_DEBUG_COMMIT_GATE naming a FIFO, each commit waits until this test
-/// opens the FIFO (which is how the test knows a commit is waiting) and writes a byte.
+/// PERMISSIONS_DEBUG_COMMIT_GATE naming a Unix socket this test listens on, each
+/// commit connects to it (which is how the test knows a commit is waiting) and
+/// waits until the test writes a byte.
 @Suite(.serialized) struct GroupCommitTests {
     @Test(.timeLimit(.minutes(2))) func readsAreAnsweredWhileACommitIsHeldAndWritesMadeMeanwhileShareOne() throws {
         let (daemon, gate) = try CommitGate.daemon()
@@ -127,8 +128,9 @@ import PermissionsTestSupport
 /// (the expiry's removal told "not-determined" without an "authorized" before it).
 @Suite(.serialized) struct ShortGrantTests {
     static let app = ProcessInfo.processInfo.arguments[0]
-    /// Half a second from now, in microseconds since the epoch (an answer's expires-at).
-    static func soon() -> Int64 { Int64(Date().timeIntervalSince1970 * 1_000_000) + 500_000 }
+    /// A second from now, in microseconds since the epoch (an answer's expires-at):
+    /// still ahead when the daemon reads the answer, even on a loaded machine.
+    static func soon() -> Int64 { Int64(Date().timeIntervalSince1970 * 1_000_000) + 1_000_000 }
     /// Waits for the wall clock to pass `end`: the expiry is about time itself.
     static func waitPast(_ end: Int64) {
         while Int64(Date().timeIntervalSince1970 * 1_000_000) <= end { usleep(20_000) }
@@ -141,8 +143,9 @@ import PermissionsTestSupport
         let agent = try TestAgent(bus: daemon.bus)
         let requester = try Requester(bus: daemon.bus)
         let request = try requester.send("Request", [.string("location"), .vardict([])])
+        let prompt = try agent.waitForPrompt()
         let end = Self.soon()
-        agent.answer(try agent.waitForPrompt(), "allow-always", expiresAt: end)
+        agent.answer(prompt, "allow-always", expiresAt: end)
         try gate.waitForCommit()  // the answer's
         Self.waitPast(end)
         try gate.release()
@@ -163,8 +166,9 @@ import PermissionsTestSupport
         let other = PendingCall(client, "SetDecision", "org.example.Other", "denied")
         try gate.waitForCommit()
         let request = try requester.send("Request", [.string("location"), .vardict([])])
+        let prompt = try agent.waitForPrompt()
         let end = Self.soon()
-        agent.answer(try agent.waitForPrompt(), "allow-always", expiresAt: end)
+        agent.answer(prompt, "allow-always", expiresAt: end)
         // Handled after the answer on the agent's connection: the answer waits behind the commit.
         _ = try agent.call("GetStatus", [.string("location")])
         Self.waitPast(end)
@@ -193,54 +197,58 @@ import PermissionsTestSupport
     }
 }
 
-/// The daemon's commit gate, the test's side (see GroupCommitTests).
+/// The daemon's commit gate, the test's side (see GroupCommitTests): a Unix socket
+/// this test listens on; each commit connects and waits for a byte.
 private final class CommitGate {
-    let path: String
+    private let listener: Int32
+    /// The connection of the commit held (between waitForCommit and release).
+    private var held: Int32?
 
     /// A daemon (location enabled) whose every commit waits at a gate of its own.
     static func daemon() throws -> (DaemonUnderTest, CommitGate) {
         let bus = try TestBus()
-        let gatePath = try makeTemporaryDirectory("commit-gate") + "/gate"
-        guard mkfifo(gatePath, 0o600) == 0 else { throw HarnessError(description: "mkfifo \(gatePath) failed") }
+        // /tmp rather than $TMPDIR: a socket path must fit sun_path's 108 bytes.
+        var template = Array("/tmp/commit-gate.XXXXXX".utf8CString)
+        guard let directory = mkdtemp(&template) else { throw HarnessError(description: "mkdtemp failed") }
+        let gate = try CommitGate(path: String(cString: directory) + "/gate")
         let daemon = try DaemonUnderTest(bus: bus, config: "[location]\nenabled=true\n",
-                                         environment: ["PERMISSIONS_DEBUG_COMMIT_GATE": gatePath])
-        return (daemon, CommitGate(path: gatePath))
+                                         environment: ["PERMISSIONS_DEBUG_COMMIT_GATE": gate.path])
+        return (daemon, gate)
     }
-    /// The gate's descriptor while a commit is held (between waitForCommit and release).
-    private var held: Int32?
 
-    init(path: String) {
+    let path: String
+
+    private init(path: String) throws {
         self.path = path
+        listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: path.utf8.prefix($0.count - 1)) }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard listener >= 0, bound == 0, listen(listener, 16) == 0 else {
+            throw HarnessError(description: "cannot listen on the commit gate \(path): errno \(errno)")
+        }
     }
 
-    /// Returns once a commit waits at the gate: opening a FIFO to write blocks until
-    /// its reader (the daemon's writer queue, at the gate) opens it. The open runs on
-    /// a thread of its own so that a daemon that never gets there fails the test
-    /// after 20 s instead of hanging it.
+    deinit {
+        abandon()
+        close(listener)
+        unlink(path)
+        rmdir((path as NSString).deletingLastPathComponent)
+    }
+
+    /// Returns once a commit waits at the gate (its connection is accepted), or
+    /// fails the test after 20 s.
     func waitForCommit() throws {
-        let opened = DispatchSemaphore(value: 0)
-        nonisolated(unsafe) var fd: Int32 = -1
-        let path = self.path
-        Thread.detachNewThread {
-            fd = open(path, O_WRONLY | O_CLOEXEC)
-            opened.signal()
-        }
-        guard opened.wait(timeout: .now() + 20) == .success else {
-            // Let the blocked open go (a reader of our own), then fail.
-            let unblock = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
-            _ = opened.wait(timeout: .now() + 5)
-            if fd >= 0 { close(fd) }
-            if unblock >= 0 { close(unblock) }
-            throw HarnessError(description: "no commit came to the gate within 20 s")
-        }
-        guard fd >= 0 else { throw HarnessError(description: "cannot open the commit gate \(path)") }
-        held = fd
-    }
-
-    /// Closes the gate's descriptor without letting a commit go on (its daemon is gone).
-    func abandon() {
-        if let fd = held { close(fd) }
-        held = nil
+        guard held == nil else { throw HarnessError(description: "a commit is held at the gate already") }
+        var pfd = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+        guard poll(&pfd, 1, 20_000) == 1 else { throw HarnessError(description: "no commit came to the gate within 20 s") }
+        let connection = accept(listener, nil, nil)
+        guard connection >= 0 else { throw HarnessError(description: "accept on the commit gate: errno \(errno)") }
+        _ = fcntl(connection, F_SETFD, FD_CLOEXEC)  // not into the daemons and tools this test starts
+        held = connection
     }
 
     /// Lets the waiting commit go on.
@@ -251,6 +259,12 @@ private final class CommitGate {
         let written = write(fd, &byte, 1)
         close(fd)
         guard written == 1 else { throw HarnessError(description: "cannot write to the commit gate") }
+    }
+
+    /// Lets go of the held commit's connection without a byte (its daemon is gone).
+    func abandon() {
+        if let fd = held { close(fd) }
+        held = nil
     }
 }
 

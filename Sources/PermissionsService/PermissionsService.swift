@@ -256,13 +256,20 @@ package final class PermissionsService {
 
     static let stoppingError = PermissionsError.cancelled("the permissions service is stopping")
 
+    /// From here on no prompt starts and no new call is served. The stop calls it
+    /// before the store gives the commit in progress its outcomes: an answer stored
+    /// then must not move a RequestMany on to ask its next permission.
+    package func beginStopping() {
+        stopping = true
+    }
+
     /// The daemon stops: every call still waiting, for its caller's identity, for
     /// polkit or for a prompt (Request, RequestMany), is answered Cancelled; then
     /// the agents are told to close their open prompts, and none starts any more.
     /// Answered first, so that a prompt's end cannot run a waiter's continuation
     /// (RequestMany's next permission).
     package func shutdown() {
-        stopping = true
+        beginStopping()
         for call in waitingCalls.held { call.fail(Self.stoppingError) }
         broker.shutdown()
     }

@@ -99,11 +99,11 @@ extension PermissionsService {
     }
 
     /// Answers at once unless the status is not-determined; then prompts. Once the
-    /// service is stopping nothing is asked and `done` never runs: the call has
-    /// been answered Cancelled.
+    /// service is stopping nothing is asked: `done` gets Cancelled (RequestMany's
+    /// next permission, reached while the stop gives a stored answer its outcome).
     func ask(_ identity: AppIdentity, _ permission: String, _ options: RequestOptions, sender: String,
              done: @escaping (Result<Status, BusError>) -> Void) {
-        guard !stopping else { return }
+        guard !stopping else { return done(.failure(Self.stoppingError)) }
         let current = status(uid: identity.uid, app: identity.appID, permission: permission)
         guard current == .notDetermined else { return done(.success(current)) }
         // Only an agent of the caller's own uid may ask: other users' agents count as none.

@@ -244,6 +244,7 @@ public final class Daemon {
     /// of an `_exit`ed process alive), so a new daemon can start meanwhile. Nothing
     /// after this writes to it: shutdown answers and cancels, it stores nothing.
     private func stop() {
+        if service != nil { service.beginStopping() }
         store?.close()
         logInfo(serving ? "stopping" : "stopping during start-up")
         if service != nil { service.shutdown() }

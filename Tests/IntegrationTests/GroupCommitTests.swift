@@ -104,6 +104,27 @@ import PermissionsTestSupport
         #expect(try storedAfterRestart(daemon) == ["org.example.Held location": "denied"])
     }
 
+    /// RequestMany's first answer is being stored when the stop comes: the answer is
+    /// stored, and no prompt is started for the next permission (the agent is not
+    /// asked it, then told to cancel it); the call is answered Cancelled.
+    @Test(.timeLimit(.minutes(2))) func aRequestManyAsksNothingMoreOnceTheStopBegins() throws {
+        let (daemon, gate) = try CommitGate.daemon(config: "[location]\nenabled=true\n[notifications]\nenabled=true\n")
+        let agent = try TestAgent(bus: daemon.bus)
+        let requester = try Requester(bus: daemon.bus)
+        let many = try requester.send("RequestMany", [.strings(["location", "notifications"]), .vardict([])])
+        agent.answer(try agent.waitForPrompt(), "allow-always")
+        try gate.waitForCommit()  // the answer's
+        guard let pid = daemon.pid else { throw HarnessError(description: "the daemon is not running") }
+        kill(pid, SIGTERM)
+        try daemon.waitForLog("stopping: waiting for the commit of 1 write(s)")  // debug builds say it
+        try gate.release()
+        let outcome = try requester.wait(many)
+        #expect(outcome.error?.name == "org.example.Permissions.Error.Cancelled", "\(outcome)")
+        #expect(daemon.waitForExit(timeout: 20) == .init(reason: .exit, status: 0))
+        #expect(agent.received.map(\.permission) == ["location"])
+        #expect(try storedAfterRestart(daemon) == [ShortGrantTests.app + " location": "authorized"])
+    }
+
     @Test(.timeLimit(.minutes(2))) func aCommitThatDoesNotEndDoesNotHoldTheStop() throws {
         let (daemon, client, gate, held, behind) = try daemonWithAHeldCommit()
         defer { client.close() }
@@ -204,14 +225,14 @@ private final class CommitGate {
     /// The connection of the commit held (between waitForCommit and release).
     private var held: Int32?
 
-    /// A daemon (location enabled) whose every commit waits at a gate of its own.
-    static func daemon() throws -> (DaemonUnderTest, CommitGate) {
+    /// A daemon whose every commit waits at a gate of its own.
+    static func daemon(config: String = "[location]\nenabled=true\n") throws -> (DaemonUnderTest, CommitGate) {
         let bus = try TestBus()
         // /tmp rather than $TMPDIR: a socket path must fit sun_path's 108 bytes.
         var template = Array("/tmp/commit-gate.XXXXXX".utf8CString)
         guard let directory = mkdtemp(&template) else { throw HarnessError(description: "mkdtemp failed") }
         let gate = try CommitGate(path: String(cString: directory) + "/gate")
-        let daemon = try DaemonUnderTest(bus: bus, config: "[location]\nenabled=true\n",
+        let daemon = try DaemonUnderTest(bus: bus, config: config,
                                          environment: ["PERMISSIONS_DEBUG_COMMIT_GATE": gate.path])
         return (daemon, gate)
     }

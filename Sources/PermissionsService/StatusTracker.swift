@@ -95,9 +95,12 @@ package final class StatusTracker {
     }
 
     /// The status of `app` for one user (their decisions count), or for everyone.
-    package func status(_ audience: Audience, app: String, permission: String) -> Status {
+    /// `asTold`: as clients were last told, which counts a row that has expired but
+    /// whose removal (and its signal) has not come yet.
+    package func status(_ audience: Audience, app: String, permission: String, asTold: Bool = false) -> Status {
         let s = snapshot(permission)
-        return effectiveStatus(service: s.service, policy: s.policy(for: app), decision: decision(audience, app, permission))
+        return effectiveStatus(service: s.service, policy: s.policy(for: app),
+                               decision: decision(audience, app, permission, asTold: asTold))
     }
 
     package func status(uid: UInt32, app: String, permission: String) -> Status {
@@ -105,13 +108,14 @@ package final class StatusTracker {
     }
 
     /// The user decision in force for `audience`: an unassigned deny (for every
-    /// user), else the user's own stored one, else their session grant. `counting`
-    /// is a row to take as stored (one that expired but that clients were told of).
-    func decision(_ audience: Audience, _ app: String, _ permission: String,
-                  counting extra: StoredDecision? = nil) -> Decision? {
+    /// user), else the user's own stored one, else their session grant. `asTold`
+    /// counts rows that expired but are still stored: their removal, which tells
+    /// clients, has not come yet (unless no read ever counted them).
+    func decision(_ audience: Audience, _ app: String, _ permission: String, asTold: Bool = false) -> Decision? {
         func row(_ uid: UInt32?) -> StoredDecision? {
             let key = DecisionKey(uid: uid, app, permission)
-            if let extra, extra.key == key { return extra }
+            // now: .min: whatever is stored, expired or not.
+            if asTold, let stored = store.decision(key, now: .min), neverInForce[key] != stored.setAt { return stored }
             return store.decision(key)
         }
         if row(nil)?.decision == .denied { return .denied }
@@ -139,8 +143,8 @@ package final class StatusTracker {
     }
 
     /// Each pair's status for each of `audiences` now: what `tellChanges` compares with.
-    func statuses(_ audiences: [Audience], _ pairs: [(app: String, permission: String)]) -> [[Status]] {
-        pairs.map { pair in audiences.map { status($0, app: pair.app, permission: pair.permission) } }
+    func statuses(_ audiences: [Audience], _ pairs: [(app: String, permission: String)], asTold: Bool = false) -> [[Status]] {
+        pairs.map { pair in audiences.map { status($0, app: pair.app, permission: pair.permission, asTold: asTold) } }
     }
 
     /// Tells each of `audiences` whose status of each pair is no longer as `before`.
@@ -164,7 +168,9 @@ package final class StatusTracker {
                           done: @escaping (Result<T, any Error>) -> Void) {
         store.commit(change) { [self] in
             let (audiences, pairs) = (audiences(), pairs())
-            let before = statuses(audiences, pairs)
+            // As clients were told: a row that expired just before this write, and
+            // whose removal has not signalled yet, is what they last heard.
+            let before = statuses(audiences, pairs, asTold: true)
             return { [self] outcome in
                 switch outcome {
                 case .failure(let error):
@@ -305,18 +311,11 @@ package final class StatusTracker {
         var failed = false
         for row in rows {
             store.commit(.remove(row)) { [self] in
-                // The expired row no longer counts, so "before" is computed with it, if
-                // it is still the row stored (not replaced by a newer decision meanwhile).
-                let current = store.list(app: row.appID).first { $0.key == row.key }
-                let seen = neverInForce[row.key] != row.setAt
-                if !seen { neverInForce[row.key] = nil }
-                let counting = current?.setAt == row.setAt && seen ? row : nil
+                // "Before" as clients were told: with the expired row, if it is still
+                // the row stored and a read ever counted it.
                 let audiences = audiences(of: row.uid)
-                let s = snapshot(row.permission)
-                let before = audiences.map { audience in
-                    effectiveStatus(service: s.service, policy: s.policy(for: row.appID),
-                                    decision: decision(audience, row.appID, row.permission, counting: counting))
-                }
+                let before = statuses(audiences, [(row.appID, row.permission)], asTold: true)[0]
+                if neverInForce[row.key] == row.setAt { neverInForce[row.key] = nil }
                 return { [self] outcome in
                     switch outcome {
                     case .failure(let error):

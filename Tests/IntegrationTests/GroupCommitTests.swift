@@ -201,6 +201,47 @@ import PermissionsTestSupport
         try expectOnlyTheFence(daemon, gate, monitor, after: [statusLine(app: "org.example.Other", "location", "denied")])
     }
 
+    /// A grant in force (clients told "authorized") whose end passes while a write of
+    /// the same key waits for its commit: the write's "before" is what clients were
+    /// told, not the row already hidden from reads. A reset tells "not-determined"
+    /// (it told nothing, and the removal found no row, so the last word stayed
+    /// "authorized"); a SetDecision of the same value tells nothing (it told
+    /// "authorized" twice).
+    @Test(.timeLimit(.minutes(2)), arguments: [
+        ("ResetDecisions", [DBusValue.strings(["location"])], [DBusValue.uint32(1)], "not-determined"),
+        ("SetDecision", [DBusValue.string("location"), .string("authorized")], [], nil),
+    ])
+    func aWriteWhileAGrantEndsStartsFromWhatClientsWereTold(member: String, arguments: [DBusValue],
+                                                            reply: [DBusValue], told: String?) throws {
+        let (daemon, gate) = try CommitGate.daemon()
+        defer { daemon.stop() }
+        let monitor = try Monitor(daemon)
+        let agent = try TestAgent(bus: daemon.bus)
+        let requester = try Requester(bus: daemon.bus)
+        let request = try requester.send("Request", [.string("location"), .vardict([])])
+        let prompt = try agent.waitForPrompt()
+        let end = Self.soon()
+        agent.answer(prompt, "allow-always", expiresAt: end)
+        try gate.waitForCommit()
+        try gate.release()
+        #expect(try requester.wait(request).get() == [.string("authorized")])
+        let granted = statusLine(app: Self.app, "location", "authorized")
+        try monitor.waitFor { $0 == granted }
+        // The write, made while the grant is in force, committed after its end.
+        let write = try requester.send(member, [.string(Self.app)] + arguments)
+        try gate.waitForCommit()
+        Self.waitPast(end)
+        try gate.openForGood()
+        #expect(try requester.wait(write).get() == reply)
+        let client = try BusClient(bus: daemon.bus, label: "fence")
+        defer { client.close() }
+        _ = try client.call("SetDecision", [.string("org.example.Fence"), .string("location"), .string("denied")]).get()
+        let fence = statusLine(app: "org.example.Fence", "location", "denied")
+        try monitor.waitFor { $0 == fence }
+        #expect(monitor.statusChanges == [granted] + (told.map { [statusLine(app: Self.app, "location", $0)] } ?? [])
+                    + [fence])
+    }
+
     /// A write of another app through the gate; then the monitor has heard `after`
     /// and the fence, nothing of the requester's app; nothing of it is stored.
     private func expectOnlyTheFence(_ daemon: DaemonUnderTest, _ gate: CommitGate, _ monitor: Monitor,
@@ -255,6 +296,7 @@ private final class CommitGate {
 
     deinit {
         abandon()
+        shutdown(listener, Int32(SHUT_RDWR))  // wakes the accept of `openForGood`'s thread
         close(listener)
         unlink(path)
         rmdir((path as NSString).deletingLastPathComponent)
@@ -280,6 +322,22 @@ private final class CommitGate {
         let written = write(fd, &byte, 1)
         close(fd)
         guard written == 1 else { throw HarnessError(description: "cannot write to the commit gate") }
+    }
+
+    /// Releases the held commit, if any, and every commit from now on, on a thread
+    /// of its own, until the gate goes.
+    func openForGood() throws {
+        if held != nil { try release() }
+        let listener = self.listener
+        Thread.detachNewThread {
+            while true {
+                let connection = accept(listener, nil, nil)
+                guard connection >= 0 else { return }
+                var byte: UInt8 = 1
+                _ = write(connection, &byte, 1)
+                close(connection)
+            }
+        }
     }
 
     /// Lets go of the held commit's connection without a byte (its daemon is gone).

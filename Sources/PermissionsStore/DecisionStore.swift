@@ -165,6 +165,13 @@ package final class DecisionStore {
         // an older version (which mapped it); nothing reads it any more.
         unlink(path + "-shm")
         try db.execute("PRAGMA synchronous=FULL")
+        // The WAL kept small (SQLite's default lets it grow to 1 000 pages, 4 MiB):
+        // checkpointed into the file once it passes 128 pages (512 KiB), and cut back
+        // to that size after. On a disk with less room than the WAL takes, it filled
+        // the disk, and once the store had grown since the last checkpoint no
+        // checkpoint could run (the file had no room to grow): every write failed.
+        try db.execute("PRAGMA wal_autocheckpoint=128")
+        try db.execute("PRAGMA journal_size_limit=524288")
         try db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID")
         // quick_check reports damage as rows, not as an error.
         let check = try db.strings("PRAGMA quick_check")

@@ -143,11 +143,11 @@ import PermissionsTestSupport
     /// A started daemon whose state directory is a 1 MiB tmpfs of its own (to fill,
     /// or to remount read-only); `body` runs with it and the state directory, and
     /// the daemon is stopped and the tmpfs unmounted after.
-    private func withStateOnSmallTmpfs(_ body: (DaemonUnderTest, _ state: String) throws -> Void) throws {
+    private func withStateOnSmallTmpfs(size: String = "1m", _ body: (DaemonUnderTest, _ state: String) throws -> Void) throws {
         let daemon = try DaemonUnderTest(bus: bus, start: false)
         let state = daemon.stateDirectory
         try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
-        try #require(mount("tmpfs", state, "tmpfs", 0, "size=1m,mode=0700") == 0)
+        try #require(mount("tmpfs", state, "tmpfs", 0, "size=\(size),mode=0700") == 0)
         defer {
             daemon.stop()
             umount2(state, Int32(MNT_DETACH))
@@ -287,27 +287,33 @@ import PermissionsTestSupport
         }
     }
 
-    /// A state directory with less room than the WAL grows to before it is
-    /// checkpointed (about 4 MiB): the WAL filled the disk after about 250 writes and
-    /// every write failed from then on, although the store itself is a few KiB. Now
-    /// a write that finds the disk full checkpoints the WAL and tries again.
-    @Test(.enabled(if: canMountTmpfs, "needs mount(2) for a small tmpfs (root)"))
-    func aSmallDiskKeepsTakingWritesAsTheWALIsCheckpointed() throws {
-        try withStateOnSmallTmpfs { daemon, state in
+    /// A state directory with less room than the WAL grew to before SQLite
+    /// checkpointed it (1 000 pages, about 4 MiB): the WAL filled the disk and every
+    /// write failed from then on, although the store itself is a few KiB; and once
+    /// the store had grown since the last checkpoint, checkpointing on the failure
+    /// could not help (the main file had no room to grow). Now the WAL is
+    /// checkpointed at 1 MiB and kept to that size; a write that finds the disk full
+    /// checkpoints it and tries again. Writes that make the store grow, then
+    /// toggles of one row, on a 1 MiB and a 4 MiB file system.
+    @Test(.enabled(if: canMountTmpfs, "needs mount(2) for a small tmpfs (root)"), arguments: ["1m", "4m"])
+    func aSmallDiskKeepsTakingWritesAsTheWALIsCheckpointed(size: String) throws {
+        try withStateOnSmallTmpfs(size: size) { daemon, state in
             let client = try BusClient(bus: bus)
             defer { client.close() }
             var failures: [String] = []
-            for round in 0..<1_000 {
+            for round in 0..<1_500 {
+                // 300 apps with a row each (the store grows), then one row toggled.
+                let app = round < 300 ? "org.example.Small\(round)" : "org.example.Small"
                 let decision = round % 2 == 0 ? "authorized" : "denied"
-                let result = client.call("SetDecision", [.string("org.example.Small"), .string("location"),
-                                                         .string(decision)])
+                let result = client.call("SetDecision", [.string(app), .string("location"), .string(decision)])
                 if case .failure(let error) = result { failures.append("write \(round): \(error)") }
             }
-            #expect(failures.count == 0, "writes failed, the first: \(failures.prefix(1))")
+            #expect(failures.count == 0, "\(size): writes failed, the first: \(failures.prefix(1))")
             #expect(try statusForApp(daemon, "org.example.Small", "location") == "s \"denied\"\n")
             daemon.stop()
             try daemon.start()
             #expect(try statusForApp(daemon, "org.example.Small", "location") == "s \"denied\"\n")
+            #expect(try statusForApp(daemon, "org.example.Small299", "location") == "s \"denied\"\n")
         }
     }
 

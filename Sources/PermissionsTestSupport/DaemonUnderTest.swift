@@ -20,6 +20,8 @@ public final class DaemonUnderTest {
     /// A command that runs the daemon (it must exec it, keeping the process id), such
     /// as `["/usr/bin/unshare", "-n", "--"]` for a network namespace of its own.
     public var launcher: [String] = []
+    /// Where the daemon's standard error (and output) go instead of `logFile`.
+    public var standardError: FileHandle?
     private var process: Process?
     /// Signalled once when the running process exits (its termination handler).
     private var exited = DispatchSemaphore(value: 0)
@@ -61,8 +63,8 @@ public final class DaemonUnderTest {
         _ = FileManager.default.createFile(atPath: logFile, contents: nil)
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logFile))
         log.seekToEndOfFile()
-        process.standardError = log
-        process.standardOutput = log
+        process.standardError = standardError ?? log
+        process.standardOutput = standardError ?? log
         let exited = DispatchSemaphore(value: 0)
         process.terminationHandler = { _ in exited.signal() }
         self.exited = exited

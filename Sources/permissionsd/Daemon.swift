@@ -101,9 +101,18 @@ public final class Daemon {
         sigaddset(&stopSignals, SIGINT)
         pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
         let me = QueueConfined(self)
+        // Taken on a queue of their own, so that a serving queue held in the kernel
+        // (a hung disk while the store opens at start-up) cannot keep a stop waiting
+        // for ever: the stop runs on the serving queue, and ends the process long
+        // before `stopDeadline` unless that queue is held; then the deadline does.
+        let signals = DispatchQueue(label: "org.example.Permissions.stop-signals")
+        let queue = self.queue
         for number in [SIGTERM, SIGINT] {
-            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
-            source.setEventHandler { me.value.stop() }
+            let source = DispatchSource.makeSignalSource(signal: number, queue: signals)
+            source.setEventHandler {
+                queue.async { me.value.stop() }
+                signals.asyncAfter(deadline: .now() + .seconds(Self.stopDeadline)) { Self.stopOverdue() }
+            }
             source.resume()
             signalSources.append(source)
         }
@@ -114,6 +123,22 @@ public final class Daemon {
         // which unblocks SIGTERM here until the signal sources are registered; a
         // signal then would take its default action. This thread keeps them blocked.
         while true { pause() }
+    }
+
+    /// How long a stop may take before the process ends without it: more than the
+    /// store's wait for a commit (DecisionCommitter.stopWait) and the plugins' for
+    /// fini together.
+    static let stopDeadline = 15
+
+    /// The stop has not ended the process by its deadline: the serving queue is held
+    /// (in the kernel, by a hung disk; by a log pipe nobody reads). Ends it anyway,
+    /// with a failure status: the store may not have been closed.
+    private static func stopOverdue() -> Never {
+        // Said only if it can be at once: the log pipe may be what holds the queue.
+        _ = fcntl(2, F_SETFL, fcntl(2, F_GETFL) | O_NONBLOCK)
+        logError("the stop did not end within \(stopDeadline) s (the serving queue is held: a hung disk?); "
+                 + "exiting without it")
+        endProcess(1)
     }
 
     private func fail(_ message: String) -> Never {

@@ -196,6 +196,43 @@ import PermissionsTestSupport
     }
 }
 
+extension ShutdownTests {
+    /// A serving queue held in the kernel, where a stop cannot run: here by a log pipe
+    /// nobody reads (journald stuck); a hung disk under the store at start-up is the
+    /// other case. SIGTERM still ends the process, at the stop's deadline (15 s),
+    /// with status 1 (the store may not be closed).
+    @Test(.timeLimit(.minutes(2))) func sigtermEndsADaemonWhoseServingQueueIsHeld() throws {
+        var ends: [Int32] = [0, 0]
+        try #require(pipe(&ends) == 0)
+        defer { close(ends[0]) }
+        // Full before the daemon writes to it: its first log line blocks.
+        let flags = fcntl(ends[1], F_GETFL)
+        _ = fcntl(ends[1], F_SETFL, flags | O_NONBLOCK)
+        let chunk = [UInt8](repeating: 0x2e, count: 4096)
+        while write(ends[1], chunk, chunk.count) > 0 {}
+        _ = fcntl(ends[1], F_SETFL, flags)
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, config: Self.config, start: false)
+        daemon.standardError = FileHandle(fileDescriptor: ends[1], closeOnDealloc: true)
+        try daemon.start(waitForName: false)
+        let pid = try #require(daemon.pid)
+        // A thread of the daemon waits in the kernel to write its log line.
+        let deadline = Date().addingTimeInterval(20)
+        func writingToThePipe() -> Bool {
+            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+            return tasks.contains { task in
+                ((try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/wchan", encoding: .utf8)) ?? "")
+                    .hasSuffix("pipe_write")
+            }
+        }
+        while !writingToThePipe() {
+            guard Date() < deadline else { throw HarnessError(description: "the daemon never blocked on its log") }
+        }
+        let ending = daemon.terminate(timeout: 40)
+        #expect(ending == .init(reason: .exit, status: 1), "\(ending?.description ?? "still running 40 s after SIGTERM")")
+    }
+}
+
 /// Watches org.example.Permissions get and lose owners through a match rule on a
 /// connection of the test's own: the bus tells us, nothing polls.
 final class NameWatcher {

@@ -157,23 +157,35 @@ import PermissionsTestSupport
         while Int64(Date().timeIntervalSince1970 * 1_000_000) <= end { usleep(20_000) }
     }
 
+    /// A gated daemon, a monitor, and a Request (number `request` of `requester`)
+    /// that an agent answered allow-always until `end`, a second from then; the
+    /// answer's commit waits at the gate.
+    private struct Granted {
+        let daemon: DaemonUnderTest, gate: CommitGate, monitor: Monitor
+        let requester: Requester, request: Int, end: Int64
+
+        init() throws {
+            (daemon, gate) = try CommitGate.daemon()
+            monitor = try Monitor(daemon)
+            let agent = try TestAgent(bus: daemon.bus)
+            requester = try Requester(bus: daemon.bus)
+            request = try requester.send("Request", [.string("location"), .vardict([])])
+            let prompt = try agent.waitForPrompt()
+            end = ShortGrantTests.soon()
+            agent.answer(prompt, "allow-always", expiresAt: end)
+            try gate.waitForCommit()
+        }
+    }
+
     @Test(.timeLimit(.minutes(2))) func anEndThatPassesDuringTheCommitTellsNoChange() throws {
-        let (daemon, gate) = try CommitGate.daemon()
-        defer { daemon.stop() }
-        let monitor = try Monitor(daemon)
-        let agent = try TestAgent(bus: daemon.bus)
-        let requester = try Requester(bus: daemon.bus)
-        let request = try requester.send("Request", [.string("location"), .vardict([])])
-        let prompt = try agent.waitForPrompt()
-        let end = Self.soon()
-        agent.answer(prompt, "allow-always", expiresAt: end)
-        try gate.waitForCommit()  // the answer's
-        Self.waitPast(end)
-        try gate.release()
-        #expect(try requester.wait(request).get() == [.string("authorized")])
-        try gate.waitForCommit()  // the expired row's removal
-        try gate.release()
-        try expectOnlyTheFence(daemon, gate, monitor)
+        let granted = try Granted()
+        defer { granted.daemon.stop() }
+        Self.waitPast(granted.end)
+        try granted.gate.release()
+        #expect(try granted.requester.wait(granted.request).get() == [.string("authorized")])
+        try granted.gate.waitForCommit()  // the expired row's removal
+        try granted.gate.release()
+        try expectOnlyTheFence(granted.daemon, granted.gate, granted.monitor)
     }
 
     @Test(.timeLimit(.minutes(2))) func anEndThatPassesBehindAnotherCommitStoresNothing() throws {
@@ -213,24 +225,17 @@ import PermissionsTestSupport
     ])
     func aWriteWhileAGrantEndsStartsFromWhatClientsWereTold(member: String, arguments: [DBusValue],
                                                             reply: [DBusValue], told: String?) throws {
-        let (daemon, gate) = try CommitGate.daemon()
+        let grant = try Granted()
+        let (daemon, gate, monitor, requester) = (grant.daemon, grant.gate, grant.monitor, grant.requester)
         defer { daemon.stop() }
-        let monitor = try Monitor(daemon)
-        let agent = try TestAgent(bus: daemon.bus)
-        let requester = try Requester(bus: daemon.bus)
-        let request = try requester.send("Request", [.string("location"), .vardict([])])
-        let prompt = try agent.waitForPrompt()
-        let end = Self.soon()
-        agent.answer(prompt, "allow-always", expiresAt: end)
-        try gate.waitForCommit()
         try gate.release()
-        #expect(try requester.wait(request).get() == [.string("authorized")])
+        #expect(try requester.wait(grant.request).get() == [.string("authorized")])
         let granted = statusLine(app: Self.app, "location", "authorized")
         try monitor.waitFor { $0 == granted }
         // The write, made while the grant is in force, committed after its end.
         let write = try requester.send(member, [.string(Self.app)] + arguments)
         try gate.waitForCommit()
-        Self.waitPast(end)
+        Self.waitPast(grant.end)
         try gate.openForGood()
         #expect(try requester.wait(write).get() == reply)
         let client = try BusClient(bus: daemon.bus, label: "fence")

@@ -46,6 +46,10 @@ package final class StatusTracker {
     /// behind a slow commit), by key, with their `setAt`: no read ever counted
     /// them, so their removal tells no change.
     private var neverInForce: [DecisionKey: Int64] = [:]
+    /// While a write's outcome is handled: the one instant at which its rows are
+    /// judged in force or expired, by the check that fills `neverInForce` and by the
+    /// signals alike (a row that expired between the two was neither).
+    private var outcomeInstant: Int64?
     /// While true (start-up, before the name is owned), snapshots are taken without signals.
     package var quiet = false
     /// While a new configuration is tried (see ConfigApplier), the permissions whose
@@ -116,7 +120,7 @@ package final class StatusTracker {
             let key = DecisionKey(uid: uid, app, permission)
             // now: .min: whatever is stored, expired or not.
             if asTold, let stored = store.decision(key, now: .min), neverInForce[key] != stored.setAt { return stored }
-            return store.decision(key)
+            return store.decision(key, now: outcomeInstant ?? currentMicroseconds())
         }
         if row(nil)?.decision == .denied { return .denied }
         guard case .user(let uid) = audience else { return nil }
@@ -176,8 +180,10 @@ package final class StatusTracker {
                 case .failure(let error):
                     done(.failure(error))
                 case .success(let count):
+                    outcomeInstant = currentMicroseconds()
                     let result = committed(count, pairs)
                     tellChanges(audiences, pairs, before)
+                    outcomeInstant = nil
                     done(.success(result))
                 }
             }
@@ -256,7 +262,7 @@ package final class StatusTracker {
         write(.set(row), audiences: { [.user(uid)] }, pairs: { [(app, permission)] },
               committed: { [self] _, _ in
                   endSessionGrant(key)
-                  if let expiresAt, expiresAt <= currentMicroseconds() { neverInForce[key] = row.setAt }
+                  if let expiresAt, expiresAt <= outcomeInstant ?? currentMicroseconds() { neverInForce[key] = row.setAt }
               }, done: done)
     }
 

@@ -308,32 +308,28 @@ package final class StatusTracker {
               }, done: done)
     }
 
-    /// Removes decisions whose time has come, with the signals that implies; `done`
-    /// gets false if one could not be removed (the rest are left for a later try).
+    /// Removes decisions whose time has come, with the signals that implies (from
+    /// what clients were told: the expired row, unless no read ever counted it);
+    /// `done` gets false if one could not be removed (the rest are left for a later try).
     package func removeExpired(now: Int64 = currentMicroseconds(), done: @escaping (Bool) -> Void) {
         let rows = store.expired(now: now)
         guard !rows.isEmpty else { return done(true) }
         var left = rows.count
         var failed = false
         for row in rows {
-            store.commit(.remove(row)) { [self] in
-                // "Before" as clients were told: with the expired row, if it is still
-                // the row stored and a read ever counted it.
-                let audiences = audiences(of: row.uid)
-                let before = statuses(audiences, [(row.appID, row.permission)], asTold: true)[0]
-                if neverInForce[row.key] == row.setAt { neverInForce[row.key] = nil }
-                return { [self] outcome in
-                    switch outcome {
-                    case .failure(let error):
-                        logError("cannot remove an expired decision: \(error); retrying in a minute")
-                        failed = true
-                    case .success:
-                        tellChanges(audiences, [(row.appID, row.permission)], [before])
-                    }
-                    left -= 1
-                    if left == 0 { done(!failed) }
-                }
-            }
+            write(.remove(row), audiences: { [self] in audiences(of: row.uid) }, pairs: { [(row.appID, row.permission)] },
+                  committed: { [self] _, _ in
+                      // The row is gone; its entry has served this removal's "before".
+                      if neverInForce[row.key] == row.setAt { neverInForce[row.key] = nil }
+                  },
+                  done: { outcome in
+                      if case .failure(let error) = outcome {
+                          logError("cannot remove an expired decision: \(error); retrying in a minute")
+                          failed = true
+                      }
+                      left -= 1
+                      if left == 0 { done(!failed) }
+                  })
         }
     }
 }

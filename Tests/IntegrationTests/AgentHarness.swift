@@ -197,6 +197,13 @@ final class Requester: @unchecked Sendable {
         return number
     }
 
+    /// Whether the answer to call `number` (a reply or an error) has come.
+    func isAnswered(_ number: Int) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return replies[number] != nil
+    }
+
     /// Waits for the answer to call `number`.
     func wait(_ number: Int, timeout: TimeInterval = 20) throws -> Result<[DBusValue], BusError> {
         let deadline = Date().addingTimeInterval(timeout)

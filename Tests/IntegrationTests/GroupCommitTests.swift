@@ -17,39 +17,38 @@ import PermissionsTestSupport
         let (daemon, gate) = try CommitGate.daemon()
         defer { daemon.stop() }
         let bus = daemon.bus
-        let client = try BusClient(bus: bus)
-        defer { client.close() }
+        let client = try Requester(bus: bus)
 
         // The first write's commit is held at the gate.
-        let first = PendingCall(client, "SetDecision", "org.example.A", "denied")
+        let first = try client.setLocation("org.example.A", "denied")
         try gate.waitForCommit()
         // Reads are answered meanwhile, on another connection and on the writer's own,
         // with what is committed: nothing yet.
         #expect(try daemon.call("GetStatusForApp", "ss", "org.example.A", "location").stdout
                     == "s \"not-determined\"\n")
-        #expect(try client.call("GetStatusForApp", [.string("org.example.A"), .string("location")]).get()
+        #expect(try client.call("GetStatusForApp", [.string("org.example.A"), .string("location")])
                     == [.string("not-determined")])
-        #expect(!first.isAnswered, "SetDecision was answered before its commit")
+        #expect(!client.isAnswered(first), "SetDecision was answered before its commit")
 
         // Two more writes while the first commit is held; a call after them on the same
         // connection is handled after them (in order), so both are in the line.
-        let second = PendingCall(client, "SetDecision", "org.example.B", "authorized")
-        let third = PendingCall(client, "SetDecision", "org.example.C", "denied")
-        #expect(try client.call("GetStatusForApp", [.string("org.example.B"), .string("location")]).get()
+        let second = try client.setLocation("org.example.B", "authorized")
+        let third = try client.setLocation("org.example.C", "denied")
+        #expect(try client.call("GetStatusForApp", [.string("org.example.B"), .string("location")])
                     == [.string("not-determined")])
 
         // Release the first commit: only its write is answered, and the next commit,
         // holding both others, waits at the gate.
         try gate.release()
-        #expect(try first.outcome() == .success([]))
-        #expect(try client.call("GetStatusForApp", [.string("org.example.A"), .string("location")]).get()
+        #expect(try client.wait(first) == .success([]))
+        #expect(try client.call("GetStatusForApp", [.string("org.example.A"), .string("location")])
                     == [.string("denied")])
         try gate.waitForCommit()
-        #expect(!second.isAnswered && !third.isAnswered, "a write was answered before its commit")
+        #expect(!client.isAnswered(second) && !client.isAnswered(third), "a write was answered before its commit")
         // One release for both: they share one commit.
         try gate.release()
-        #expect(try second.outcome() == .success([]))
-        #expect(try third.outcome() == .success([]))
+        #expect(try client.wait(second) == .success([]))
+        #expect(try client.wait(third) == .success([]))
 
         // Three writes, two commits; the file holds all three (read after a restart,
         // without the gate).
@@ -69,14 +68,14 @@ import PermissionsTestSupport
 /// does not end (a hung disk, here a gate never opened) does not hold the stop.
 @Suite(.serialized) struct StopDuringCommitTests {
     /// A daemon whose first commit is held at the gate, with a second write in the line.
-    private func daemonWithAHeldCommit() throws -> (DaemonUnderTest, BusClient, CommitGate, PendingCall, PendingCall) {
+    private func daemonWithAHeldCommit() throws -> (DaemonUnderTest, Requester, CommitGate, Int, Int) {
         let (daemon, gate) = try CommitGate.daemon()
-        let client = try BusClient(bus: daemon.bus)
-        let held = PendingCall(client, "SetDecision", "org.example.Held", "denied")
+        let client = try Requester(bus: daemon.bus)
+        let held = try client.setLocation("org.example.Held", "denied")
         try gate.waitForCommit()
-        let behind = PendingCall(client, "SetDecision", "org.example.Behind", "authorized")
+        let behind = try client.setLocation("org.example.Behind", "authorized")
         // Handled after the write before it on the same connection: that write is in the line.
-        #expect(try client.call("GetStatusForApp", [.string("org.example.Behind"), .string("location")]).get()
+        #expect(try client.call("GetStatusForApp", [.string("org.example.Behind"), .string("location")])
                     == [.string("not-determined")])
         return (daemon, client, gate, held, behind)
     }
@@ -92,13 +91,12 @@ import PermissionsTestSupport
 
     @Test(.timeLimit(.minutes(2))) func theCommitInProgressIsAnsweredAndWhatWaitsIsCancelled() throws {
         let (daemon, client, gate, held, behind) = try daemonWithAHeldCommit()
-        defer { client.close() }
         guard let pid = daemon.pid else { throw HarnessError(description: "the daemon is not running") }
         kill(pid, SIGTERM)
         try daemon.waitForLog("stopping: waiting for the commit of 1 write(s)")  // debug builds say it
         try gate.release()
-        #expect(try held.outcome() == .success([]), "a write stored at the stop must be answered as stored")
-        let cancelled = try behind.outcome()
+        #expect(try client.wait(held) == .success([]), "a write stored at the stop must be answered as stored")
+        let cancelled = try client.wait(behind)
         #expect(cancelled.error?.name == "org.example.Permissions.Error.Cancelled", "\(cancelled)")
         #expect(daemon.waitForExit(timeout: 20) == .init(reason: .exit, status: 0))
         #expect(try storedAfterRestart(daemon) == ["org.example.Held location": "denied"])
@@ -127,14 +125,13 @@ import PermissionsTestSupport
 
     @Test(.timeLimit(.minutes(2))) func aCommitThatDoesNotEndDoesNotHoldTheStop() throws {
         let (daemon, client, gate, held, behind) = try daemonWithAHeldCommit()
-        defer { client.close() }
         // The gate is never opened: the commit waits as on a hung disk.
         guard let pid = daemon.pid else { throw HarnessError(description: "the daemon is not running") }
         kill(pid, SIGTERM)
-        let unknown = try held.outcome()
+        let unknown = try client.wait(held)
         #expect(unknown.error?.name == "org.example.Permissions.Error.StorageFailed", "\(unknown)")
         #expect(unknown.error?.message.contains("within 5 s: it may or may not be stored") == true, "\(unknown)")
-        let cancelled = try behind.outcome()
+        let cancelled = try client.wait(behind)
         #expect(cancelled.error?.name == "org.example.Permissions.Error.Cancelled", "\(cancelled)")
         #expect(daemon.waitForExit(timeout: 20) == .init(reason: .exit, status: 0))
         gate.abandon()
@@ -191,12 +188,11 @@ import PermissionsTestSupport
     @Test(.timeLimit(.minutes(2))) func anEndThatPassesBehindAnotherCommitStoresNothing() throws {
         let (daemon, gate) = try CommitGate.daemon()
         defer { daemon.stop() }
-        let client = try BusClient(bus: daemon.bus)
-        defer { client.close() }
+        let client = try Requester(bus: daemon.bus)
         let monitor = try Monitor(daemon)
         let agent = try TestAgent(bus: daemon.bus)
         let requester = try Requester(bus: daemon.bus)
-        let other = PendingCall(client, "SetDecision", "org.example.Other", "denied")
+        let other = try client.setLocation("org.example.Other", "denied")
         try gate.waitForCommit()
         let request = try requester.send("Request", [.string("location"), .vardict([])])
         let prompt = try agent.waitForPrompt()
@@ -206,7 +202,7 @@ import PermissionsTestSupport
         _ = try agent.call("GetStatus", [.string("location")])
         Self.waitPast(end)
         try gate.release()
-        #expect(try other.outcome() == .success([]))
+        #expect(try client.wait(other) == .success([]))
         #expect(try requester.wait(request).get() == [.string("authorized")])
         try monitor.waitFor { $0 == statusLine(app: "org.example.Other", "location", "denied") }
         // The next commit is the fence's: the answer made none.
@@ -251,16 +247,17 @@ import PermissionsTestSupport
     /// and the fence, nothing of the requester's app; nothing of it is stored.
     private func expectOnlyTheFence(_ daemon: DaemonUnderTest, _ gate: CommitGate, _ monitor: Monitor,
                                     after: [String] = []) throws {
-        let client = try BusClient(bus: daemon.bus, label: "fence")
-        defer { client.close() }
-        let fence = PendingCall(client, "SetDecision", "org.example.Fence", "denied")
+        let client = try Requester(bus: daemon.bus)
+        let reader = try BusClient(bus: daemon.bus, label: "reader")
+        defer { reader.close() }
+        let fence = try client.setLocation("org.example.Fence", "denied")
         try gate.waitForCommit()
         try gate.release()
-        #expect(try fence.outcome() == .success([]))
+        #expect(try client.wait(fence) == .success([]))
         let fenceLine = statusLine(app: "org.example.Fence", "location", "denied")
         try monitor.waitFor { $0 == fenceLine }
         #expect(monitor.statusChanges == after + [fenceLine])
-        #expect(try client.storedDecisions().keys.filter { $0.hasPrefix(Self.app + " ") }.isEmpty)
+        #expect(try reader.storedDecisions().keys.filter { $0.hasPrefix(Self.app + " ") }.isEmpty)
     }
 }
 
@@ -352,43 +349,9 @@ private final class CommitGate {
     }
 }
 
-/// A call sent without waiting for its reply, on the client's connection.
-private final class PendingCall: @unchecked Sendable {
-    // `@unchecked Sendable`: `result` is written once on the client's queue before
-    // `done` is signalled, and read only after waiting for `done`.
-    private let done = DispatchSemaphore(value: 0)
-    private var result: Result<[DBusValue], BusError>?
-    private let answered = Locked(false)
-
-    /// SetDecision-shaped: member(app, "location", word).
-    init(_ client: BusClient, _ member: String, _ app: String, _ word: String) {
-        let message: Message
-        do {
-            message = try BusClient.serviceCall(member, [.string(app), .string("location"), .string(word)])
-        } catch {
-            result = .failure(error)
-            answered.withLock { $0 = true }
-            done.signal()
-            return
-        }
-        let connection = client.connection
-        client.queue.async {
-            connection.call(message, timeoutMilliseconds: 60_000) { reply in
-                self.result = reply.map { $0.arguments() }
-                self.answered.withLock { $0 = true }
-                self.done.signal()
-            }
-        }
-    }
-
-    /// Whether the reply (or an error) has come.
-    var isAnswered: Bool { answered.snapshot }
-
-    /// The reply, waiting up to 20 s for it.
-    func outcome() throws -> Result<[DBusValue], BusError> {
-        guard done.wait(timeout: .now() + 20) == .success, let result else {
-            throw HarnessError(description: "no reply within 20 s")
-        }
-        return result
+private extension Requester {
+    /// SetDecision(app, "location", word), sent without waiting; its number.
+    func setLocation(_ app: String, _ word: String) throws -> Int {
+        try send("SetDecision", [.string(app), .string("location"), .string(word)])
     }
 }

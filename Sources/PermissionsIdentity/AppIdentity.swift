@@ -29,6 +29,9 @@ package struct AppIdentity: Sendable, Equatable {
     package var kind: Kind
     package var uid: UInt32
     package var pid: UInt32
+    /// Why the caller is `unverified` (empty for every other kind): GetDiagnostics
+    /// and `permissionsctl doctor` show it, since an admin cannot guess it.
+    package var unverifiedReason = ""
 }
 
 /// Works out an app id from a process, reading `/proc` (or a stand-in tree for tests).
@@ -120,8 +123,9 @@ package struct IdentityReader: Sendable {
         // app: strip the mark only when the running executable really has no links.
         if exe.hasSuffix(" (deleted)"), linkCount(base + "/exe") == 0 { exe.removeLast(" (deleted)".count) }
         guard Validate.isAppID(exe), exe.hasPrefix("/") else { return .failure(.invalid(exe)) }
-        guard inHostMountNamespace(base) else {
-            return .success(AppIdentity(appID: AppIdentity.unverifiedPrefix + exe, kind: .unverified, uid: uid, pid: pid))
+        if let elsewhere = notInHostMountNamespace(base) {
+            return .success(AppIdentity(appID: AppIdentity.unverifiedPrefix + exe, kind: .unverified, uid: uid, pid: pid,
+                                        unverifiedReason: elsewhere))
         }
         return .success(AppIdentity(appID: exe, kind: .executable, uid: uid, pid: pid))
     }
@@ -129,11 +133,31 @@ package struct IdentityReader: Sendable {
     /// Whether the process shares the host's mount namespace, so that its executable
     /// path names the host's file. Fails closed: a namespace that cannot be read
     /// (either side) is not the host's.
-    func inHostMountNamespace(_ base: String) -> Bool {
-        guard let own = Files.readLink(base + "/ns/mnt"), let host = Files.readLink("\(procRoot)/\(hostPID)/ns/mnt") else {
-            return false
+    func inHostMountNamespace(_ base: String) -> Bool { notInHostMountNamespace(base) == nil }
+
+    /// Why the process is not taken to be in the host's mount namespace, in words for
+    /// an admin; nil when it is.
+    func notInHostMountNamespace(_ base: String) -> String? {
+        guard let host = Files.readLink("\(procRoot)/\(hostPID)/ns/mnt") else {
+            return Self.hostNamespaceUnreadable(hostPID: hostPID, errno: errno)
         }
-        return own == host
+        guard let own = Files.readLink(base + "/ns/mnt") else {
+            return "its mount namespace cannot be read (\(base)/ns/mnt: \(errnoName(errno)))"
+        }
+        return own == host ? nil : "its mount namespace (\(own)) is not the host's (PID \(hostPID)'s, \(host))"
+    }
+
+    /// The host's mount namespace cannot be read, or nil when it can: a container's
+    /// PID 1 of another user, or a /proc mounted with hidepid. Every caller is then
+    /// `unverified`; the daemon logs it at start-up and doctor reports it.
+    package func hostNamespaceProblem() -> String? {
+        Files.readLink("\(procRoot)/\(hostPID)/ns/mnt") == nil ? Self.hostNamespaceUnreadable(hostPID: hostPID, errno: errno) : nil
+    }
+
+    static func hostNamespaceUnreadable(hostPID: UInt32, errno code: Int32) -> String {
+        "the host's mount namespace cannot be read (/proc/\(hostPID)/ns/mnt: \(errnoName(code))), so no caller's "
+            + "executable path can be trusted; in a container whose apps share the daemon's mount namespace, "
+            + "set [service] host-pid=self in the configuration (or run permissionsd --host-pid self)"
     }
 
     /// st_nlink of what a /proc/PID/exe link points at (the running file itself).

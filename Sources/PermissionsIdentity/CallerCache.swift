@@ -20,9 +20,15 @@ package final class CallerCache {
     /// Called with a unique name when it leaves the bus (one match rule for all).
     package var onLeave: [(String) -> Void] = []
 
+    /// Why no caller can be taken for the host's (the host's mount namespace cannot be
+    /// read), or nil; for GetDiagnostics. Read on the service queue, from /proc: a
+    /// few microseconds, and only doctor asks.
+    package let hostNamespaceProblem: () -> String?
+
     package init(connection: Connection, reader: IdentityReader) {
         self.connection = connection
         resolver = IdentityResolver(queue: connection.queue) { reader.identify(pid: $0, uid: $1) }
+        hostNamespaceProblem = { reader.hostNamespaceProblem() }
         connection.subscribe(SignalMatch(sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
                                          interface: "org.freedesktop.DBus", member: "NameOwnerChanged")) {
             [unowned self] message in

@@ -12,6 +12,9 @@ extension PermissionsService {
                 ("identity-kind", .string(identity.kind.rawValue)),
                 ("uid", .uint32(identity.uid)),
                 ("has-agent", .boolean(self.broker.hasAgent(for: identity.uid))),
+                ("agent-unreachable", .string(self.broker.unreachable(for: identity.uid) ?? "")),
+                ("unverified-reason", .string(identity.unverifiedReason)),
+                ("host-namespace-problem", .string(self.callers.hostNamespaceProblem() ?? "")),
                 ("version", .string(Versions.package)),
             ])])
         }

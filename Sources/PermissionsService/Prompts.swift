@@ -21,6 +21,10 @@ final class Agent {
     let uid: UInt32
     var active: Prompt?
     var queued: [Prompt] = []
+    /// Why the daemon's calls do not reach it (AgentReachability.swift), or nil.
+    var unreachable: String?
+    /// Whether that was logged: once an agent, not once a prompt.
+    var warnedUnreachable = false
 
     init(owner: String, path: String, uid: UInt32) {
         self.owner = owner
@@ -81,6 +85,9 @@ final class PromptBroker {
     private var nextID = 0
     /// Set by shutdown: no prompt starts any more.
     private var stopped = false
+    /// Users whose agent's reachability check is under way: at most one each, so
+    /// that registrations cannot pile up the daemon's pending calls.
+    var probing: Set<UInt32> = []
     var agentTimeoutMilliseconds: Int32 = 120_000
     /// Applies a real answer (store, session grant, signals); gives `done` the
     /// status to reply with, once the answer is on disk, or the error to fail
@@ -103,7 +110,8 @@ final class PromptBroker {
     /// `uid` is the registering connection's: the agent gets only that user's prompts.
     func register(owner: String, path: String, uid: UInt32) -> Bool {
         guard !agents.contains(where: { $0.owner == owner && $0.path == path }) else { return false }
-        agents.append(Agent(owner: owner, path: path, uid: uid))
+        let agent = Agent(owner: owner, path: path, uid: uid)
+        agents.append(agent)
         logInfo("agent \(owner) \(path) of uid \(uid) registered")
         return true
     }
@@ -166,6 +174,7 @@ final class PromptBroker {
             guard let self, let agent else { return }
             self.agentDone(agent, prompt) {
                 guard !prompt.finished else { return }  // cancelled meanwhile: drop the answer
+                self.noteDelivery(to: agent, result)
                 switch result {
                 case .failure(let error):
                     logInfo("prompt \(prompt.id): no answer from agent \(agent.owner) (\(error.name)); nothing stored")

@@ -206,6 +206,8 @@ extension PermissionsService {
                 return call.fail(PermissionsError.invalidArgument("agent \(path) is already registered"))
             }
             call.reply()
+            // After the reply: an agent waiting for it can then take the check.
+            if let agent = self.broker.agents.last { self.broker.probe(agent) }
         }
     }
 

@@ -14,14 +14,18 @@ public final class DaemonUnderTest {
     public var logFile: String { root + "/permissionsd.log" }
     /// Run as uid/gid 65534 (nobody) instead of root, owning its directories.
     public var asNobody = false
-    /// The process whose mount namespace counts as the host's: the test runner, since
-    /// PID 1 of the test machines may not be readable (a VM's init, a container's).
-    public var hostPID = getpid()
+    /// The process whose mount namespace counts as the host's (`--host-pid`): the test
+    /// runner, since PID 1 of the test machines may not be readable (a VM's init, a
+    /// container's); or "self".
+    public var hostPID = String(getpid())
     /// A command that runs the daemon (it must exec it, keeping the process id), such
     /// as `["/usr/bin/unshare", "-n", "--"]` for a network namespace of its own.
     public var launcher: [String] = []
     /// Where the daemon's standard error (and output) go instead of `logFile`.
     public var standardError: FileHandle?
+    /// Tells the daemon (JOURNAL_STREAM) that `logFile` is the journal's stream, as
+    /// systemd does for a service whose output goes to the journal.
+    public var logFileIsJournalStream = false
     private var process: Process?
     /// Signalled once when the running process exits (its termination handler).
     private var exited = DispatchSemaphore(value: 0)
@@ -45,7 +49,7 @@ public final class DaemonUnderTest {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binDir + "/permissionsd")
         process.arguments = ["--address", bus.address, "--config-dir", configDirectory, "--state-dir", stateDirectory,
-                             "--verbose", "--host-pid", String(hostPID)] + pluginDirectories.flatMap { ["--plugin-dir", $0] }
+                             "--verbose", "--host-pid", hostPID] + pluginDirectories.flatMap { ["--plugin-dir", $0] }
         if asNobody {
             for path in [root, configDirectory] + ((try? FileManager.default.subpathsOfDirectory(atPath: configDirectory))
                                                    ?? []).map({ configDirectory + "/" + $0 }) {
@@ -59,9 +63,12 @@ public final class DaemonUnderTest {
             process.arguments = launcher.dropFirst() + [process.executableURL!.path] + process.arguments!
             process.executableURL = URL(fileURLWithPath: launcher[0])
         }
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         _ = FileManager.default.createFile(atPath: logFile, contents: nil)
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logFile))
+        var journal = environment
+        var st = stat()
+        if logFileIsJournalStream, fstat(log.fileDescriptor, &st) == 0 { journal["JOURNAL_STREAM"] = "\(st.st_dev):\(st.st_ino)" }
+        process.environment = ProcessInfo.processInfo.environment.merging(journal) { $1 }
         log.seekToEndOfFile()
         process.standardError = standardError ?? log
         process.standardOutput = standardError ?? log

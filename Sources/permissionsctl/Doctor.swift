@@ -67,12 +67,27 @@ struct Doctor {
         }
     }
 
-    private func caller(_ diagnostics: [String: DBusValue]) {
+    private mutating func caller(_ diagnostics: [String: DBusValue]) {
         let uid = diagnostics["uid"]?.uint32Value.map(String.init) ?? "?"
         print("caller: app \(diagnostics["app-id"]?.stringValue ?? "?") "
               + "(\(diagnostics["identity-kind"]?.stringValue ?? "?")), uid \(uid)")
+        // Older daemons lack these keys: nothing to report then.
+        let host = diagnostics["host-namespace-problem"]?.stringValue ?? ""
+        if !host.isEmpty {
+            print("  host: \(host)")
+            problems.append(host)
+        }
+        // (An unreadable host namespace is the reason then: said once, above.)
+        if let reason = diagnostics["unverified-reason"]?.stringValue, !reason.isEmpty, reason != host {
+            print("  unverified: \(reason)")
+            problems.append("this caller is taken for unverified: \(reason)")
+        }
         if diagnostics["has-agent"]?.boolValue == true {
             print("agent: registered for uid \(uid)")
+            if let unreachable = diagnostics["agent-unreachable"]?.stringValue, !unreachable.isEmpty {
+                print("  unreachable: \(unreachable)")
+                problems.append("the agent of uid \(uid) cannot be reached: \(unreachable)")
+            }
         } else {
             print("agent: none for uid \(uid)")
             print("  note: requests take each permission's no-agent answer without asking")

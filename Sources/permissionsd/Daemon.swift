@@ -117,6 +117,7 @@ public final class Daemon {
             signalSources.append(source)
         }
         Log.shared.verbose = options.verbose
+        Log.shared.useBestSink()
         signal(SIGPIPE, SIG_IGN)
         queue.async { me.value.start() }
         // Not dispatchMain(): it parks this thread in sigsuspend with an empty mask,
@@ -188,11 +189,10 @@ public final class Daemon {
         }
 
         host = PluginHost(queue: queue)
-        let callers = CallerCache(connection: connection, reader: {
-            var reader = IdentityReader()
-            reader.hostPID = options.resolvedHostPID
-            return reader
-        }())
+        var reader = IdentityReader()
+        reader.hostPID = options.resolvedHostPID
+        if let problem = reader.hostNamespaceProblem() { logWarning(problem) }
+        let callers = CallerCache(connection: connection, reader: reader)
         service = PermissionsService(connection: connection, store: store, plugins: host, callers: callers,
                                      authorizer: Authorizer(connection: connection, systemBus: options.bus == .system))
         host.onPublish = { [unowned self] _, batch in

@@ -6,6 +6,7 @@ import DBusKit
 import Glibc
 import PermissionsModel
 import PermissionsService
+import PermissionsSupport
 
 // SIGTERM and SIGINT blocked first, before option parsing or anything else of ours,
 // so that a stop sent the moment the process exists stays pending until
@@ -19,6 +20,8 @@ sigemptyset(&stopSignals)
 sigaddset(&stopSignals, SIGTERM)
 sigaddset(&stopSignals, SIGINT)
 pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
+// Then descriptors 0-2 open before anything opens a file (see StandardDescriptors).
+StandardDescriptors.ensureOpen()
 
 let usage = """
     Usage: permissionsd [OPTIONS]
@@ -36,9 +39,9 @@ let usage = """
                            /usr/local/lib/permissions/plugins, /usr/lib/permissions/plugins)
                            An installed daemon's defaults are the directories of its
                            install (scripts/install --sysconfdir, --localstatedir, --prefix).
-      --host-pid PID       the process whose mount namespace is the host's (default 1
-                           on the system bus, permissionsd itself otherwise): callers
-                           elsewhere get no executable-path identity
+      --host-pid PID|self  the process whose mount namespace is the host's (default 1
+                           on the system bus, permissionsd itself (self) otherwise):
+                           callers elsewhere get no executable-path identity
       --verbose            log debug messages
       --check-config       check the configuration (and each plugin's part of it)
                            as the daemon would, print every problem, apply nothing;
@@ -75,8 +78,14 @@ do {
     options.stateDirectory = parsed.last("state-dir")
     options.pluginDirectories = parsed.all("plugin-dir")
     if let pid = parsed.last("host-pid") {
-        guard let value = UInt32(pid), value > 0 else { throw UsageError(description: "invalid --host-pid \(pid)") }
-        options.hostPID = value
+        // "self": the daemon's own namespace is the host's (a container whose apps
+        // share it, where PID 1 of the host cannot be read).
+        if pid == "self" {
+            options.hostPID = UInt32(getpid())
+        } else {
+            guard let value = UInt32(pid), value > 0 else { throw UsageError(description: "invalid --host-pid \(pid)") }
+            options.hostPID = value
+        }
     }
     options.verbose = parsed.has("verbose")
     InstalledPaths.applyDefaults(to: &options, parsed: parsed)

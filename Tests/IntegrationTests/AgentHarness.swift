@@ -24,6 +24,7 @@ final class TestAgent: @unchecked Sendable {
     private var prompts: [Prompt] = []
     private var answered = 0
     private var cancelledIDs: [String] = []
+    private var checks = 0
     /// Set when org.example.Permissions loses its owner. On this connection the bus
     /// delivers it after everything the owner sent before it left.
     private var serviceLeft = false
@@ -46,7 +47,10 @@ final class TestAgent: @unchecked Sendable {
                 Method("Cancel", input: "s") { [weak self] call in
                     guard let self else { return }
                     self.condition.lock()
-                    self.cancelledIDs.append(call.arguments[0].stringValue ?? "")
+                    // The empty id names no prompt: the service's reachability check
+                    // when the agent registers (counted apart, not a cancellation).
+                    let id = call.arguments[0].stringValue ?? ""
+                    if id.isEmpty { self.checks += 1 } else { self.cancelledIDs.append(id) }
                     self.condition.broadcast()
                     self.condition.unlock()
                     call.reply()
@@ -124,6 +128,17 @@ final class TestAgent: @unchecked Sendable {
         defer { condition.unlock() }
         while !cancelledIDs.contains(id) {
             if !condition.wait(until: deadline) { throw HarnessError(description: "no Cancel(\(id)) within \(timeout) s") }
+        }
+    }
+
+    /// Waits until the service has checked this agent `count` times (Cancel with the
+    /// empty id, once a registration).
+    func waitForChecks(_ count: Int = 1, timeout: TimeInterval = 15) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        condition.lock()
+        defer { condition.unlock() }
+        while checks < count {
+            if !condition.wait(until: deadline) { throw HarnessError(description: "no reachability check within \(timeout) s") }
         }
     }
 

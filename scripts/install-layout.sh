@@ -95,3 +95,59 @@ MAN_DIR=$PREFIX/share/man
 CONFIG_DIR=$SYSCONFDIR/permissions
 STATE_DIR=$LOCALSTATEDIR/lib/permissions
 MANIFEST=$SHARE_DIR/install-manifest
+
+# The daemon this install runs, on the system bus (DBUS_SYSTEM_BUS_ADDRESS, else the
+# standard one). With systemd as init it is the unit's; without, it is found by its
+# bus name's PID, and counts only when /proc/PID/exe is this install's permissionsd
+# (another install's daemon, or another program holding the name, is left alone).
+# Nothing of this runs with --destdir: a staged install serves nothing.
+SERVICE_NAME=org.example.Permissions
+
+has_systemd() { [ -z "$DESTDIR" ] && [ -d /run/systemd/system ]; }
+
+# Prints the PID of this install's running daemon; fails when there is none.
+running_daemon_pid() {
+    [ -z "$DESTDIR" ] || return 1
+    local pid exe
+    pid=$(busctl --system call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus \
+              GetConnectionUnixProcessID s "$SERVICE_NAME" 2>/dev/null | awk '$1 == "u" { print $2 }') || return 1
+    [ -n "$pid" ] || return 1
+    # An upgrade has replaced the file under the running process: the kernel marks it.
+    exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
+    [ "${exe% (deleted)}" = "$LIBEXEC_DIR/permissionsd" ] || return 1
+    echo "$pid"
+}
+
+# Whether the process has ended: gone, or a zombie its parent has not reaped yet.
+process_ended() {
+    local state
+    state=$(awk '{ sub(/.*\) /, ""); print $1 }' "/proc/$1/stat" 2>/dev/null) || return 0
+    [ -z "$state" ] || [ "$state" = Z ]
+}
+
+# Stops the running daemon, if any: through systemd where it runs, else SIGTERM to
+# the PID, then waits (up to 20 s: the daemon's own stop takes at most 15) until the
+# process has ended and the name is free. Prints what it did; fails if the daemon
+# would not stop.
+stop_running_daemon() {
+    if has_systemd; then
+        if systemctl is-active --quiet permissionsd.service; then
+            systemctl stop permissionsd.service && echo "$(basename "$0"): stopped permissionsd.service" >&2
+        fi
+        return 0
+    fi
+    local pid
+    pid=$(running_daemon_pid) || return 0
+    kill -TERM "$pid" 2>/dev/null || return 0
+    local deadline=$((SECONDS + 20))
+    until process_ended "$pid" &&
+          [ "$(busctl --system call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus \
+                  NameHasOwner s "$SERVICE_NAME" 2>/dev/null)" != "b true" ]; do
+        if [ $SECONDS -ge $deadline ]; then
+            echo "$(basename "$0"): permissionsd (pid $pid) did not stop within 20 s" >&2
+            return 1
+        fi
+        sleep 0.05  # polling a process that is not our child, with a deadline
+    done
+    echo "$(basename "$0"): stopped permissionsd (pid $pid)" >&2
+}

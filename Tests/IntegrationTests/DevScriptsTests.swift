@@ -16,7 +16,8 @@ import PermissionsTestSupport
     @Test func devUpServesTheBusAndDevDownStopsIt() throws {
         let checkout = URL(fileURLWithPath: try makeTemporaryDirectory("dev-checkout")).standardizedFileURL.path
         defer { try? FileManager.default.removeItem(atPath: checkout) }
-        for path in ["scripts/dev-up", "scripts/dev-down", "scripts/install-deps", "dbus/permissions.conf"] {
+        for path in ["scripts/dev-up", "scripts/dev-down", "scripts/dev-common.sh", "scripts/install-deps",
+                     "dbus/permissions.conf"] {
             try FileManager.default.createDirectory(atPath: checkout + "/" + (path as NSString).deletingLastPathComponent,
                                                     withIntermediateDirectories: true)
             try FileManager.default.copyItem(atPath: packageRoot + "/" + path, toPath: checkout + "/" + path)
@@ -45,6 +46,24 @@ import PermissionsTestSupport
                                           + "/org/example/Permissions org.example.Permissions GetStatus s location"],
                             environment: environment, directory: checkout)
         #expect(other.stdout == "s \"not-determined\"\n", "\(other.stderr)")
+
+        // Run again (and again): each run stops the daemon before, waits until it has
+        // ended, and starts the next on the same bus.
+        for _ in 0..<3 {
+            let before = try String(contentsOfFile: checkout + "/.dev/permissionsd.pid", encoding: .utf8)
+            let rerun = try run("/usr/bin/python3", Self.unblocked + ["/bin/bash", "-c", ". .dev/env && scripts/dev-up"],
+                                environment: environment, directory: checkout)
+            #expect(rerun.status == 0, "\(rerun.stderr)")
+            let after = try String(contentsOfFile: checkout + "/.dev/permissionsd.pid", encoding: .utf8)
+            #expect(after != before)
+            let pid = Int32(before.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+            #expect((try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)).map { $0.contains(") Z ") } ?? true,
+                    "the previous daemon \(pid) still runs")
+            let served = try run("/bin/bash", ["-c", ". .dev/env && busctl --user call org.example.Permissions "
+                                               + "/org/example/Permissions org.example.Permissions GetStatus s location"],
+                                 environment: environment, directory: checkout)
+            #expect(served.stdout == "s \"not-determined\"\n", "\(served.stderr)")
+        }
 
         let down = try run("/usr/bin/python3", Self.unblocked + [checkout + "/scripts/dev-down"], environment: environment)
         #expect(down.status == 0)

@@ -17,11 +17,15 @@ enum Installing {
         return URL(fileURLWithPath: swiftc).deletingLastPathComponent().deletingLastPathComponent().path
     }()
 
+    /// Runs scripts/install (or `script`) with `environment` added to the runner's:
+    /// DBUS_SYSTEM_BUS_ADDRESS names the bus whose running daemon they restart or stop.
     @discardableResult
-    static func install(_ arguments: [String], script: String = "install") throws -> CommandResult {
+    static func install(_ arguments: [String], script: String = "install",
+                        environment: [String: String] = [:]) throws -> CommandResult {
         let releaseDir = try #require(Self.releaseDir, "run through scripts/test, which makes the release build")
         let extra = script == "install" ? ["--build-dir", releaseDir] : []
-        let result = try run(packageRoot + "/scripts/" + script, arguments + extra)
+        let result = try run(packageRoot + "/scripts/" + script, arguments + extra,
+                             environment: ProcessInfo.processInfo.environment.merging(environment) { $1 })
         #expect(result.status == 0, "scripts/\(script) \(arguments): \(result.stderr)")
         return result
     }

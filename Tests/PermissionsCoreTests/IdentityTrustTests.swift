@@ -76,7 +76,9 @@ struct IdentityTrustTests {
         try root.symlink("1/ns/mnt", to: TempDirectory.hostMountNamespace)
         try process(11, mountNamespace: "mnt:[4026532999]")
         let identity = try reader.identify(pid: 11, uid: 1000).get()
-        #expect(identity == AppIdentity(appID: "unverified:/usr/bin/cheese", kind: .unverified, uid: 1000, pid: 11))
+        #expect(identity == AppIdentity(appID: "unverified:/usr/bin/cheese", kind: .unverified, uid: 1000, pid: 11,
+                                        unverifiedReason: "its mount namespace (mnt:[4026532999]) is not the host's "
+                                            + "(PID 1's, \(TempDirectory.hostMountNamespace))"))
         // Never an id that allow=/deny= or SetDecision can name, nor the real path.
         #expect(!Validate.isAppID(identity.appID))
     }
@@ -86,12 +88,19 @@ struct IdentityTrustTests {
         try root.symlink("1/ns/mnt", to: TempDirectory.hostMountNamespace)
         try root.write("12/stat", IdentityReaderTests.statLine(pid: 12, startTime: 4711))
         try root.symlink("12/exe", to: "/usr/bin/cheese")
-        #expect(try reader.identify(pid: 12, uid: 1000).get().kind == .unverified)
+        let unreadable = try reader.identify(pid: 12, uid: 1000).get()
+        #expect(unreadable.kind == .unverified)
+        #expect(unreadable.unverifiedReason.hasPrefix("its mount namespace cannot be read ("), "\(unreadable)")
         // The host's link is missing (PID 1 unreadable): fail closed.
         var elsewhere = reader
         elsewhere.hostPID = 99
         try process(13)
-        #expect(try elsewhere.identify(pid: 13, uid: 1000).get().kind == .unverified)
+        let hostless = try elsewhere.identify(pid: 13, uid: 1000).get()
+        #expect(hostless.kind == .unverified)
+        #expect(hostless.unverifiedReason.hasPrefix("the host's mount namespace cannot be read (/proc/99/ns/mnt: "),
+                "\(hostless)")
+        #expect(elsewhere.hostNamespaceProblem() == hostless.unverifiedReason)
+        #expect(reader.hostNamespaceProblem() == nil)
     }
 
     /// Only the executable path needs the host's namespace: an app scope of the

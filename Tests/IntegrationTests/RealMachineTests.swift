@@ -29,6 +29,11 @@ struct RealMachineTests {
         let request = try machine.request("location", as: user)
         let prompt = try agent.lines.next { $0.hasPrefix("Prompt ") }
         #expect(prompt.hasSuffix(": /usr/bin/busctl asks for location"), "\(prompt)")
+        // Its RegisterAgent started the daemon: the name's new owner it then hears
+        // of is the instance it registered with, not one to register with again
+        // (which said "already registered"). The daemon answered that before its Ask.
+        #expect(agent.lines.all.filter { $0.hasPrefix("Agent registered") || $0.hasPrefix("Cannot register") }
+                == ["Agent registered at /org/example/PermissionsAgent; waiting for prompts"], "\(agent.lines.all)")
         agent.answer("a")
         let (status, reply) = try request.wait()
         #expect(status == 0 && reply == "s \"authorized\"\n", "\(request.errorOutput)\n\(machine.bus.log)")

@@ -21,6 +21,15 @@ final class TerminalAgent: @unchecked Sendable {
     private var pending: [(id: String, call: MethodCall)] = []
     private var input: [UInt8] = []
     private var stdinSource: (any DispatchSourceRead)?
+    /// The service instance (its unique name) the last registration reached, and
+    /// whether a registration is on its way. An owner the bus announces is
+    /// registered with only if it is neither: the first RegisterAgent may be what
+    /// starts the service (D-Bus activation), whose arrival is announced before
+    /// the reply.
+    private var registeredWith: String?
+    private var registering = false
+    /// An owner announced while a registration was on its way, for its reply to check.
+    private var announced: String?
 
     init(bus: Bus, print: @escaping (String) -> Void) throws(BusError) {
         connection = try Connection.open(bus, queue: queue)
@@ -48,11 +57,14 @@ final class TerminalAgent: @unchecked Sendable {
                 // Its prompts went with it: an answer now would reach nobody, or be
                 // taken for the answer to a prompt of the next instance.
                 for (id, _) in self.pending { self.print("Prompt \(id) dropped: the service left") }
+                self.registeredWith = nil
                 self.pending.removeAll()
                 self.input.removeAll()
                 self.print("The service left the bus; waiting for it to come back")
                 return
             }
+            guard owner != self.registeredWith else { return }
+            if self.registering { return self.announced = owner }
             self.register(first: false)
         }
         register(first: true)
@@ -67,13 +79,22 @@ final class TerminalAgent: @unchecked Sendable {
         } catch {
             fail(error.description)
         }
+        registering = true
         connection.call(register) { [unowned self] result in
-            if case .failure(let error) = result {
+            self.registering = false
+            let announced = self.announced
+            self.announced = nil
+            switch result {
+            case .failure(let error):
                 if first { fail("\(error.message) (\(error.name))") }
-                return self.print("Cannot register again: \(error.message)")
+                self.print("Cannot register again: \(error.message)")
+            case .success(let reply):
+                self.registeredWith = reply.sender
+                self.print("Agent registered at \(Self.path); waiting for prompts")
+                if first { self.readStandardInput() }
             }
-            self.print("Agent registered at \(Self.path); waiting for prompts")
-            if first { self.readStandardInput() }
+            // Another instance took the name meanwhile: this registration did not reach it.
+            if let announced, announced != self.registeredWith { self.register(first: false) }
         }
     }
 

@@ -48,10 +48,26 @@ enum Installing {
     }
 
     /// `command` in a mount namespace of its own where the toolchain directory is an
-    /// empty tmpfs: what a machine without the toolchain looks like to it.
-    static func withoutToolchain(_ command: [String]) -> [String] {
-        ["/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
-         "mount -t tmpfs tmpfs \"$0\" && exec \"$@\"", toolchainDir] + command
+    /// empty tmpfs: what a machine without the toolchain looks like to it. With
+    /// `ownPIDNamespace`, also in a PID namespace of its own, as its PID 1 (with a
+    /// /proc of that namespace), killed with `unshare` (--kill-child), and with it
+    /// everything in the namespace.
+    static func withoutToolchain(_ command: [String], ownPIDNamespace: Bool = false) -> [String] {
+        ["/usr/bin/unshare"] + (ownPIDNamespace ? ["--pid", "--kill-child", "--mount-proc"] : ["--mount"])
+            + ["--propagation", "private", "/bin/sh", "-c", "mount -t tmpfs tmpfs \"$0\" && exec \"$@\"", toolchainDir]
+            + command
+    }
+
+    /// The processes whose parent is `pid` (from /proc/PID/stat).
+    static func children(of pid: Int32) -> [Int32] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap(Int32.init).filter { child in
+            // "PID (comm) STATE PPID ...": comm may hold spaces, so after its last ")".
+            guard let stat = try? String(contentsOfFile: "/proc/\(child)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { return false }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            return fields.count > 1 && Int32(fields[1]) == pid
+        }
     }
 
     static func runWithoutToolchain(_ command: [String]) throws -> CommandResult {
@@ -97,56 +113,64 @@ enum Installing {
 
 /// A dbus-daemon whose configuration is the installed files': the installed
 /// activation directory as its service directory and, for a system-type bus,
-/// the bus policy included after the default-deny policy of dbus's system.conf
-/// (other types allow everything). It runs with the toolchain hidden, and so
-/// does the daemon it activates, with `environment` added to its own.
+/// dbus's own system.conf (StockSystemBusConfig: default deny, root bound too)
+/// with a policy directory holding only `policy` and `alsoIncluding` (other types
+/// allow everything, and include `policy`). It runs with the toolchain hidden, and
+/// so does the daemon it activates, with `environment` added to its own (a system
+/// bus is the system bus of both).
+///
+/// With `ownPIDNamespace`, the bus is PID 1 of a PID namespace of its own, as an
+/// init is on a machine: the daemon it activates reads PID 1's mount namespace
+/// as the host's, which it cannot where the test runner's PID 1 is out of reach
+/// (a sandbox's). Clients that are to be the host's run `inside` it.
 final class InstalledBus {
     let directory: String
     let address: String
+    /// With `ownPIDNamespace`: the bus daemon's process id (here; 1 inside).
+    private(set) var initPID: Int32?
     private let process = Process()
 
-    init(type: String?, policy: String? = nil, services: String, environment: [String: String] = [:]) throws {
+    init(type: String?, policy: String? = nil, alsoIncluding: [String] = [], services: String,
+         environment: [String: String] = [:], ownPIDNamespace: Bool = false) throws {
         directory = try makeTemporaryDirectory("install-bus")
         chmod(directory, 0o755)  // nobody connects too
-        address = "unix:path=\(directory)/bus_socket"
-        let rules = type == "system" ? """
-                <allow user="*"/>
-                <deny own="*"/>
-                <deny send_type="method_call"/>
-                <allow send_type="signal"/>
-                <allow send_requested_reply="true" send_type="method_return"/>
-                <allow send_requested_reply="true" send_type="error"/>
-                <allow receive_type="method_call"/>
-                <allow receive_type="method_return"/>
-                <allow receive_type="error"/>
-                <allow receive_type="signal"/>
-                <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"/>
-                <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Introspectable"/>
-                <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Properties"/>
-                <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Peer"/>
-            """ : """
-                <allow user="*"/>
-                <allow own="*"/>
-                <allow send_destination="*"/>
-                <allow receive_sender="*"/>
-            """
-        let config = """
-            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-            <busconfig>
-              \(type.map { "<type>\($0)</type>" } ?? "")
-              <listen>\(address)</listen>
-              <auth>EXTERNAL</auth>
-              <servicedir>\(services)</servicedir>
-              <policy context="default">
-            \(rules)
-              </policy>
-              \(policy.map { "<include>\($0)</include>" } ?? "")
-            </busconfig>
-            """
+        var environment = environment
+        let config: String
+        if type == "system" {
+            let socket = directory + "/system_bus_socket"
+            address = "unix:path=\(socket)"
+            let policies = directory + "/system.d"
+            try FileManager.default.createDirectory(atPath: policies, withIntermediateDirectories: false)
+            for file in (policy.map { [$0] } ?? []) + alsoIncluding {
+                try FileManager.default.copyItem(atPath: file,
+                                                 toPath: policies + "/" + URL(fileURLWithPath: file).lastPathComponent)
+            }
+            config = try StockSystemBusConfig.text(socket: socket, policyDirectory: policies, serviceDirectory: services)
+            environment["DBUS_SYSTEM_BUS_ADDRESS"] = environment["DBUS_SYSTEM_BUS_ADDRESS"] ?? address
+        } else {
+            address = "unix:path=\(directory)/bus_socket"
+            config = """
+                <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+                 "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+                <busconfig>
+                  \(type.map { "<type>\($0)</type>" } ?? "")
+                  <listen>\(address)</listen>
+                  <auth>EXTERNAL</auth>
+                  <servicedir>\(services)</servicedir>
+                  <policy context="default">
+                    <allow user="*"/>
+                    <allow own="*"/>
+                    <allow send_destination="*"/>
+                    <allow receive_sender="*"/>
+                  </policy>
+                  \(policy.map { "<include>\($0)</include>" } ?? "")
+                </busconfig>
+                """
+        }
         try config.write(toFile: directory + "/bus.conf", atomically: true, encoding: .utf8)
         let command = Installing.withoutToolchain(["/usr/bin/dbus-daemon", "--nofork",
-                                                     "--config-file=\(directory)/bus.conf", "--print-address=1"])
+                                                     "--config-file=\(directory)/bus.conf", "--print-address=1"],
+                                                    ownPIDNamespace: ownPIDNamespace)
         process.executableURL = URL(fileURLWithPath: command[0])
         process.arguments = Array(command.dropFirst())
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
@@ -159,6 +183,24 @@ final class InstalledBus {
         // It prints its address once it listens.
         let line = try LineCollector(out.fileHandleForReading).next { !$0.isEmpty }
         #expect(line.hasPrefix(address), "\(line)")
+        if ownPIDNamespace {
+            // unshare's one child, by now the bus daemon (sh exec'd it).
+            guard let pid = Installing.children(of: process.processIdentifier).first else {
+                throw HarnessError(description: "the bus's namespace has no PID 1: \(log)")
+            }
+            initPID = pid
+        }
+    }
+
+    /// `command` run in the bus's PID and mount namespaces (nsenter forks it there),
+    /// as a process of the machine; with `asUser`, as that uid and gid, no other
+    /// groups. It is killed when nsenter is (setpriv's --pdeathsig), so that
+    /// killing the process a test started ends the client itself.
+    func inside(_ command: [String], asUser uid: UInt32? = nil) -> [String] {
+        guard let initPID else { return command }
+        return ["/usr/bin/nsenter", "--target", String(initPID), "--pid", "--mount", "--",
+                "/usr/bin/setpriv", "--pdeathsig", "KILL"]
+            + (uid.map { ["--reuid=\($0)", "--regid=\($0)", "--clear-groups"] } ?? []) + command
     }
 
     var log: String { (try? String(contentsOfFile: directory + "/bus.log", encoding: .utf8)) ?? "" }

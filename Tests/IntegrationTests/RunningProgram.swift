@@ -3,13 +3,15 @@ import PermissionsTestSupport
 
 /// A program that keeps running while a test talks to it (a monitor, an agent):
 /// its output lines are collected, its standard input is a pipe, and it is killed
-/// when the object goes. With `asUser`, it runs as that uid (and gid) via setpriv.
+/// when the object goes. With `asUser`, it runs as that uid (and gid) via setpriv;
+/// with `environment`, in that environment instead of the test runner's.
 final class RunningProgram {
     let process = Process()
     let lines: LineCollector
     private let input = Pipe()
 
-    init(_ executable: String, _ arguments: [String], asUser uid: UInt32? = nil) throws {
+    init(_ executable: String, _ arguments: [String], asUser uid: UInt32? = nil,
+         environment: [String: String]? = nil) throws {
         if let uid {
             process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
             process.arguments = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", executable] + arguments
@@ -17,6 +19,7 @@ final class RunningProgram {
             process.executableURL = URL(fileURLWithPath: executable)
             process.arguments = arguments
         }
+        if let environment { process.environment = environment }
         let out = Pipe()
         process.standardInput = input
         process.standardOutput = out

@@ -1,0 +1,273 @@
+import Foundation
+import Testing
+import PermissionsTestSupport
+
+/// What RealMachineTests run on: a machine in the shape of a real one. The
+/// release build installed by scripts/install (one tree for the suite), a bus
+/// with dbus's own system.conf policy and only the installed policy file and
+/// polkit's beside it, the installed daemon started by D-Bus activation from the
+/// installed activation file, the machine's real polkitd with the installed
+/// actions and the administrator's rules file of doc/admin.md, and clients as
+/// real non-root users (setpriv), on the system bus their environment names.
+/// The bus is PID 1 of the machine's PID namespace, and the daemon, polkitd and
+/// the clients are its processes (InstalledBus.inside): the daemon takes PID 1's
+/// mount namespace for the host's, as it does on a machine.
+
+/// An installed tree (Installing.installWithRealPaths).
+struct InstalledTree: Sendable {
+    let root: String
+    let flags: [String]
+
+    var daemon: String { root + "/usr/libexec/permissionsd" }
+    var ctl: String { root + "/usr/bin/permissionsctl" }
+    var busPolicy: String { root + "/dbus/system.d/org.example.Permissions.conf" }
+    var activationDirectory: String { root + "/dbus/system-services" }
+    var polkitActions: String { root + "/polkit/actions/org.example.Permissions.policy" }
+    var stateDirectory: String { root + "/var/lib/permissions" }
+}
+
+/// One install for a whole suite (scripts/install takes seconds; the tests of a
+/// suite only run the installed files): made before the suite's first test,
+/// removed after its last, and `current` meanwhile. The suite must be
+/// `.serialized`: its tests share the installed daemon's state directory (each
+/// RealMachine empties it first).
+struct SharedInstall: SuiteTrait, TestScoping {
+    @TaskLocal static var current: InstalledTree?
+
+    func provideScope(for test: Test, testCase: Test.Case?,
+                      performing function: @Sendable () async throws -> Void) async throws {
+        let (root, flags) = try Installing.installWithRealPaths()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        try await Self.$current.withValue(InstalledTree(root: root, flags: flags)) { try await function() }
+    }
+
+    /// The suite's tree.
+    static func tree() throws -> InstalledTree {
+        try #require(current, "the suite needs the .sharedInstall trait")
+    }
+}
+
+extension Trait where Self == SharedInstall {
+    static var sharedInstall: Self { Self() }
+}
+
+/// The polkit rules example of doc/admin.md, as the tests use it: copied out of
+/// the document, so that the example and what is tested cannot drift apart.
+enum AdminGuide {
+    static let path = packageRoot + "/doc/admin.md"
+    static let section = "## polkit for users without a local session (SSH, headless)"
+    /// The group the example names, for the reader to replace.
+    static let groupPlaceholder = "permissions-users"
+
+    /// The file name the section says to save the rules as, and its text (the
+    /// section's first js block) with `group` for the placeholder.
+    static func sshRules(group: String) throws -> (name: String, text: String) {
+        let document = try String(contentsOfFile: path, encoding: .utf8)
+        let start = try #require(document.range(of: "\n" + section + "\n"), "\(path) has no \(section)")
+        let rest = document[start.upperBound...]
+        let body = rest.range(of: "\n## ").map { rest[..<$0.lowerBound] } ?? rest
+        let directory = "`/etc/polkit-1/rules.d/"
+        let named = try #require(body.range(of: directory), "the section names no file in /etc/polkit-1/rules.d")
+        let name = String(body[named.upperBound...].prefix { $0 != "`" })
+        #expect(name.range(of: #"^[0-9]{2}-[a-z-]+\.rules$"#, options: .regularExpression) != nil, "\(name)")
+        let open = try #require(body.range(of: "```js\n"), "the section has no js block")
+        let close = try #require(body[open.upperBound...].range(of: "\n```"))
+        let text = String(body[open.upperBound..<close.lowerBound]) + "\n"
+        let quoted = "\"\(groupPlaceholder)\""
+        #expect(text.components(separatedBy: quoted).count == 2, "the example names \(quoted) once: \(text)")
+        return (name, text.replacingOccurrences(of: quoted, with: "\"\(group)\""))
+    }
+}
+
+/// A bus, a polkitd and the installed daemon (once a call activates it) of one
+/// test; the installed state directory starts empty. `busPolicy` (a policy
+/// file's text) replaces the installed policy file, to show what a machine with
+/// another one does; `polkitRules` (file name to text, in /etc/polkit-1/rules.d)
+/// replaces the default, doc/admin.md's example for `coveredUser`'s group.
+///
+/// The test that shows a problem on a machine with the old policy file:
+///
+///     let machine = try RealMachine(try SharedInstall.tree(), busPolicy: RealMachine.policyWithoutAgentRule)
+///     let agent = try machine.agent(as: RealMachine.coveredUser)
+///     let doctor = try machine.ctl("doctor", as: RealMachine.coveredUser)
+final class RealMachine {
+    /// In the rules file's group (uid 1, daemon, whose group is daemon).
+    static let coveredUser: UInt32 = 1
+    /// Not in it (uid 2, bin).
+    static let otherUser: UInt32 = 2
+
+    /// The shipped policy file before it had a rule for the agent interface:
+    /// calls to the service only. Under dbus's system.conf, every prompt the
+    /// daemon sends an agent is refused with AccessDenied.
+    static let policyWithoutAgentRule = """
+        <?xml version="1.0"?>
+        <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
+                "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+        <busconfig>
+                <policy user="root">
+                        <allow own="org.example.Permissions"/>
+                        <allow send_destination="org.example.Permissions"/>
+                        <allow receive_sender="org.example.Permissions"/>
+                </policy>
+                <policy context="default">
+                        <allow send_destination="org.example.Permissions"/>
+                        <allow receive_sender="org.example.Permissions"/>
+                </policy>
+        </busconfig>
+        """
+
+    /// The name of a user's primary group (the rules file names a group).
+    static func groupName(of uid: UInt32) throws -> String {
+        let user = try #require(getpwuid(uid), "no user \(uid)")
+        let group = try #require(getgrgid(user.pointee.pw_gid), "no group for uid \(uid)")
+        return String(cString: group.pointee.gr_name)
+    }
+
+    /// Whether the user database puts `uid` in `group` (what polkit's isInGroup reads).
+    static func isMember(_ uid: UInt32, of group: String) throws -> Bool {
+        let user = try #require(getpwuid(uid), "no user \(uid)")
+        let name = String(cString: user.pointee.pw_name)
+        let found = try run("/usr/bin/id", ["-Gn", name]).stdout.split(whereSeparator: \.isWhitespace)
+        return found.contains { $0 == group }
+    }
+
+    let tree: InstalledTree
+    let bus: InstalledBus
+    let polkit: RealPolkit
+    private let scratch: String
+
+    init(_ tree: InstalledTree, busPolicy: String? = nil, polkitRules: [String: String]? = nil) throws {
+        self.tree = tree
+        let leftOver = Self.daemons(of: tree)
+        guard leftOver.isEmpty else {
+            throw HarnessError(description: "an installed daemon of an earlier test still runs: \(leftOver)")
+        }
+        try? FileManager.default.removeItem(atPath: tree.stateDirectory)
+        scratch = try makeTemporaryDirectory("real-machine")
+        var policy = tree.busPolicy
+        if let busPolicy {
+            policy = scratch + "/org.example.Permissions.conf"
+            try busPolicy.write(toFile: policy, atomically: true, encoding: .utf8)
+        }
+        bus = try InstalledBus(type: "system", policy: policy,
+                               alsoIncluding: ["/usr/share/dbus-1/system.d/org.freedesktop.PolicyKit1.conf"],
+                               services: tree.activationDirectory, ownPIDNamespace: true)
+        let rules: [String: String]
+        if let polkitRules {
+            rules = polkitRules
+        } else {
+            let example = try AdminGuide.sshRules(group: try Self.groupName(of: Self.coveredUser))
+            rules = [example.name: example.text]
+        }
+        let bus = bus  // (the closure may not capture self before init is done)
+        polkit = try RealPolkit(busAddress: bus.address, actions: [tree.polkitActions], rules: rules,
+                                inside: { bus.inside($0) })
+    }
+
+    deinit {
+        // SIGTERM, as systemd would, and wait: the next test empties the state directory.
+        for pid in Self.daemons(of: tree) { Installing.stop(pid) }
+        try? FileManager.default.removeItem(atPath: scratch)
+    }
+
+    /// The processes running the tree's installed daemon (found in /proc by executable).
+    static func daemons(of tree: InstalledTree) -> [Int32] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap(Int32.init).filter {
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\($0)/exe")) == tree.daemon
+        }
+    }
+
+    /// The test runner's environment with this machine's bus as the system bus:
+    /// the clients find it as they find the real one.
+    var environment: [String: String] {
+        ProcessInfo.processInfo.environment.merging(["DBUS_SYSTEM_BUS_ADDRESS": bus.address]) { $1 }
+    }
+
+    /// `command` run to its end on the machine, as root or as `uid`.
+    func runInside(_ command: [String], as uid: UInt32? = nil) throws -> CommandResult {
+        let full = bus.inside(command, asUser: uid)
+        return try run(full[0], Array(full.dropFirst()), environment: environment)
+    }
+
+    /// The installed permissionsctl (on the system bus), as root or as `uid`.
+    func ctl(_ arguments: String..., as uid: UInt32? = nil) throws -> CommandResult {
+        try runInside([tree.ctl] + arguments, as: uid)
+    }
+
+    /// busctl on the system bus, as root or as `uid`.
+    func busctl(_ arguments: [String], as uid: UInt32? = nil) throws -> CommandResult {
+        try runInside(["/usr/bin/busctl", "--system"] + arguments, as: uid)
+    }
+
+    /// A call of the service's interface, through busctl.
+    func call(_ member: String, _ signatureAndArguments: String..., as uid: UInt32? = nil) throws -> CommandResult {
+        try busctl(["call", "org.example.Permissions", "/org/example/Permissions", "org.example.Permissions", member]
+                   + signatureAndArguments, as: uid)
+    }
+
+    /// A call of the bus daemon's interface, through busctl.
+    func busDriver(_ member: String, _ signatureAndArguments: String..., as uid: UInt32? = nil) throws -> CommandResult {
+        try busctl(["call", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", member]
+                   + signatureAndArguments, as: uid)
+    }
+
+    /// A program that keeps running on the machine, as `uid`.
+    func start(_ command: [String], as uid: UInt32) throws -> RunningProgram {
+        let full = bus.inside(command, asUser: uid)
+        return try RunningProgram(full[0], Array(full.dropFirst()), environment: environment)
+    }
+
+    /// `permissionsctl agent` as `uid`, once it says it is registered.
+    func agent(as uid: UInt32) throws -> RunningProgram {
+        let agent = try start([tree.ctl, "agent"], as: uid)
+        _ = try agent.lines.next { $0.hasPrefix("Agent registered at ") }
+        return agent
+    }
+
+    /// `permissionsctl monitor` (a subscription of the caller's user) as `uid`, once it listens.
+    func monitor(as uid: UInt32) throws -> RunningProgram {
+        let monitor = try start([tree.ctl, "monitor"], as: uid)
+        _ = try monitor.lines.next { $0.hasPrefix("Monitoring") }
+        return monitor
+    }
+
+    /// `Request(permission)` as `uid` through busctl (the app is /usr/bin/busctl),
+    /// waiting in the background for the prompt's answer; killing it ends busctl.
+    func request(_ permission: String, as uid: UInt32) throws -> BackgroundCommand {
+        let full = bus.inside(["/usr/bin/busctl", "--system", "--timeout=60", "call", "org.example.Permissions",
+                               "/org/example/Permissions", "org.example.Permissions", "Request", "sa{sv}",
+                               permission, "0"], asUser: uid)
+        return try BackgroundCommand(full[0], Array(full.dropFirst()), environment: environment)
+    }
+
+    /// The unique name of `uid`'s one connection made by a program called `process`.
+    func uniqueName(ofUser uid: UInt32, process: String) throws -> String {
+        let user = String(cString: try #require(getpwuid(uid), "no user \(uid)").pointee.pw_name)
+        let listed = try busctl(["list", "--json=short"])
+        let rows = try #require(try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [[String: Any]],
+                                "busctl list: \(listed.stdout) \(listed.stderr)")
+        let found = rows.filter {
+            $0["user"] as? String == user && $0["process"] as? String == process && ($0["name"] as? String)?.first == ":"
+        }
+        try #require(found.count == 1, "not one connection of \(process) as \(user): \(listed.stdout)")
+        return try #require(found[0]["name"] as? String)
+    }
+
+    /// The executable of process `pid` of the machine.
+    func executable(of pid: Int32) throws -> String {
+        try runInside(["/usr/bin/readlink", "/proc/\(pid)/exe"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// The uid and process id (the machine's) of the service's owner (once activated).
+    func serviceOwner() throws -> (uid: UInt32, pid: Int32) {
+        let uid = try busDriver("GetConnectionUnixUser", "s", "org.example.Permissions")
+        let pid = try busDriver("GetConnectionUnixProcessID", "s", "org.example.Permissions")
+        let parsed = (UInt32(uid.stdout.dropFirst(2).trimmingCharacters(in: .whitespacesAndNewlines)),
+                      Int32(pid.stdout.dropFirst(2).trimmingCharacters(in: .whitespacesAndNewlines)))
+        guard let u = parsed.0, let p = parsed.1 else {
+            throw HarnessError(description: "the service has no owner: \(uid.stderr) \(pid.stderr)\n\(bus.log)")
+        }
+        return (u, p)
+    }
+}

@@ -1,0 +1,162 @@
+import Foundation
+import Testing
+import PermissionsTestSupport
+
+/// The service on a machine in the shape of a real one (RealMachineHarness.swift):
+/// dbus's own system bus policy with the installed policy file, the installed
+/// daemon activated from the installed activation file, the real polkitd with the
+/// installed actions and doc/admin.md's rules file, and clients as real non-root
+/// users. Each rule of dbus/org.example.Permissions.conf has a test here; so has
+/// every kind of message the daemon sends to a client (the agent's Ask and
+/// Cancel, a subscription's unicast StatusChanged) and to polkit. What this does
+/// not cover is in doc/testing.md.
+@Suite("On a real machine", .serialized, .sharedInstall)
+struct RealMachineTests {
+    private let tree: InstalledTree
+    private let user = RealMachine.coveredUser
+    private let other = RealMachine.otherUser
+
+    init() throws {
+        tree = try SharedInstall.tree()
+    }
+
+    /// A user's agent gets that user's prompt, through the daemon's call of the
+    /// agent interface (the policy file's rule for root), and its answer comes back
+    /// and is stored for that user only.
+    @Test func aUsersAgentGetsTheirPromptAndTheAnswerIsStored() throws {
+        let machine = try RealMachine(tree)
+        let agent = try machine.agent(as: user)
+        let request = try machine.request("location", as: user)
+        let prompt = try agent.lines.next { $0.hasPrefix("Prompt ") }
+        #expect(prompt.hasSuffix(": /usr/bin/busctl asks for location"), "\(prompt)")
+        // Its RegisterAgent started the daemon: the name's new owner it then hears
+        // of is the instance it registered with, not one to register with again
+        // (which said "already registered"). The daemon answered that before its Ask.
+        #expect(agent.lines.all.filter { $0.hasPrefix("Agent registered") || $0.hasPrefix("Cannot register") }
+                == ["Agent registered at /org/example/PermissionsAgent; waiting for prompts"], "\(agent.lines.all)")
+        agent.answer("a")
+        let (status, reply) = try request.wait()
+        #expect(status == 0 && reply == "s \"authorized\"\n", "\(request.errorOutput)\n\(machine.bus.log)")
+
+        // Stored: the app reads it, and so does its user's permissionsctl list.
+        #expect(try machine.call("GetStatus", "s", "location", as: user).stdout == "s \"authorized\"\n")
+        let list = try machine.ctl("list", as: user)
+        #expect(list.stdout.split(separator: "\n").contains {
+            $0.hasPrefix("/usr/bin/busctl ") && $0.contains(" location ") && $0.contains(" authorized ")
+        }, "\(list.stdout) \(list.stderr)")
+        // For that user only.
+        #expect(try machine.call("GetStatus", "s", "location", as: other).stdout == "s \"not-determined\"\n")
+        #expect(try machine.ctl("list", as: other).stdout.contains("/usr/bin/busctl") == false)
+    }
+
+    /// When nobody waits for a prompt any more, the daemon's Cancel reaches the
+    /// agent (the agent interface's other method).
+    @Test func anAgentIsToldWhenNobodyWaitsAnyMore() throws {
+        let machine = try RealMachine(tree)
+        let agent = try machine.agent(as: user)
+        let request = try machine.request("notifications", as: user)
+        let prompt = try agent.lines.next { $0.hasPrefix("Prompt ") }
+        let id = prompt.dropFirst("Prompt ".count).prefix { $0 != ":" }
+        request.kill()
+        _ = try agent.lines.next { $0 == "Prompt \(id) cancelled" }
+        #expect(try machine.call("GetStatus", "s", "notifications", as: user).stdout == "s \"not-determined\"\n")
+    }
+
+    /// The rules file of doc/admin.md lets a member of its group change their own
+    /// decisions (SetDecision, through the real polkit) and hear of it on their
+    /// subscription (a unicast signal); a user outside the group may neither
+    /// change their decisions nor register an agent.
+    @Test func theRulesFileLetsItsGroupChangeTheirOwnDecisionsAndNobodyElse() throws {
+        let group = try RealMachine.groupName(of: user)
+        #expect(try RealMachine.isMember(user, of: group))
+        try #require(try !RealMachine.isMember(other, of: group), "uid \(other) is in \(group) on this machine")
+        let machine = try RealMachine(tree)
+        let monitor = try machine.monitor(as: user)
+        let grant = try machine.ctl("grant", "org.example.App", "location", as: user)
+        #expect(grant.status == 0, "\(grant.stderr)\n\(machine.polkit.log)")
+        _ = try monitor.lines.next { $0.hasPrefix("StatusChanged app=org.example.App permission=location status=authorized") }
+        #expect(try machine.call("GetStatusForApp", "ss", "org.example.App", "location", as: user).stdout
+                == "s \"authorized\"\n")
+
+        let refused = try machine.ctl("grant", "org.example.App", "location", as: other)
+        #expect(refused.status != 0)
+        #expect(refused.stderr.contains("polkit refused org.example.permissions.manage-own"), "\(refused.stderr)")
+        // (Its standard input is empty: registered, it would exit 0 at once.)
+        let agent = try machine.ctl("agent", as: other)
+        #expect(agent.status != 0)
+        #expect(agent.stderr.contains("polkit refused org.example.permissions.agent"), "\(agent.stderr)")
+        #expect(try machine.call("GetStatusForApp", "ss", "org.example.App", "location", as: other).stdout
+                == "s \"not-determined\"\n")
+    }
+
+    /// Without the rules file, polkit finds no session for a user (no logind) and
+    /// applies allow_any: manage-own needs an administrator, agent is refused. So
+    /// the rule is what lets the covered user do either; root needs no rule.
+    @Test func withoutTheRulesFileUsersWithoutASessionAreRefused() throws {
+        let machine = try RealMachine(tree, polkitRules: [:])
+        let grant = try machine.ctl("grant", "org.example.App", "location", as: user)
+        #expect(grant.status != 0)
+        #expect(grant.stderr.contains("polkit refused org.example.permissions.manage-own"), "\(grant.stderr)")
+        let agent = try machine.ctl("agent", as: user)
+        #expect(agent.status != 0)
+        #expect(agent.stderr.contains("polkit refused org.example.permissions.agent"), "\(agent.stderr)")
+        let asRoot = try machine.ctl("grant", "--user", String(user), "org.example.App", "location")
+        #expect(asRoot.status == 0, "\(asRoot.stderr)")
+        #expect(try machine.call("GetStatusForApp", "ss", "org.example.App", "location", as: user).stdout
+                == "s \"authorized\"\n")
+    }
+
+    /// Only the daemon may call an agent: another user calling a user's agent
+    /// (to put up a prompt of their making) is refused by the bus, and the agent
+    /// sees nothing of it.
+    @Test func anotherUserCannotCallAUsersAgent() throws {
+        let machine = try RealMachine(tree)
+        let agent = try machine.agent(as: user)
+        let name = try machine.uniqueName(ofUser: user, process: "permissionsctl")
+        for (member, arguments) in [("Ask", ["ssssa{sv}", "1", "org.example.Bank", "location", "spoofed", "0"]),
+                                    ("Cancel", ["s", "1"])] {
+            let spoof = try machine.busctl(["--timeout=5", "call", name, "/org/example/PermissionsAgent",
+                                            "org.example.Permissions.Agent", member] + arguments, as: other)
+            #expect(spoof.status != 0 && spoof.stderr.contains("Access denied"), "\(member): \(spoof.stdout) \(spoof.stderr)")
+        }
+        // The first prompt the agent shows is the daemon's.
+        let request = try machine.request("location", as: user)
+        let prompt = try agent.lines.next { $0.hasPrefix("Prompt ") }
+        #expect(prompt.hasSuffix(": /usr/bin/busctl asks for location"), "\(prompt)")
+        agent.answer("d")
+        #expect(try request.wait().1 == "s \"denied\"\n")
+        #expect(!agent.lines.all.contains { $0.contains("org.example.Bank") || $0.contains("cancelled") })
+    }
+
+    /// Only the daemon's user (root) may own the service's name: a user asking for
+    /// it is refused, before the daemon runs and while it does. The daemon is the
+    /// installed one, activated by the first call, as root.
+    @Test func onlyTheDaemonsUserMayOwnTheName() throws {
+        let machine = try RealMachine(tree)
+        let before = try machine.busDriver("RequestName", "su", "org.example.Permissions", "4", as: user)
+        #expect(before.status != 0 && before.stderr.contains("Access denied"), "\(before.stdout) \(before.stderr)")
+
+        #expect(try machine.call("GetStatus", "s", "location", as: user).stdout == "s \"not-determined\"\n")
+        #expect(machine.bus.log.contains("Activating service name='org.example.Permissions'"), "\(machine.bus.log)")
+        let owner = try machine.serviceOwner()
+        #expect(owner.uid == 0)
+        #expect(try machine.executable(of: owner.pid) == tree.daemon)
+
+        let during = try machine.busDriver("RequestName", "su", "org.example.Permissions", "4", as: user)
+        #expect(during.status != 0 && during.stderr.contains("Access denied"), "\(during.stdout) \(during.stderr)")
+    }
+
+    /// The tier sees what the permissive test buses hide: with the policy file as
+    /// it was (calls to the service only), the bus refuses the daemon's Ask, the
+    /// agent never shows the prompt, and the request reads not-determined.
+    @Test func aPolicyFileWithoutTheAgentRuleLosesEveryPrompt() throws {
+        let machine = try RealMachine(tree, busPolicy: RealMachine.policyWithoutAgentRule)
+        let agent = try machine.agent(as: user)
+        let request = try machine.request("location", as: user)
+        #expect(try request.wait().1 == "s \"not-determined\"\n", "\(request.errorOutput)")
+        let log = machine.bus.log
+        #expect(log.contains("Rejected send message") && log.contains(#"interface="org.example.Permissions.Agent" member="Ask""#),
+                "\(log)")
+        #expect(!agent.lines.all.contains { $0.hasPrefix("Prompt ") })
+    }
+}

@@ -226,9 +226,15 @@ final class RealMachine {
     }
 
     /// `permissionsctl monitor` (a subscription of the caller's user) as `uid`, once it listens.
+    /// Returns once it has subscribed: the service is started first (D-Bus
+    /// activation), since the monitor itself waits for it without starting it, and a
+    /// change made before its Subscribe reached the daemon would not be heard.
     func monitor(as uid: UInt32) throws -> RunningProgram {
+        let started = try busDriver("StartServiceByName", "su", "org.example.Permissions", "0")
+        try #require(started.status == 0, "StartServiceByName: \(started.stderr)\n\(bus.log)")
         let monitor = try start([tree.ctl, "monitor"], as: uid)
-        _ = try monitor.lines.next { $0.hasPrefix("Monitoring") }
+        // With the service there, its first line carries the subscription's serial.
+        _ = try monitor.lines.next { $0.hasPrefix("Monitoring") && $0.contains("(serial ") }
         return monitor
     }
 

@@ -159,4 +159,28 @@ struct RealMachineTests {
                 "\(log)")
         #expect(!agent.lines.all.contains { $0.hasPrefix("Prompt ") })
     }
+
+    /// doctor tells it: the daemon checks each agent when it registers, logs the
+    /// refusal once with the remedy, and GetDiagnostics reports it to that user.
+    @Test func doctorReportsAnAgentTheBusWillNotLetTheDaemonCall() throws {
+        let machine = try RealMachine(tree, busPolicy: RealMachine.policyWithoutAgentRule)
+        let agent = try machine.agent(as: user)
+        defer { withExtendedLifetime(agent) {} }  // running until the end
+        // The check runs after RegisterAgent's reply: its outcome, in the log, first.
+        let deadline = Date().addingTimeInterval(15)
+        while !machine.bus.log.contains("cannot be reached") {
+            try #require(Date() < deadline, "no unreachable agent logged: \(machine.bus.log)")
+            usleep(20_000)  // the bus log is the daemon's stderr; waited for with a deadline
+        }
+        let logged = machine.bus.log.split(separator: "\n").filter { $0.contains("cannot be reached") }
+        #expect(logged.count == 1, "\(logged)")
+        #expect(logged.first?.contains("the bus refused the daemon's call (org.freedesktop.DBus.Error.AccessDenied: ") == true
+                && logged.first?.contains("install this version's org.example.Permissions.conf") == true, "\(logged)")
+        let doctor = try machine.ctl("doctor", as: user)
+        #expect(doctor.status == 1, "\(doctor.stdout)")
+        #expect(doctor.stdout.contains("\n  - the agent of uid \(user) cannot be reached: the bus refused the daemon's call "
+                                       + "(org.freedesktop.DBus.Error.AccessDenied: "), "\(doctor.stdout)")
+        // Another user, without an agent, has no such problem.
+        #expect(!(try machine.ctl("doctor", as: other).stdout.contains("cannot be reached")))
+    }
 }

@@ -16,7 +16,8 @@ package struct AppIdentity: Sendable, Equatable {
         case executable
         /// A process in a mount namespace of its own that is no recognised sandbox: its
         /// executable path names a file of that namespace, which may be any file it
-        /// mounted there. The app id is `unverified:<path>`, which `Validate.isAppID`
+        /// mounted there; or one whose executable has no links (deleted, or a memfd),
+        /// whose path names no file. The app id is `unverified:<path>`, which `Validate.isAppID`
         /// refuses, so it never equals an id in `allow=`/`deny=`, an id a client can
         /// name in `SetDecision`, or a stored row of the real path.
         case unverified
@@ -118,11 +119,20 @@ package struct IdentityReader: Sendable {
         guard var exe = Files.readLink(base + "/exe") else {
             return .failure(.unreadable("cannot read \(base)/exe"))
         }
-        // The kernel marks an executable unlinked since it started (a package update)
-        // with " (deleted)". A file can also be *named* that way to pass for another
-        // app: strip the mark only when the running executable really has no links.
-        if exe.hasSuffix(" (deleted)"), linkCount(base + "/exe") == 0 { exe.removeLast(" (deleted)".count) }
+        // An executable with no links names no file: one unlinked since it started,
+        // which the kernel marks " (deleted)" (a package update, a program that
+        // removed itself), or one that never had a name (a memfd, "/memfd:NAME
+        // (deleted)"). Its path now names another file or none, so it tells nothing
+        // of the app: the caller is unverified, under the path without the mark. A
+        // file merely *named* "… (deleted)" has links, and keeps its name.
+        let unlinked = linkCount(base + "/exe") == 0
+        if unlinked, exe.hasSuffix(" (deleted)") { exe.removeLast(" (deleted)".count) }
         guard Validate.isAppID(exe), exe.hasPrefix("/") else { return .failure(.invalid(exe)) }
+        if unlinked {
+            return .success(AppIdentity(appID: AppIdentity.unverifiedPrefix + exe, kind: .unverified, uid: uid, pid: pid,
+                                        unverifiedReason: "its executable has no name in any file system "
+                                            + "(a memfd, or deleted since it started)"))
+        }
         if let elsewhere = notInHostMountNamespace(base) {
             return .success(AppIdentity(appID: AppIdentity.unverifiedPrefix + exe, kind: .unverified, uid: uid, pid: pid,
                                         unverifiedReason: elsewhere))

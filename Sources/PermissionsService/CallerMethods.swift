@@ -54,7 +54,7 @@ extension PermissionsService {
         if let stored {
             pairs.append(("decision", .string(stored.decision.rawValue)))
             pairs.append(("decision-scope", .string(stored.uid == nil ? "unassigned" : "always")))
-            pairs.append(("decision-set-by", .string(stored.setBy)))
+            pairs.append(("decision-set-by", .string(stored.setBy.escapedForLog)))
             pairs.append(("decision-set-at", .int64(stored.setAt)))
             if let expires = stored.expiresAt { pairs.append(("decision-expires-at", .int64(expires))) }
         } else if tracker.hasSessionGrant(DecisionKey(uid: uid, app, permission)) {

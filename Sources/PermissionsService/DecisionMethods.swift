@@ -87,22 +87,48 @@ extension PermissionsService {
         }
     }
 
-    /// The permission names of a reset or an assignment: each once, each valid.
-    func permissionNames(_ value: DBusValue) -> Result<[String], BusError> {
+    /// The permission names of a reset or an assignment: each once, each valid, or,
+    /// for a reset (`stored`), the name a list gives a stored one that is not
+    /// (StoredName), standing for it.
+    func permissionNames(_ value: DBusValue, stored: Bool = false) -> Result<[String], BusError> {
         var seen = Set<String>()
-        let names = (value.stringArray ?? []).filter { seen.insert($0).inserted }
-        if let bad = names.first(where: { !Validate.isPermissionName($0) }) {
-            return .failure(PermissionsError.invalidPermissionName(bad))
+        var names: [String] = []
+        for name in value.stringArray ?? [] where seen.insert(name).inserted {
+            guard let permission = stored ? StoredName.permission(named: name)
+                                          : Validate.isPermissionName(name) ? name : nil
+            else { return .failure(PermissionsError.invalidPermissionName(name)) }
+            names.append(permission)
         }
         return .success(names)
+    }
+
+    /// The app id a reset or a list names: a valid app id, or the name a list gives
+    /// a stored id that is not valid (`invalid:…`, StoredName), standing for it, so
+    /// that every stored row can be listed and removed.
+    func storedAppID(_ value: DBusValue) -> Result<String, BusError> {
+        let name = value.stringValue ?? ""
+        if let id = StoredName.appID(named: name) { return .success(id) }
+        // The id itself, as a migrated row held it: say what names it.
+        let hint = name.hasPrefix(StoredName.invalidPrefix) ? ""
+            : "; a stored app id that is not valid is named as the lists show it, here \""
+                + StoredName.app(name).escapedForMessage + "\""
+        return .failure(PermissionsError.invalidArgument("invalid app id \"\(name.escapedForMessage)\"\(hint)"))
+    }
+
+    /// A stored row as the lists give it: a(sssxs) (app, permission, decision, set at
+    /// in µs, set by), with what no method accepts named (StoredName) and a setter's
+    /// control characters escaped, so that every row is listed, and as its name.
+    func listed(_ row: StoredDecision) -> [DBusValue] {
+        [.string(StoredName.app(row.appID)), .string(StoredName.permission(row.permission)),
+         .string(row.decision.rawValue), .int64(row.setAt), .string(row.setBy.escapedForLog)]
     }
 
     /// ResetDecisions(sas) and ResetDecisionsForUser(usas).
     func resetDecisions(_ call: MethodCall, forUser: Bool = false) {
         let target = target(call, forUser: forUser)
         guard case .success(let (uid, arguments)) = target else { return call.fail(target.error!) }
-        let appResult = validAppID(arguments[arguments.startIndex])
-        let namesResult = permissionNames(arguments[arguments.startIndex + 1])
+        let appResult = storedAppID(arguments[arguments.startIndex])
+        let namesResult = permissionNames(arguments[arguments.startIndex + 1], stored: true)
         guard case .success(let app) = appResult else { return call.fail(appResult.error!) }
         guard case .success(let names) = namesResult else { return call.fail(namesResult.error!) }
         asOwnerOrAdmin(call, uid: uid, change: true) { [unowned self] _, uid in
@@ -119,18 +145,14 @@ extension PermissionsService {
         guard case .success(let filter) = filterResult else { return call.fail(filterResult.error!) }
         asOwnerOrAdmin(call, uid: uid, change: false) { [unowned self] _, uid in
             let rows = self.store.list(app: filter).filter { $0.uid == uid }
-            call.reply([.array(elementSignature: "(sssxs)", rows.map { row in
-                .structure([.string(row.appID), .string(row.permission), .string(row.decision.rawValue),
-                            .int64(row.setAt), .string(row.setBy)])
-            })])
+            call.reply([.array(elementSignature: "(sssxs)", rows.map { .structure(self.listed($0)) })])
         }
     }
 
-    /// "" for every app, or a valid app id.
+    /// "" for every app, or a stored app id's name (see `storedAppID`).
     func appFilter(_ value: DBusValue) -> Result<String?, BusError> {
-        let filter = value.stringValue ?? ""
-        if filter.isEmpty { return .success(nil) }
-        return Validate.isAppID(filter) ? .success(filter) : .failure(PermissionsError.invalidAppID(filter))
+        if value.stringValue?.isEmpty ?? true { return .success(nil) }
+        return storedAppID(value).map { $0 }
     }
 
     /// ListAllDecisions(s): every user's rows and the unassigned ones (admins):
@@ -141,14 +163,20 @@ extension PermissionsService {
         asAdmin(call) { [unowned self] _ in
             let rows = self.store.list(app: filter)
             call.reply([.array(elementSignature: "(xsssxs)", rows.map { row in
-                .structure([.int64(row.uid.map { Int64($0) } ?? -1), .string(row.appID), .string(row.permission),
-                            .string(row.decision.rawValue), .int64(row.setAt), .string(row.setBy)])
+                .structure([.int64(row.uid.map { Int64($0) } ?? -1)] + self.listed(row))
             })])
         }
     }
 
     /// AssignDecisions(sasu): gives unassigned rows of an app to a user (admins).
+    /// Not those of an app id that is not valid: no app has it, so it would apply to
+    /// nobody; they can only be reset.
     func assignDecisions(_ call: MethodCall) {
+        if let name = call.arguments[0].stringValue, StoredName.namesInvalidAppID(name) {
+            return call.fail(PermissionsError.invalidArgument(
+                "\"\(name.escapedForMessage)\" names a stored app id that is not valid: no app has it, so its "
+                    + "decisions cannot be given to a user; remove them with ResetUnassignedDecisions"))
+        }
         let appResult = validAppID(call.arguments[0])
         let namesResult = permissionNames(call.arguments[1])
         let uidResult = validUID(call.arguments[2])
@@ -165,10 +193,11 @@ extension PermissionsService {
         }
     }
 
-    /// ResetUnassignedDecisions(sas): removes unassigned rows of an app (admins).
+    /// ResetUnassignedDecisions(sas): removes unassigned rows of an app (admins),
+    /// named as ListAllDecisions lists them.
     func resetUnassigned(_ call: MethodCall) {
-        let appResult = validAppID(call.arguments[0])
-        let namesResult = permissionNames(call.arguments[1])
+        let appResult = storedAppID(call.arguments[0])
+        let namesResult = permissionNames(call.arguments[1], stored: true)
         guard case .success(let app) = appResult else { return call.fail(appResult.error!) }
         guard case .success(let names) = namesResult else { return call.fail(namesResult.error!) }
         asAdmin(call) { [unowned self] _ in

@@ -37,18 +37,17 @@ package final class PermissionsService {
         get { broker.agentTimeoutMilliseconds }
         set { broker.agentTimeoutMilliseconds = newValue }
     }
-    /// The change serial of the broadcast StatusChanged signals (everyone-level
-    /// changes): the high 32 bits count daemon starts (kept in the store), the low 32
-    /// bits count changes since this start. Strictly increasing across restarts,
-    /// with one write per start rather than one per change. Subscribers' streams
-    /// have sequences of their own with the same high bits (see Subscriptions.swift).
-    var changeSerial: UInt64 = 0
-    /// This start's high 32 bits of every serial.
-    private(set) var serialEpoch: UInt64 = 0
+    /// The serials of this start (SerialEpoch, ChangeSerials): ChangeSerial's, of the
+    /// broadcast StatusChanged signals (everyone-level changes), and each
+    /// subscriber stream's, all with this start's epoch, kept in the store, in the
+    /// high 32 bits and a count of changes in the low 32 bits. Strictly increasing
+    /// across restarts, with one write per start rather than one per change.
+    var serials: ChangeSerials
+    /// Called when the service cannot go on serving correctly (no new serial epoch
+    /// can be stored); the daemon logs the reason and stops with a failure status.
+    package var stopOnFault: (String) -> Void = { logError($0) }
     /// Subscribed connections (unique name) and the stream each is told.
     var subscribers: [String: Stream] = [:]
-    /// Changes told in each stream since this start.
-    var streamCounts: [Stream: UInt32] = [:]
     /// Fires at the next decision expiry.
     var expiryTimer: (any DispatchSourceTimer)?
     /// True while expired decisions are being removed (their commit runs): they are
@@ -77,18 +76,18 @@ package final class PermissionsService {
     /// Set by shutdown: nothing new is started.
     private(set) var stopping = false
 
+    /// Throws `SerialEpochError` when this start cannot have a serial epoch (the
+    /// stored one has no next, or the new one cannot be stored): the daemon then
+    /// refuses to start, since serials it sent could repeat earlier ones.
     package init(connection: Connection, store: any DecisionStoring, plugins: PluginHost, callers: CallerCache,
-                authorizer: Authorizer) {
+                 authorizer: Authorizer) throws {
+        // First, before anything is exported or hooked: the only step that can fail.
+        serials = ChangeSerials(epoch: try store.nextEpoch(clockSeconds: currentMicroseconds() / 1_000_000))
         self.connection = connection
         self.tracker = StatusTracker(store: store, source: plugins)
         self.plugins = plugins
         self.callers = callers
         self.authorizer = authorizer
-        // The epoch is at least the start time in seconds, so that serials keep growing
-        // even if the store (and the epoch kept in it) had to be started afresh.
-        let epoch = (try? store.nextEpoch(atLeast: currentMicroseconds() / 1_000_000)) ?? currentMicroseconds() / 1_000_000
-        serialEpoch = UInt64(truncatingIfNeeded: epoch) << 32
-        changeSerial = serialEpoch
         broker = PromptBroker(connection: connection,
                               settle: { [unowned self] in self.settle($0, $1, $2, $3, $4) },
                               undecided: { [unowned self] in self.undecided($0) })
@@ -216,7 +215,7 @@ package final class PermissionsService {
                 })
             },
             Property("version") { .uint32(Self.interfaceVersion) },
-            Property("ChangeSerial") { [unowned self] in .uint64(self.changeSerial) },
+            Property("ChangeSerial") { [unowned self] in .uint64(self.serials.last(.broadcast)) },
             Property("StoreStatus") { [unowned self] in .string(self.storeStatus) },
             Property("ConfigGeneration") { [unowned self] in .uint32(self.configGeneration) },
             Property("ConfigStatus") { [unowned self] in .string(self.configStatus) },

@@ -177,12 +177,19 @@ final class PromptBroker {
                 self.noteDelivery(to: agent, result)
                 switch result {
                 case .failure(let error):
-                    logInfo("prompt \(prompt.id): no answer from agent \(agent.owner) (\(error.name)); nothing stored")
+                    // No reply in time: the agent may still show the prompt, and would
+                    // get its next Ask meanwhile. Told to close it (before that Ask,
+                    // on the same connection).
+                    let timedOut = error.name == BusError.noReply
+                    if timedOut { self.cancel(prompt, at: agent) }
+                    logInfo("prompt \(prompt.id): no answer from agent \(agent.owner) (\(error.name))"
+                            + (timedOut ? "; cancelled" : "") + "; nothing stored")
                     self.finish(prompt, status: self.undecided(prompt))
                 case .success(let reply):
-                    guard let (answer, expiresAt) = Self.parseAnswer(reply) else {
-                        logWarning("prompt \(prompt.id): agent \(agent.owner) answered with \"\(reply.signature.escapedForMessage)\" "
-                                   + "\(reply.arguments().first.map { "\($0)".escapedForMessage } ?? ""); treated as dismissed")
+                    let parsed = Self.parseAnswer(reply)
+                    guard case .success(let (answer, expiresAt)) = parsed else {
+                        logWarning("prompt \(prompt.id): agent \(agent.owner) \(parsed.refusal ?? ""); treated as "
+                                   + "dismissed, nothing stored")
                         return self.finish(prompt, status: self.undecided(prompt))
                     }
                     logInfo("prompt \(prompt.id): \(prompt.app) / \(prompt.permission): \(answer.rawValue)")
@@ -199,20 +206,42 @@ final class PromptBroker {
     static let maxLifetimeMicroseconds: Int64 = 100 * 366 * 24 * 3600 * 1_000_000
 
     /// An agent's reply, checked: signature "sa{sv}", a known answer, and an
-    /// "expires-at" (x) in the future and within a hundred years. Anything else is
-    /// nil, and counts as a dismissal: an agent's values are never guessed at.
-    static func parseAnswer(_ reply: Message) -> (AgentAnswer, Int64?)? {
-        guard reply.signature == "sa{sv}" else { return nil }
+    /// "expires-at" (x) after `now` and at most a hundred years after it. Anything
+    /// else is refused, saying what was wrong and quoting it, and counts as a
+    /// dismissal: an agent's values are never guessed at.
+    static func parseAnswer(_ reply: Message, now: Int64 = currentMicroseconds())
+        -> Result<(AgentAnswer, Int64?), AnswerRefused>
+    {
+        guard reply.signature == "sa{sv}" else {
+            return .failure(AnswerRefused("answered with the signature \"\(reply.signature.escapedForMessage)\", "
+                                          + "not \"sa{sv}\""))
+        }
         let args = reply.arguments()
-        guard let word = args[0].stringValue, let answer = AgentAnswer(rawValue: word) else { return nil }
+        let word = args[0].stringValue ?? ""
+        guard let answer = AgentAnswer(rawValue: word) else {
+            return .failure(AnswerRefused("answered \"\(word.escapedForMessage)\", which is no answer"))
+        }
         var expiresAt: Int64? = nil
         for (key, value) in args[1].stringKeyedEntries ?? [] where key == "expires-at" {
-            guard case .variant(.int64(let at)) = value else { return nil }
-            let now = currentMicroseconds()
-            guard at > now, at - now <= maxLifetimeMicroseconds else { return nil }
+            guard case .variant(.int64(let at)) = value else {
+                return .failure(AnswerRefused("gave an \"expires-at\" that is not an int64 (x): "
+                                              + "\("\(value)".escapedForMessage)"))
+            }
+            let latest = now.addingReportingOverflow(maxLifetimeMicroseconds).partialValue
+            guard at > now, at <= latest else {
+                return .failure(AnswerRefused("gave \"expires-at\" \(at), outside the accepted range: after now "
+                                              + "(\(now)) and at most a hundred years ahead (\(latest)), in µs since "
+                                              + "the Unix epoch"))
+            }
             expiresAt = at
         }
-        return (answer, expiresAt)
+        return .success((answer, expiresAt))
+    }
+
+    /// Why an agent's reply was not taken (for the log), as `parseAnswer` found it.
+    struct AnswerRefused: Error {
+        let why: String
+        init(_ why: String) { self.why = why }
     }
 
     /// Frees the agent for its next prompt after `body`.
@@ -284,5 +313,13 @@ final class PromptBroker {
               (try? message.append(.string(prompt.id))) != nil
         else { return }
         connection.call(message, timeoutMilliseconds: 5000) { _ in }
+    }
+}
+
+extension Result where Failure == PromptBroker.AnswerRefused {
+    /// Why the reply was refused; nil if it was taken.
+    var refusal: String? {
+        if case .failure(let refused) = self { return refused.why }
+        return nil
     }
 }

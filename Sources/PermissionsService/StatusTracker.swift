@@ -1,6 +1,7 @@
 package import PermissionsModel
 package import PermissionsStore
 internal import PermissionsSupport
+internal import DBusKit
 
 /// Who a status and its changes are for: one user's view (their own decisions and
 /// session grants count), or everyone's (what is true for a user with no decision
@@ -170,6 +171,11 @@ package final class StatusTracker {
                           pairs: @escaping () -> [(app: String, permission: String)],
                           committed: @escaping (_ count: Int, _ pairs: [(app: String, permission: String)]) -> T,
                           done: @escaping (Result<T, any Error>) -> Void) {
+        // Every decision the service stores goes through here: none that the methods
+        // could not name (StoredName) is made, whatever the caller's path was.
+        if case .set(let row) = change, !Validate.isAppID(row.appID) || !Validate.isPermissionName(row.permission) {
+            return done(.failure(UnnameableDecision(row: row)))
+        }
         store.commit(change) { [self] in
             let (audiences, pairs) = (audiences(), pairs())
             // As clients were told: a row that expired just before this write, and
@@ -275,6 +281,9 @@ package final class StatusTracker {
         // What the reset touches, taken when it is applied: rows and grants as they are then.
         write(.reset(uid: uid, app: app, permissions: names), audiences: { [self] in audiences(of: uid) },
               pairs: { [self] in
+                  // A stored app id that is not valid (StoredName) is no caller's: removing
+                  // its rows changes no status anyone can read, so nothing is told.
+                  guard Validate.isAppID(app) else { return [] }
                   let stored = store.list(app: app)
                       .filter { $0.uid == uid && (names.isEmpty || names.contains($0.permission)) }.map(\.permission)
                   let granted = uid.map { sessionGrantedPermissions(uid: $0, app: app, among: names) } ?? []
@@ -331,5 +340,15 @@ package final class StatusTracker {
                       if left == 0 { done(!failed) }
                   })
         }
+    }
+}
+
+/// A decision refused before it is stored: its app id or permission is not one the
+/// methods accept, so no method could name the row (only a bug can ask for one).
+struct UnnameableDecision: Error, CustomStringConvertible {
+    let row: StoredDecision
+    var description: String {
+        "refusing to store a decision for the app id \"\(row.appID.escapedForMessage)\" and the permission "
+            + "\"\(row.permission.escapedForMessage)\": not valid"
     }
 }

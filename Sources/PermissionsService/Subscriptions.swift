@@ -2,6 +2,7 @@ internal import PermissionsModel
 internal import DBusKit
 internal import PermissionsSupport
 internal import PermissionsIdentity
+internal import PermissionsStore
 
 /// What a subscriber is told: every change its user sees (their own decisions,
 /// for every app, and the everyone-level changes), or only one app's (the
@@ -96,7 +97,27 @@ extension PermissionsService {
 
     /// The serial last sent in a stream (epoch in the high 32 bits, as ChangeSerial).
     func serial(of stream: Stream) -> UInt64 {
-        serialEpoch | UInt64(streamCounts[stream] ?? 0)
+        serials.last(.stream(stream))
+    }
+
+    /// The serial of one more change told in `sequence`. When its serials are used
+    /// up (ChangeSerials), a new epoch is stored first; if it cannot be, the daemon
+    /// stops (`stopOnFault`), as it would refuse a start, and nil is returned: a
+    /// serial told without it could repeat one of the next start's.
+    func nextSerial(_ sequence: ChangeSerials.Sequence) -> UInt64? {
+        let before = serials.epoch
+        do {
+            let serial = try serials.next(sequence) {
+                try store.nextEpoch(clockSeconds: currentMicroseconds() / 1_000_000)
+            }
+            if serials.epoch != before {
+                logInfo("the change serials of epoch \(before) are used up; they go on in epoch \(serials.epoch)")
+            }
+            return serial
+        } catch {
+            stopOnFault("the change serials of epoch \(before) are used up, and there is no new epoch: \(error)")
+            return nil
+        }
     }
 
     /// Tells one change to its audience: everyone-level ones are broadcast (with
@@ -108,10 +129,10 @@ extension PermissionsService {
         }
         switch audience {
         case .everyone:
-            changeSerial += 1
-            logDebug("StatusChanged(\"\(app)\", \(permission), \(status.rawValue), \(changeSerial)) to everyone")
+            guard let serial = nextSerial(.broadcast) else { return }
+            logDebug("StatusChanged(\"\(app)\", \(permission), \(status.rawValue), \(serial)) to everyone")
             try? connection.emitSignal(path: Self.objectPath, interface: Self.interfaceName,
-                                       member: "StatusChanged", arguments(changeSerial))
+                                       member: "StatusChanged", arguments(serial))
         case .user(let uid):
             // One signal per stream that carries it, copied to each of its subscribers
             // (DBusKit's sendCopies); only streams with a subscriber count.
@@ -120,12 +141,12 @@ extension PermissionsService {
                 destinations[stream, default: []].append(name)
             }
             for (stream, names) in destinations {
-                streamCounts[stream, default: 0] &+= 1
-                logDebug("StatusChanged(\"\(app)\", \(permission), \(status.rawValue), \(serial(of: stream))) to "
+                guard let serial = nextSerial(.stream(stream)) else { return }
+                logDebug("StatusChanged(\"\(app)\", \(permission), \(status.rawValue), \(serial)) to "
                          + names.joined(separator: ", "))
                 guard let signal = try? Message.signal(path: Self.subscriptionPath, interface: Self.interfaceName,
                                                        member: "StatusChanged"),
-                      (try? signal.append(arguments(serial(of: stream)))) != nil else { continue }
+                      (try? signal.append(arguments(serial))) != nil else { continue }
                 try? connection.sendCopies(of: signal, to: names)
             }
         }

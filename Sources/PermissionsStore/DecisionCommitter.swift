@@ -153,8 +153,8 @@ package final class DecisionCommitter: DecisionStoring, @unchecked Sendable {
 
     /// One write per daemon start, before serving: on the writer queue, which owns
     /// the SQLite connection.
-    package func nextEpoch(atLeast: Int64) throws -> Int64 {
-        try writer.sync { try store.nextEpoch(atLeast: atLeast) }
+    package func nextEpoch(clockSeconds: Int64) throws -> UInt32 {
+        try writer.sync { try store.nextEpoch(clockSeconds: clockSeconds) }
     }
 
     /// How long a stop waits for the commit in progress and the close after it.

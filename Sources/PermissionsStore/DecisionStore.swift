@@ -67,7 +67,8 @@ package struct StoredDecision: Sendable, Equatable {
 package final class DecisionStore {
     private let db: SQLiteDatabase
     private var index: DecisionIndex
-    /// The serial epoch stored in the meta table (0 if none yet).
+    /// The serial epoch stored in the meta table (0 if none yet), in
+    /// `SerialEpoch.movable` (the load refuses any other).
     private var epoch: Int64
     package let path: String
     /// Why the store is degraded, naming the file moved aside; nil when the store
@@ -218,6 +219,8 @@ package final class DecisionStore {
             guard let value = row.int(0) else {
                 throw StoreError(message: "\(path) has a serial epoch that is not an integer; left as it is")
             }
+            // Refused here, before anything is served: a start needs the next one.
+            guard SerialEpoch.movable.contains(value) else { throw SerialEpochError.outOfRange(value, path: path) }
             epoch = value
         }
         // Everything into the main file, so that the WAL holds only what changed since
@@ -458,13 +461,28 @@ package final class DecisionStore {
         }
     }
 
-    /// Moves the serial epoch on: the larger of the stored one plus one and
-    /// `atLeast`; stored, and returned. One write per daemon start.
-    package func nextEpoch(atLeast: Int64) throws -> Int64 {
-        try db.endStrayTransaction()
-        let next = max(epoch + 1, atLeast)
-        try db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('serial-epoch', ?1)", [.int(next)])
-        epoch = next
+    /// Moves the serial epoch on (see SerialEpoch.next: the stored one plus one, or
+    /// the clock's seconds when larger), stores it, and returns it. One write per
+    /// daemon start. Throws `SerialEpochError`: `outOfRange` when the stored epoch
+    /// has no next one, `notStored` when the write fails (the epoch is then not
+    /// moved on). The WAL is checkpointed after, as at the load, so that it holds
+    /// only what changed since the start began serving.
+    package func nextEpoch(clockSeconds: Int64) throws -> UInt32 {
+        guard let next = SerialEpoch.next(after: epoch, clockSeconds: clockSeconds) else {
+            throw SerialEpochError.outOfRange(epoch, path: path)
+        }
+        do {
+            try db.endStrayTransaction()
+            try db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('serial-epoch', ?1)", [.int(Int64(next))])
+        } catch {
+            throw SerialEpochError.notStored(next, path: path, why: "\(error)")
+        }
+        epoch = Int64(next)
+        do {
+            try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        } catch {
+            logWarning("cannot checkpoint the decision store \(path): \(error)")
+        }
         return next
     }
 

@@ -29,7 +29,9 @@ package protocol DecisionStoring: AnyObject {
     /// followed by a write, both in `body`, then sees every earlier write, and no
     /// write can come between them.
     func afterWrites(_ body: @escaping () -> Void)
-    func nextEpoch(atLeast: Int64) throws -> Int64
+    /// Moves the serial epoch on and stores it (see SerialEpoch.next); throws
+    /// `SerialEpochError` when there is no next epoch or it cannot be stored.
+    func nextEpoch(clockSeconds: Int64) throws -> UInt32
 }
 
 extension DecisionStoring {

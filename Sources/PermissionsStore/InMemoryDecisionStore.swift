@@ -47,9 +47,12 @@ package final class InMemoryDecisionStore: DecisionStoring {
 
     package func afterWrites(_ body: @escaping () -> Void) { body() }
 
-    package func nextEpoch(atLeast: Int64) throws -> Int64 {
-        if failWrites { throw WriteFailed() }
-        epoch = max(epoch + 1, atLeast)
-        return epoch
+    package func nextEpoch(clockSeconds: Int64) throws -> UInt32 {
+        guard let next = SerialEpoch.next(after: epoch, clockSeconds: clockSeconds) else {
+            throw SerialEpochError.outOfRange(epoch, path: "(in memory)")
+        }
+        if failWrites { throw SerialEpochError.notStored(next, path: "(in memory)", why: "\(WriteFailed())") }
+        epoch = Int64(next)
+        return next
     }
 }

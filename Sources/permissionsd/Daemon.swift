@@ -193,8 +193,19 @@ public final class Daemon {
         reader.hostPID = options.resolvedHostPID
         if let problem = reader.hostNamespaceProblem() { logWarning(problem) }
         let callers = CallerCache(connection: connection, reader: reader)
-        service = PermissionsService(connection: connection, store: store, plugins: host, callers: callers,
-                                     authorizer: Authorizer(connection: connection, systemBus: options.bus == .system))
+        do {
+            service = try PermissionsService(connection: connection, store: store, plugins: host, callers: callers,
+                                             authorizer: Authorizer(connection: connection,
+                                                                    systemBus: options.bus == .system))
+        } catch {
+            fail("cannot start serving: \(error)")
+        }
+        service.stopOnFault = { [unowned self] reason in
+            logError("\(reason); stopping")
+            // As a block of its own (see stop), not inside the handler that found it.
+            let me = QueueConfined(self)
+            self.queue.async { me.value.stop(status: 1) }
+        }
         host.onPublish = { [unowned self] _, batch in
             for snapshot in batch { self.service.refresh(snapshot.permission) }
         }
@@ -252,7 +263,8 @@ public final class Daemon {
         _ = cshims_malloc_trim()
     }
 
-    /// Answers what waits, stops the plugins and exits 0. Runs on the queue as one
+    /// Answers what waits, stops the plugins and exits with `status` (0; 1 when the
+    /// service found a fault it cannot serve on, `stopOnFault`). Runs on the queue as one
     /// block that ends the process, so nothing else runs on the queue meanwhile:
     /// calls that arrive now are not read (the bus answers them NoReply once we
     /// are gone), no reply or timer of a call in flight runs, and start-up, if it
@@ -268,7 +280,7 @@ public final class Daemon {
     /// exiting (a resolver thread stuck on a caller's FUSE files keeps the fd table
     /// of an `_exit`ed process alive), so a new daemon can start meanwhile. Nothing
     /// after this writes to it: shutdown answers and cancels, it stores nothing.
-    private func stop() {
+    private func stop(status: Int32 = 0) {
         if service != nil { service.beginStopping() }
         store?.close()
         logInfo(serving ? "stopping" : "stopping during start-up")
@@ -276,6 +288,6 @@ public final class Daemon {
         if connection != nil { connection.flush() }
         if host != nil { host.stopAll() }
         if connection != nil { connection.close() }
-        Self.endProcess(0)
+        Self.endProcess(status)
     }
 }

@@ -156,19 +156,18 @@ import PermissionsTestSupport
         try body(daemon, state)
     }
 
-    /// Fills the state directory's file system with the daemon stopped, and starts
-    /// it again; returns the filler's path. A stop checkpoints the WAL into the file
-    /// and removes it, so that nothing is left that a checkpoint could free: a write
-    /// that finds the disk full checkpoints the WAL and tries again
-    /// (DecisionStore.write), which succeeds while the WAL holds earlier writes.
-    /// (The start's own write, of the serial epoch, fails and is not needed.)
+    /// Restarts the daemon and fills the state directory's file system; returns the
+    /// filler's path. The start checkpoints the WAL into the file and empties it after
+    /// storing its serial epoch (a start whose epoch cannot be stored is refused), so
+    /// that nothing is left that a checkpoint could free: a write that finds the disk
+    /// full checkpoints the WAL and tries again (DecisionStore.write), which succeeds
+    /// while the WAL holds earlier writes.
     private func restartOnAFullDisk(_ daemon: DaemonUnderTest, _ state: String) throws -> String {
         daemon.stop()
-        let filler = try Self.fill(state)
         try daemon.start()
         var info = stat()
         #expect(stat(state + "/decisions.sqlite-wal", &info) != 0 || info.st_size == 0)
-        return filler
+        return try Self.fill(state)
     }
 
     /// The state directory on a full file system: writes answer StorageFailed, change
@@ -417,6 +416,107 @@ import PermissionsTestSupport
         #expect(aside.count == 1, "\(aside)")
         // Degraded: no-agent=authorized grants nothing.
         #expect(try daemon.call("Request", "sa{sv}", "location", "0").stdout == "s \"not-determined\"\n")
+    }
+
+    // MARK: The serial epoch
+
+    func changeSerial(_ daemon: DaemonUnderTest) throws -> UInt64? {
+        let r = try daemon.busctl(["get-property", "org.example.Permissions", "/org/example/Permissions",
+                                   "org.example.Permissions", "ChangeSerial"])
+        return UInt64(r.stdout.dropFirst(2).trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
+    func sqlite3(_ state: String, _ sql: String) throws -> String {
+        let r = try run("/usr/bin/sqlite3", [state + "/decisions.sqlite", sql])
+        guard r.status == 0 else { throw HarnessError(description: "sqlite3 \(sql): \(r.stderr)") }
+        return r.stdout
+    }
+
+    /// A stored epoch with no next one in 32 bits, written with sqlite3 between runs:
+    /// the daemon refuses to start (exit 1, not a trap) with the named error quoting
+    /// it and the recovery, and leaves the store as it is; the recovery the error
+    /// names starts it again, with every decision and with serials in a new epoch.
+    @Test(arguments: [Int64.max, 4_294_967_295, -1])
+    func outOfRangeSerialEpochRefusesTheStart(epoch: Int64) throws {
+        let daemon = try DaemonUnderTest(bus: bus)
+        let state = daemon.stateDirectory
+        #expect(try daemon.ctl("deny", "org.example.Epoch", "location").status == 0)
+        daemon.stop()
+        _ = try sqlite3(state, "UPDATE meta SET value = \(epoch) WHERE key = 'serial-epoch'")
+        let before = try sqlite3(state, "SELECT * FROM user_decisions")
+
+        try daemon.start(waitForName: false)
+        let ending = daemon.waitForExit(timeout: 20)
+        #expect(ending == .init(reason: .exit, status: 1), "\(ending?.description ?? "still running")")
+        let path = state + "/decisions.sqlite"
+        let named = "serial epoch out of range: \(path) holds the serial epoch \(epoch) (meta key serial-epoch)"
+        #expect(daemon.logLines(containing: named).count == 1, "\(daemon.log)")
+        let recovery = "DELETE FROM meta WHERE key = 'serial-epoch'"
+        #expect(daemon.log.contains("sqlite3 \(path) \"\(recovery)\""), "\(daemon.log)")
+        #expect(!daemon.log.contains("arithmetic overflow"), "\(daemon.log)")
+        #expect(try sqlite3(state, "SELECT value FROM meta WHERE key = 'serial-epoch'") == "\(epoch)\n")
+        #expect(try sqlite3(state, "SELECT * FROM user_decisions") == before)
+
+        _ = try sqlite3(state, recovery)
+        let started = UInt64(Date().timeIntervalSince1970)
+        try daemon.start()
+        #expect(try statusForApp(daemon, "org.example.Epoch", "location") == "s \"denied\"\n")
+        let serial = try #require(try changeSerial(daemon))
+        #expect(serial >> 32 >= started && serial & 0xFFFF_FFFF == 0, "\(serial)")
+    }
+
+    /// 4294967294, the last epoch a start can move on from: the start takes
+    /// 4294967295 and its serials keep every high bit (the epoch shifted into a
+    /// 64-bit serial lost them: ChangeSerial began again at 0); the start after is refused.
+    @Test func theLastSerialEpochServesWithItsHighBitsAndThenRefuses() throws {
+        let daemon = try DaemonUnderTest(bus: bus)
+        let state = daemon.stateDirectory
+        daemon.stop()
+        _ = try sqlite3(state, "UPDATE meta SET value = 4294967294 WHERE key = 'serial-epoch'")
+        try daemon.start()
+        #expect(try changeSerial(daemon) == 0xFFFF_FFFF_0000_0000)
+        let stream = try Monitor(daemon)
+        let broadcast = try Monitor(daemon, broadcast: true)
+        #expect(stream.subscribedSerial == 0xFFFF_FFFF_0000_0000)
+        #expect(try daemon.ctl("deny", "org.example.Last", "location").status == 0)
+        try stream.waitFor { $0 == statusLine(app: "org.example.Last", "location", "denied") }
+        #expect(stream.serials == [0xFFFF_FFFF_0000_0001])
+        try daemon.writeConfig("[location]\nenabled=false\n")
+        try broadcast.waitFor { $0 == statusLine(app: "", "location", "disabled") }
+        #expect(broadcast.serials == [0xFFFF_FFFF_0000_0001])
+        #expect(try changeSerial(daemon) == 0xFFFF_FFFF_0000_0001)
+        daemon.stop()
+
+        try daemon.start(waitForName: false)
+        let ending = daemon.waitForExit(timeout: 20)
+        #expect(ending == .init(reason: .exit, status: 1), "\(ending?.description ?? "still running")")
+        #expect(daemon.log.contains("serial epoch out of range: \(state)/decisions.sqlite holds the serial epoch "
+                                    + "4294967295"), "\(daemon.log)")
+    }
+
+    /// A start whose new epoch the disk has no room for is refused, naming the
+    /// epoch and SQLite's error, rather than serving with the wall clock's seconds
+    /// (which repeat serials once the clock goes back); with room again it starts.
+    @Test(.enabled(if: canMountTmpfs, "needs mount(2) for a small tmpfs (root)"))
+    func aSerialEpochThatCannotBeStoredRefusesTheStart() throws {
+        try withStateOnSmallTmpfs { daemon, state in
+            #expect(try daemon.ctl("deny", "org.example.Full", "location").status == 0)
+            daemon.stop()
+            let epoch = try sqlite3(state, "SELECT value FROM meta WHERE key = 'serial-epoch'")
+            let filler = try Self.fill(state)
+            try daemon.start(waitForName: false)
+            let ending = daemon.waitForExit(timeout: 20)
+            #expect(ending == .init(reason: .exit, status: 1), "\(ending?.description ?? "still running")")
+            let lines = daemon.logLines(containing: "serial epoch not stored: cannot store this start's serial epoch ")
+            #expect(lines.count == 1 && lines[0].contains("database or disk is full"), "\(daemon.log)")
+            #expect(unlink(filler) == 0)
+            #expect(try sqlite3(state, "SELECT value FROM meta WHERE key = 'serial-epoch'") == epoch)
+
+            try daemon.start()
+            #expect(try statusForApp(daemon, "org.example.Full", "location") == "s \"denied\"\n")
+            let serial = try #require(try changeSerial(daemon))
+            #expect(serial >> 32 > UInt64(epoch.trimmingCharacters(in: .whitespacesAndNewlines))!, "\(serial) \(epoch)")
+        }
     }
 
     @Test func healthyStoreIsOK() throws {

@@ -163,14 +163,14 @@ struct DecisionStoreExpiryTests {
     @Test func nextEpochGrowsAndPersists() throws {
         do {
             let store = try DecisionStore(path: path)
-            #expect(try store.nextEpoch(atLeast: 0) == 1)
-            #expect(try store.nextEpoch(atLeast: 0) == 2)
-            // The larger of the stored one plus one and atLeast.
-            #expect(try store.nextEpoch(atLeast: 10) == 10)
-            #expect(try store.nextEpoch(atLeast: 5) == 11)
+            #expect(try store.nextEpoch(clockSeconds: 0) == 1)
+            #expect(try store.nextEpoch(clockSeconds: 0) == 2)
+            // The larger of the stored one plus one and the clock's seconds.
+            #expect(try store.nextEpoch(clockSeconds: 10) == 10)
+            #expect(try store.nextEpoch(clockSeconds: 5) == 11)
         }
         let reopened = try DecisionStore(path: path)
-        #expect(try reopened.nextEpoch(atLeast: 0) == 12)
+        #expect(try reopened.nextEpoch(clockSeconds: 0) == 12)
         // The epoch is not a decision.
         #expect(reopened.list().isEmpty)
     }
@@ -213,7 +213,7 @@ struct DecisionStoreExpiryTests {
             #expect(store.decision(DecisionKey(uid: testUID, "org.new.App", "camera"))?.expiresAt == expires)
             #expect(store.nextExpiry() == expires)
             #expect(store.expired(now: expires).map(\.appID) == ["org.new.App"])
-            #expect(try store.nextEpoch(atLeast: 0) == 1)
+            #expect(try store.nextEpoch(clockSeconds: 0) == 1)
             try store.remove(try #require(store.decision(DecisionKey(uid: nil, "org.old.App", "location"))))
             #expect(store.list().map(\.appID) == ["org.new.App"])
         }
@@ -223,6 +223,6 @@ struct DecisionStoreExpiryTests {
         // And it opens again (the column is there now).
         let reopened = try DecisionStore(path: path)
         #expect(reopened.list().map(\.appID) == ["org.new.App"])
-        #expect(try reopened.nextEpoch(atLeast: 0) == 2)
+        #expect(try reopened.nextEpoch(clockSeconds: 0) == 2)
     }
 }

@@ -61,7 +61,7 @@ struct DecisionStoreFaultTests {
             let store = try DecisionStore(path: path)
             try store.set(DecisionKey(uid: testUID, "org.a", "camera"), decision: .denied, setBy: "t")
             try store.set(DecisionKey(uid: testUID, "org.a", "location"), decision: .authorized, setBy: "t", expiresAt: expires)
-            let epoch = try store.nextEpoch(atLeast: 0)
+            let epoch = try store.nextEpoch(clockSeconds: 0)
             let before = store.list()
 
             // SQLite refuses every write from here on (a real SQLITE_READONLY).
@@ -75,14 +75,14 @@ struct DecisionStoreFaultTests {
             #expect(throws: StoreError.self) { try store.reset(uid: testUID, app: "org.a", permissions: []) }
             #expect(throws: StoreError.self) { try store.reset(uid: testUID, app: "org.a", permissions: ["camera", "location"]) }
             #expect(throws: StoreError.self) { try store.remove(before[1]) }
-            #expect(throws: StoreError.self) { try store.nextEpoch(atLeast: 0) }
+            #expect(throws: SerialEpochError.self) { try store.nextEpoch(clockSeconds: 0) }
             #expect(store.list() == before)
             #expect(store.decision(DecisionKey(uid: testUID, "org.a", "camera"))?.decision == .denied)
             #expect(store.nextExpiry() == expires)
 
             // Writes work again once SQLite takes them, from the same state.
             try store.executeForTesting("PRAGMA query_only=OFF")
-            #expect(try store.nextEpoch(atLeast: 0) == epoch + 1)
+            #expect(try store.nextEpoch(clockSeconds: 0) == epoch + 1)
             #expect(try store.reset(uid: testUID, app: "org.a", permissions: ["location"]) == 1)
         }
         // The file holds what memory held.

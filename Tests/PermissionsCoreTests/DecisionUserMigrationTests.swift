@@ -31,7 +31,7 @@ import Testing
             #expect(store.list()[1].expiresAt == 4_102_444_800_000_000)
             #expect(store.decision(DecisionKey(uid: 1000, "/usr/bin/gdbus", "location")) == nil)
             // The serial epoch survives the migration.
-            #expect(try store.nextEpoch(atLeast: 0) == 1_800_000_001)
+            #expect(try store.nextEpoch(clockSeconds: 0) == 1_800_000_001)
         }
         #expect(try sqlite("SELECT uid, app_id, permission FROM user_decisions ORDER BY app_id, permission")
                 == "-1|/usr/bin/busctl|location\n-1|/usr/bin/gdbus|camera\n-1|/usr/bin/gdbus|location\n")

@@ -8,6 +8,8 @@ import Testing
 /// path that now names another file). A memfd, from a real program, is in
 /// UnlinkedExecutableTests (IntegrationTests).
 @Suite struct IdentityUnlinkedTests {
+    static let unlinkedReason = "its executable has no name in any file system (a memfd, or deleted since it started)"
+
     let root: TempDirectory
     let reader: IdentityReader
 
@@ -29,7 +31,8 @@ import Testing
         #expect(unlink(root.url("gone")) == 0)
         try root.symlink("20/exe", to: "/proc/self/fd/\(fd)")
         #expect(try reader.identify(pid: 20, uid: 1000).get()
-                == AppIdentity(appID: "unverified:/proc/self/fd/\(fd)", kind: .unverified, uid: 1000, pid: 20))
+                == AppIdentity(appID: "unverified:/proc/self/fd/\(fd)", kind: .unverified, uid: 1000, pid: 20,
+                               unverifiedReason: Self.unlinkedReason))
     }
 
     /// A live file that still has its links is the app at its path, as before.
@@ -64,6 +67,7 @@ import Testing
         let exe = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe")
         #expect(exe == copy + " (deleted)")
         #expect(try real.identify(pid: UInt32(pid), uid: 1000).get()
-                == AppIdentity(appID: "unverified:" + copy, kind: .unverified, uid: 1000, pid: UInt32(pid)))
+                == AppIdentity(appID: "unverified:" + copy, kind: .unverified, uid: 1000, pid: UInt32(pid),
+                               unverifiedReason: Self.unlinkedReason))
     }
 }

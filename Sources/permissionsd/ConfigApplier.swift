@@ -264,6 +264,7 @@ final class ConfigApplier {
                 core = newCore
                 service.noAgentDefaults = newCore.noAgent
                 service.agentTimeoutMilliseconds = Int32(newCore.agentTimeoutSeconds * 1000)
+                service.setInterpreters(newCore.interpreters)
                 service.setDeclared(declared)
                 service.disabledForLackOfConfiguration = false
                 applied = entries

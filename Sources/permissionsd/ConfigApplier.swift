@@ -265,6 +265,9 @@ final class ConfigApplier {
                 service.noAgentDefaults = newCore.noAgent
                 service.agentTimeoutMilliseconds = Int32(newCore.agentTimeoutSeconds * 1000)
                 service.setInterpreters(newCore.interpreters)
+                for warning in ConfigWarnings.of(entries, interpreters: newCore.interpreters) {
+                    logWarning(warning.escapedForLog)
+                }
                 service.setDeclared(declared)
                 service.disabledForLackOfConfiguration = false
                 applied = entries

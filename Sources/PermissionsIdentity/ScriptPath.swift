@@ -31,8 +31,8 @@ extension IdentityReader {
             guard let cwd = Files.readLink(base + "/cwd"), cwd.hasPrefix("/") else { return nil }
             path = cwd + "/" + operand
         }
-        guard let canonical = Self.resolve(path, under: base + "/root"), Validate.isAppID(canonical),
-              canonical.hasPrefix("/"), canonical.utf8.count <= 255 else { return nil }
+        // An app id: printable ASCII, at most 255 bytes (resolve makes it absolute, without "." or "..").
+        guard let canonical = Self.resolve(path, under: base + "/root"), Validate.isAppID(canonical) else { return nil }
         return canonical
     }
 

@@ -14,6 +14,12 @@ internal import PermissionsSupport
 ///     [service]
 ///     agent-timeout=120        seconds an agent may take to answer a prompt (1-3600)
 ///
+///     [identity]
+///     interpreters=python3;sh  executables whose callers are identified by the
+///                              script they run (names, or absolute paths; see
+///                              PermissionsIdentity/Interpreters.swift); absent:
+///                              the default list; empty: none
+///
 ///     [<permission>]
 ///     no-agent=not-determined  the answer to Request while no agent is registered:
 ///                              not-determined (default), denied or authorized;
@@ -23,6 +29,8 @@ package struct CoreConfig: Equatable, Sendable {
     package var noAgent: [String: Status] = [:]
     /// Names from [permissions] declare=, valid ones only, in order.
     package var declared: [String] = []
+    /// [identity] interpreters=, in order; nil without the key (the default list).
+    package var interpreters: [String]?
 
     package init() {}
 
@@ -63,6 +71,19 @@ package struct CoreConfig: Equatable, Sendable {
                 } else {
                     logError("\(entry.origin): unknown key \"\(entry.key.escapedForMessage)\" in [service]; ignored")
                 }
+            } else if entry.section == "identity" {
+                if entry.key == "interpreters" {
+                    let names = entry.value.split(separator: ";").map { $0.trimmed }.filter { !$0.isEmpty }
+                    if let bad = names.first(where: { !Self.isInterpreterEntry($0) }) {
+                        core.interpreters = core.interpreters ?? previous.interpreters
+                        reject("\(entry.origin): [identity] interpreters: invalid interpreter \"\(bad.escapedForMessage)\": "
+                               + "expected a file name or an absolute path")
+                    } else {
+                        core.interpreters = names
+                    }
+                } else {
+                    logError("\(entry.origin): unknown key \"\(entry.key.escapedForMessage)\" in [identity]; ignored")
+                }
             } else if entry.key == "no-agent" {
                 let allowed: [Status] = [.notDetermined, .denied, .authorized]
                 if let status = Status(rawValue: entry.value), allowed.contains(status) {
@@ -78,6 +99,21 @@ package struct CoreConfig: Equatable, Sendable {
             }
         }
         return (core, rest)
+    }
+
+    /// An entry of [identity] interpreters=: a file name (letters, digits, ".", "_",
+    /// "+", "-", not starting with "." or "-"), or an absolute path that is a valid
+    /// app id (the executable's id it matches).
+    static func isInterpreterEntry(_ entry: String) -> Bool {
+        if entry.hasPrefix("/") { return Validate.isAppID(entry) }
+        let bytes = Array(entry.utf8)
+        guard let first = bytes.first, bytes.count <= 255, first != UInt8(ascii: "."), first != UInt8(ascii: "-")
+        else { return false }
+        return bytes.allSatisfy { b in
+            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(b) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(b)
+                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(b)
+                || [UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "+"), UInt8(ascii: "-")].contains(b)
+        }
     }
 }
 

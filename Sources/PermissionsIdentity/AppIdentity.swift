@@ -14,6 +14,11 @@ package struct AppIdentity: Sendable, Equatable {
         case systemdUnit = "systemd-unit"
         /// The caller's executable path, for a process in the host's mount namespace.
         case executable
+        /// The path of the script an interpreter runs ([identity] interpreters=), read
+        /// from its command line (ScriptPath.swift), for a process in the host's mount
+        /// namespace. A convenience, not a boundary: any process of the user can put
+        /// any path in its argv, so an admin's allow= never counts for it (deny= does).
+        case script
         /// A process in a mount namespace of its own that is no recognised sandbox: its
         /// executable path names a file of that namespace, which may be any file it
         /// mounted there; or one whose executable has no links (deleted, or a memfd),
@@ -33,6 +38,8 @@ package struct AppIdentity: Sendable, Equatable {
     /// Why the caller is `unverified` (empty for every other kind): GetDiagnostics
     /// and `permissionsctl doctor` show it, since an admin cannot guess it.
     package var unverifiedReason = ""
+    /// For a script: the interpreter's executable path (its id without the script).
+    package var interpreter: String? = nil
 }
 
 /// Works out an app id from a process, reading `/proc` (or a stand-in tree for tests).
@@ -41,8 +48,9 @@ package struct AppIdentity: Sendable, Equatable {
 /// following a link); snap (AppArmor label `snap.<name>.<app>`, then the cgroup);
 /// a systemd app scope or service named by the XDG desktop spec,
 /// `app[-<launcher>]-<app id>-<random>.scope` or `app[-<launcher>]-<app id>[@<random>].service`;
-/// then the executable path. The first kind that applies decides: a process that
-/// has a .flatpak-info with a bad name is refused, never identified by a weaker kind.
+/// then the executable path, or, for an interpreter, the script it runs. The first
+/// kind that applies decides: a process that has a .flatpak-info with a bad name is
+/// refused, never identified by a weaker kind; an app scope wins over a script.
 ///
 /// Across users nothing can be borrowed (README, "Threat model"):
 /// - a .flatpak-info counts only with the instance flatpak set up for it, under the
@@ -63,6 +71,8 @@ package struct IdentityReader: Sendable {
     package var hostPID: UInt32 = 1
     /// Where the users' runtime directories are (`/run/user/UID`).
     package var runtimeRoot = "/run/user"
+    /// The executables whose callers are identified by their script ([identity] interpreters=).
+    package var interpreters = Interpreters()
     /// Runs between the two reads of the start time; a seam for tests that replace
     /// the process in the middle of identification.
     var betweenReads: (@Sendable () -> Void)?
@@ -136,6 +146,9 @@ package struct IdentityReader: Sendable {
         if let elsewhere = notInHostMountNamespace(base) {
             return .success(AppIdentity(appID: AppIdentity.unverifiedPrefix + exe, kind: .unverified, uid: uid, pid: pid,
                                         unverifiedReason: elsewhere))
+        }
+        if let script = scriptPath(base, executable: exe) {
+            return .success(AppIdentity(appID: script, kind: .script, uid: uid, pid: pid, interpreter: exe))
         }
         return .success(AppIdentity(appID: exe, kind: .executable, uid: uid, pid: pid))
     }

@@ -19,6 +19,9 @@ package final class CallerCache {
     private var waiting: [String: [(Result<AppIdentity, BusError>) -> Void]] = [:]
     /// Called with a unique name when it leaves the bus (one match rule for all).
     package var onLeave: [(String) -> Void] = []
+    /// The configuration's interpreters, read by the resolver threads at each
+    /// identification (callers already identified keep their identity).
+    private let interpreters: Locked<Interpreters>
 
     /// Why no caller can be taken for the host's (the host's mount namespace cannot be
     /// read), or nil; for GetDiagnostics. Read on the service queue, from /proc: a
@@ -27,7 +30,13 @@ package final class CallerCache {
 
     package init(connection: Connection, reader: IdentityReader) {
         self.connection = connection
-        resolver = IdentityResolver(queue: connection.queue) { reader.identify(pid: $0, uid: $1) }
+        let interpreters = Locked(reader.interpreters)
+        self.interpreters = interpreters
+        resolver = IdentityResolver(queue: connection.queue) { pid, uid in
+            var reader = reader
+            reader.interpreters = interpreters.withLock { $0 }
+            return reader.identify(pid: pid, uid: uid)
+        }
         hostNamespaceProblem = { reader.hostNamespaceProblem() }
         connection.subscribe(SignalMatch(sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
                                          interface: "org.freedesktop.DBus", member: "NameOwnerChanged")) {
@@ -41,6 +50,11 @@ package final class CallerCache {
     }
 
     package var count: Int { known.count }
+
+    /// Replaces the interpreters ([identity] interpreters=) for the callers identified from now on.
+    package func setInterpreters(_ new: Interpreters) {
+        interpreters.withLock { $0 = new }
+    }
 
     /// The identity of a caller already identified, without waiting; nil otherwise,
     /// and nil again once NameOwnerChanged has reported it gone: after a wait

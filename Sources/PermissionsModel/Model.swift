@@ -43,7 +43,7 @@ public func effectiveStatus(service: ServiceState, policy: Policy, decision: Dec
 /// that quotes the value (escaped).
 public enum Validate {
     /// Configuration sections the daemon keeps for itself: never permission names.
-    public static let reservedSections: Set<String> = ["service", "permissions"]
+    public static let reservedSections: Set<String> = ["service", "permissions", "identity"]
 
     /// `[a-z][a-z0-9-]{0,63}`. Reads the string's UTF-8 in place: GetStatus checks
     /// every call's argument with it, so it allocates nothing.

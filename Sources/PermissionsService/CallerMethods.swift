@@ -12,7 +12,7 @@ extension PermissionsService {
         case .failure(let error): call.fail(error)
         case .success(let permission):
             withCaller(call) { [unowned self] identity in
-                call.reply([.string(self.status(uid: identity.uid, app: identity.appID, permission: permission).rawValue)])
+                call.reply([.string(self.status(of: identity, permission: permission).rawValue)])
             }
         }
     }
@@ -20,7 +20,7 @@ extension PermissionsService {
     func getAll(_ call: MethodCall) {
         withCaller(call) { [unowned self] identity in
             call.reply([.stringDictionary(self.permissions.map {
-                ($0, self.status(uid: identity.uid, app: identity.appID, permission: $0).rawValue)
+                ($0, self.status(of: identity, permission: $0).rawValue)
             })])
         }
     }
@@ -38,19 +38,24 @@ extension PermissionsService {
     /// GetDetails' dictionary. The decision in force is, in order: an unassigned
     /// deny (scope "unassigned": from a store without users, in force for every
     /// user), the caller's user's stored one ("always"), their session grant ("session").
+    /// "policy" is the admin's entry as it counts for the caller: for a script, an
+    /// allow= is "none", and "policy-ignored" says so.
     func details(identity: AppIdentity, permission: String) -> DBusValue {
         let s = snapshot(permission)
         let (uid, app) = (identity.uid, identity.appID)
         let unassignedDeny = store.decision(DecisionKey(uid: nil, app, permission)).flatMap { $0.decision == .denied ? $0 : nil }
         let stored = unassignedDeny ?? store.decision(DecisionKey(uid: uid, app, permission))
+        let policy = audience(of: identity).policy(s, for: app)
         var pairs: [(String, DBusValue)] = [
             ("app-id", .string(app)),
             ("identity-kind", .string(identity.kind.rawValue)),
             ("uid", .uint32(uid)),
-            ("status", .string(status(uid: uid, app: app, permission: permission).rawValue)),
+            ("status", .string(status(of: identity, permission: permission).rawValue)),
             ("service-state", .string(s.service.rawValue)),
-            ("policy", .string(s.policy(for: app).rawValue)),
+            ("policy", .string(policy.rawValue)),
         ]
+        if policy != s.policy(for: app) { pairs.append(("policy-ignored", .string(s.policy(for: app).rawValue))) }
+        if let interpreter = identity.interpreter { pairs.append(("interpreter", .string(interpreter))) }
         if let stored {
             pairs.append(("decision", .string(stored.decision.rawValue)))
             pairs.append(("decision-scope", .string(stored.uid == nil ? "unassigned" : "always")))

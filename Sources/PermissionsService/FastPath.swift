@@ -20,14 +20,14 @@ extension PermissionsService {
         guard !stopping, let identity = callers.cached(call.sender) else { return false }
         let permission = call.firstString
         guard Validate.isPermissionName(permission), isKnown(permission) else { return false }
-        return call.reply(string: status(uid: identity.uid, app: identity.appID, permission: permission).rawValue)
+        return call.reply(string: status(of: identity, permission: permission).rawValue)
     }
 
     private func fastGetAll(_ call: borrowing FastMethodCall) -> Bool {
         guard !stopping, let identity = callers.cached(call.sender) else { return false }
         let names = permissions
         return call.reply(stringDictionary: names.count) { index in
-            (names[index], self.status(uid: identity.uid, app: identity.appID, permission: names[index]).rawValue)
+            (names[index], self.status(of: identity, permission: names[index]).rawValue)
         }
     }
 }

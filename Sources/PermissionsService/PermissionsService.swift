@@ -94,7 +94,8 @@ package final class PermissionsService {
         tracker.emit = { [unowned self] audience, app, permission, status in
             self.deliver(audience, app: app, permission: permission, status)
         }
-        tracker.users = { [unowned self] in self.subscribedUsers }
+        tracker.users = { [unowned self] in self.subscribedUsers(scripts: false) }
+        tracker.scriptUsers = { [unowned self] in self.subscribedUsers(scripts: true) }
         callers.onLeave.append { [unowned self] name in
             // A connection left: its prompts, agents, subscription and session grants end.
             self.broker.peerLeft(name)
@@ -127,7 +128,24 @@ package final class PermissionsService {
     package func status(uid: UInt32, app: String, permission: String) -> Status {
         tracker.status(uid: uid, app: app, permission: permission)
     }
+
+    /// Whose view a caller's own status is in: its user's, or, for a script, its
+    /// user's without admin allow= entries (see Audience).
+    func audience(of identity: AppIdentity) -> Audience {
+        identity.kind == .script ? .script(identity.uid) : .user(identity.uid)
+    }
+
+    /// A caller's own status.
+    func status(of identity: AppIdentity, permission: String) -> Status {
+        tracker.status(audience(of: identity), app: identity.appID, permission: permission)
+    }
     package func refresh(_ permission: String) { tracker.refresh(permission) }
+
+    /// The configuration's interpreters ([identity] interpreters=; nil: the default
+    /// list), for the callers identified from now on.
+    package func setInterpreters(_ entries: [String]?) {
+        callers.setInterpreters(Interpreters(entries ?? Interpreters.defaultEntries))
+    }
 
     /// A plugin came, went or changed state: refresh its permissions and announce
     /// the property changes.

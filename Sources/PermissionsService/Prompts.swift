@@ -33,12 +33,15 @@ final class Agent {
     }
 }
 
-/// What makes two requests one prompt: the same user, app and permission.
-/// Requests of different users are never merged (each user's agent asks its own user).
+/// What makes two requests one prompt: the same user, app and permission (and
+/// view: a script's status does not count allow=, so it is not an executable's of
+/// the same path). Requests of different users are never merged (each user's
+/// agent asks its own user).
 struct PromptKey: Hashable {
     let uid: UInt32
     let app: String
     let permission: String
+    var script = false
 }
 
 /// One question to a user, shared by every request of that user for the same
@@ -49,6 +52,8 @@ final class Prompt {
     let uid: UInt32
     let app: String
     let permission: String
+    /// Whether the requesters are identified by their script (see Audience.script).
+    let script: Bool
     let reason: String
     let details: [(String, DBusValue)]
     /// Callers waiting for the answer: (unique name, reply): the status, or the
@@ -58,16 +63,21 @@ final class Prompt {
     /// from the agent is then dropped.
     var finished = false
 
-    init(id: String, uid: UInt32, app: String, permission: String, reason: String, details: [(String, DBusValue)]) {
+    init(id: String, uid: UInt32, app: String, permission: String, script: Bool = false, reason: String,
+         details: [(String, DBusValue)]) {
         self.id = id
         self.uid = uid
         self.app = app
         self.permission = permission
+        self.script = script
         self.reason = reason
         self.details = details
     }
 
-    var key: PromptKey { PromptKey(uid: uid, app: app, permission: permission) }
+    var key: PromptKey { PromptKey(uid: uid, app: app, permission: permission, script: script) }
+
+    /// Whose view the prompt's status is in.
+    var audience: Audience { script ? .script(uid) : .user(uid) }
 }
 
 /// Runs prompts through agents: a user's prompts only through that user's agents
@@ -130,17 +140,18 @@ final class PromptBroker {
 
     /// Asks `uid`'s agent (or joins that user's open prompt for the same app and
     /// permission). `done` runs once with the status to reply with, or the error to answer.
-    func ask(uid: UInt32, app: String, permission: String, reason: String, details: [(String, DBusValue)],
-             sender: String, done: @escaping (Result<Status, BusError>) -> Void) {
+    func ask(uid: UInt32, app: String, permission: String, script: Bool = false, reason: String,
+             details: [(String, DBusValue)], sender: String, done: @escaping (Result<Status, BusError>) -> Void) {
         // Stopping: the caller has been answered (Cancelled); nothing is asked.
         guard !stopped else { return }
-        let key = PromptKey(uid: uid, app: app, permission: permission)
+        let key = PromptKey(uid: uid, app: app, permission: permission, script: script)
         if let prompt = open[key] {
             prompt.waiters.append((sender, done))
             return
         }
         nextID += 1
-        let prompt = Prompt(id: "\(nextID)", uid: uid, app: app, permission: permission, reason: reason, details: details)
+        let prompt = Prompt(id: "\(nextID)", uid: uid, app: app, permission: permission, script: script, reason: reason,
+                            details: details)
         prompt.waiters.append((sender, done))
         open[key] = prompt
         enqueue(prompt)

@@ -104,14 +104,14 @@ extension PermissionsService {
     func ask(_ identity: AppIdentity, _ permission: String, _ options: RequestOptions, sender: String,
              done: @escaping (Result<Status, BusError>) -> Void) {
         guard !stopping else { return done(.failure(Self.stoppingError)) }
-        let current = status(uid: identity.uid, app: identity.appID, permission: permission)
+        let current = status(of: identity, permission: permission)
         guard current == .notDetermined else { return done(.success(current)) }
         // Only an agent of the caller's own uid may ask: other users' agents count as none.
         guard broker.hasAgent(for: identity.uid) else { return done(.success(noAgentAnswer(permission))) }
         let details: [(String, DBusValue)] = [("identity-kind", .string(identity.kind.rawValue)),
                                               ("uid", .uint32(identity.uid))] + options.details
-        broker.ask(uid: identity.uid, app: identity.appID, permission: permission, reason: options.reason, details: details,
-                   sender: sender, done: done)
+        broker.ask(uid: identity.uid, app: identity.appID, permission: permission, script: identity.kind == .script,
+                   reason: options.reason, details: details, sender: sender, done: done)
     }
 
     /// The permission's `no-agent` setting, except that a degraded store (its
@@ -147,7 +147,7 @@ extension PermissionsService {
         // was cancelled ("nothing stored"), so nothing is.
         guard !prompt.finished else { return done(.success(undecided(prompt))) }
         let (uid, app, permission) = (prompt.uid, prompt.app, prompt.permission)
-        let before = status(uid: uid, app: app, permission: permission)
+        let before = tracker.status(prompt.audience, app: app, permission: permission)
         // Decided meanwhile (an admin, a config lock, a device gone): the newer fact wins.
         guard before == .notDetermined else { return done(.success(before)) }
         let setBy = "user via agent \(agent.owner)"
@@ -158,7 +158,7 @@ extension PermissionsService {
             return done(.success(.authorized))
         case .allowAlways where unverified, .allowSession:
             tracker.grantSession(uid: uid, app: app, permission: permission, to: requesters)
-            return done(.success(status(uid: uid, app: app, permission: permission)))
+            return done(.success(tracker.status(prompt.audience, app: app, permission: permission)))
         case .deny where unverified:
             return done(.success(.denied))
         case .dismiss:
@@ -178,7 +178,7 @@ extension PermissionsService {
                         + "\"\(permission.escapedForMessage)\": \(error)")))
             }
             if expiresAt != nil { self.scheduleExpiry() }
-            let now = self.status(uid: uid, app: app, permission: permission)
+            let now = self.tracker.status(prompt.audience, app: app, permission: permission)
             // Not determined now only if the end passed during the commit (the row
             // was never in force): still the user's answer to these requests.
             done(.success(now == .notDetermined ? answered(answer) : now))
@@ -189,7 +189,7 @@ extension PermissionsService {
     private func answered(_ answer: AgentAnswer) -> Status { answer == .deny ? .denied : .authorized }
 
     func undecided(_ prompt: Prompt) -> Status {
-        status(uid: prompt.uid, app: prompt.app, permission: prompt.permission)
+        tracker.status(prompt.audience, app: prompt.app, permission: prompt.permission)
     }
 
     func registerAgent(_ call: MethodCall) {

@@ -12,7 +12,7 @@ extension StatusTracker {
     /// Grants until every one of `owners` (unique names) has left the bus.
     /// Signals the change to the user.
     package func grantSession(uid: UInt32, app: String, permission: String, to owners: Set<String>) {
-        signalling([.user(uid)], [(app, permission)]) {
+        signalling(audiences(of: uid), [(app, permission)]) {
             sessionGrants[DecisionKey(uid: uid, app, permission)] = owners
         }
     }

@@ -9,6 +9,26 @@ internal import DBusKit
 package enum Audience: Hashable, Sendable {
     case everyone
     case user(UInt32)
+    /// One user's view of an app identified by its script (kind `script`): as
+    /// `.user`, except that an admin allow= does not count (the path is the caller's
+    /// own claim); deny= does. A script's own reads and its app stream are in it;
+    /// the broadcast and user streams tell an app id as any other caller has it.
+    case script(UInt32)
+
+    /// The user whose decisions count: nil for everyone.
+    var uid: UInt32? {
+        switch self {
+        case .everyone: nil
+        case .user(let uid), .script(let uid): uid
+        }
+    }
+
+    /// The admin's entry for `app` as it counts in this view.
+    func policy(_ snapshot: Snapshot, for app: String) -> Policy {
+        let policy = snapshot.policy(for: app)
+        if case .script = self, policy == .allow { return .none }
+        return policy
+    }
 }
 
 /// The service's logic without the bus: combines what a `SnapshotSource` (the
@@ -32,12 +52,16 @@ package final class StatusTracker {
     let configured = DeclaredPermissions()
     /// One real change of a status as `audience` sees it: StatusChanged(app,
     /// permission, status); app "" stands for every app (a service-level change).
-    /// A change of one user's decision is told to `.user(uid)` only; a change for
-    /// everyone is told to `.everyone` and to each of `users`.
+    /// A change of one user's decision is told to `.user(uid)` only (and to
+    /// `.script(uid)` if that user is in `scriptUsers`); a change for everyone is
+    /// told to `.everyone`, to each of `users` and to each of `scriptUsers`.
     package var emit: (_ audience: Audience, _ app: String, _ permission: String, _ status: Status) -> Void
     /// The users whose own view of everyone-level changes is wanted (those with a
     /// subscriber); each gets the change as it applies to them.
     package var users: () -> [UInt32] = { [] }
+    /// The users with a subscriber identified by its script (kind `script`): their
+    /// view as `.script` is wanted too.
+    package var scriptUsers: () -> [UInt32] = { [] }
     /// The snapshots clients last heard about (what signals were computed from).
     private(set) var snapshots: [String: Snapshot] = [:]
     /// "allow-session" grants: (uid, app, permission) -> the requesters' unique names
@@ -104,7 +128,7 @@ package final class StatusTracker {
     /// whose removal (and its signal) has not come yet.
     package func status(_ audience: Audience, app: String, permission: String, asTold: Bool = false) -> Status {
         let s = snapshot(permission)
-        return effectiveStatus(service: s.service, policy: s.policy(for: app),
+        return effectiveStatus(service: s.service, policy: audience.policy(s, for: app),
                                decision: decision(audience, app, permission, asTold: asTold))
     }
 
@@ -124,18 +148,22 @@ package final class StatusTracker {
             return store.decision(key, now: outcomeInstant ?? currentMicroseconds())
         }
         if row(nil)?.decision == .denied { return .denied }
-        guard case .user(let uid) = audience else { return nil }
+        guard let uid = audience.uid else { return nil }
         if let stored = row(uid) { return stored.decision }
         return hasSessionGrant(DecisionKey(uid: uid, app, permission)) ? .authorized : nil
     }
 
-    /// Everyone, then each user with a subscriber.
-    private var allAudiences: [Audience] { [.everyone] + users().map { .user($0) } }
+    /// Everyone, then each user with a subscriber, then each with a script's.
+    private var allAudiences: [Audience] {
+        [.everyone] + users().map { .user($0) } + scriptUsers().map { .script($0) }
+    }
 
-    /// Who a change of `owner`'s row can concern: that user, or, for an
-    /// unassigned row (which may be a deny in force for all), everyone.
+    /// Who a change of `owner`'s row can concern: that user (and their scripts'
+    /// view, if one subscribed), or, for an unassigned row (which may be a deny in
+    /// force for all), everyone.
     func audiences(of owner: UInt32?) -> [Audience] {
-        owner.map { [.user($0)] } ?? allAudiences
+        guard let owner else { return allAudiences }
+        return [.user(owner)] + (scriptUsers().contains(owner) ? [.script(owner)] : [])
     }
 
     /// Runs `change` and tells each of `audiences` whose status of each pair it changed.
@@ -216,8 +244,10 @@ package final class StatusTracker {
         for app in apps.sorted() {
             for audience in audiences {
                 let decision = self.decision(audience, app, permission)
-                let before = effectiveStatus(service: old.service, policy: old.policy(for: app), decision: decision)
-                let after = effectiveStatus(service: new.service, policy: new.policy(for: app), decision: decision)
+                let before = effectiveStatus(service: old.service, policy: audience.policy(old, for: app),
+                                             decision: decision)
+                let after = effectiveStatus(service: new.service, policy: audience.policy(new, for: app),
+                                            decision: decision)
                 // A service-level change already told every app about disabled/unsupported.
                 if before != after, !(serviceChanged && (after == .disabled || after == .unsupported)) {
                     emit(audience, app, permission, after)
@@ -265,7 +295,7 @@ package final class StatusTracker {
         }
         let row = StoredDecision(uid: uid, appID: app, permission: permission, decision: decision,
                                  setAt: currentMicroseconds(), setBy: setBy, expiresAt: expiresAt)
-        write(.set(row), audiences: { [.user(uid)] }, pairs: { [(app, permission)] },
+        write(.set(row), audiences: { [self] in audiences(of: uid) }, pairs: { [(app, permission)] },
               committed: { [self] _, _ in
                   endSessionGrant(key)
                   if let expiresAt, expiresAt <= outcomeInstant ?? currentMicroseconds() { neverInForce[key] = row.setAt }
@@ -303,7 +333,7 @@ package final class StatusTracker {
         write(.assign(app: app, permissions: names, to: uid),
               audiences: { [self] in
                   var audiences = allAudiences
-                  if !audiences.contains(.user(uid)) { audiences.append(.user(uid)) }
+                  for audience in self.audiences(of: uid) where !audiences.contains(audience) { audiences.append(audience) }
                   return audiences
               },
               pairs: { [self] in

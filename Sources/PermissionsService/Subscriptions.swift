@@ -15,10 +15,13 @@ internal import PermissionsStore
 enum Stream: Hashable {
     case user(UInt32)
     case app(UInt32, String)
+    /// The app stream of a caller identified by its script: its changes as the
+    /// `.script` audience sees them (an admin allow= does not count).
+    case script(UInt32, String)
 
     var uid: UInt32 {
         switch self {
-        case .user(let uid), .app(let uid, _): uid
+        case .user(let uid), .app(let uid, _), .script(let uid, _): uid
         }
     }
 
@@ -26,15 +29,21 @@ enum Stream: Hashable {
     var scope: String {
         switch self {
         case .user: "user"
-        case .app: "app"
+        case .app, .script: "app"
         }
+    }
+
+    /// The audience whose changes the stream is told.
+    var audience: Audience {
+        if case .script(let uid, _) = self { return .script(uid) }
+        return .user(uid)
     }
 
     /// Whether a change of `app` ("" = every app) for this stream's user belongs in it.
     func carries(_ app: String) -> Bool {
         switch self {
         case .user: true
-        case .app(_, let own): app.isEmpty || app.utf8.elementsEqual(own.utf8)
+        case .app(_, let own), .script(_, let own): app.isEmpty || app.utf8.elementsEqual(own.utf8)
         }
     }
 }
@@ -62,14 +71,14 @@ extension PermissionsService {
         }
         withCaller(call) { [unowned self] identity in
             // A sandboxed or unverified caller is one app: it never sees its user's others.
-            let confined = identity.kind != .executable && identity.kind != .systemdUnit
+            let confined = ![.executable, .systemdUnit, .script].contains(identity.kind)
             if confined, scope == "user" {
                 return call.fail(PermissionsError.notAuthorized(
                     "scope \"user\" is not allowed: \(identity.appID) (\(identity.kind.rawValue)) may follow only "
                         + "its own app"))
             }
-            let stream: Stream = (scope ?? (confined ? "app" : "user")) == "app"
-                ? .app(identity.uid, identity.appID) : .user(identity.uid)
+            let stream: Stream = (scope ?? (confined ? "app" : "user")) != "app" ? .user(identity.uid)
+                : identity.kind == .script ? .script(identity.uid, identity.appID) : .app(identity.uid, identity.appID)
             // Each stream counts its own changes, so a user's stream is ahead of any of its
             // apps': moving a subscription to another stream would make its serials go
             // backwards (or jump), which its subscriber takes for missed changes.
@@ -90,9 +99,10 @@ extension PermissionsService {
         call.reply()
     }
 
-    /// The users with a subscriber, for the tracker's per-user signals.
-    var subscribedUsers: [UInt32] {
-        Array(Set(subscribers.values.map(\.uid))).sorted()
+    /// The users with a subscriber, for the tracker's per-user signals: of a user or
+    /// app stream, or (`scripts`) of a script's app stream.
+    func subscribedUsers(scripts: Bool) -> [UInt32] {
+        Array(Set(subscribers.values.filter { ($0.audience == .script($0.uid)) == scripts }.map(\.uid))).sorted()
     }
 
     /// The serial last sent in a stream (epoch in the high 32 bits, as ChangeSerial).
@@ -133,11 +143,11 @@ extension PermissionsService {
             logDebug("StatusChanged(\"\(app)\", \(permission), \(status.rawValue), \(serial)) to everyone")
             try? connection.emitSignal(path: Self.objectPath, interface: Self.interfaceName,
                                        member: "StatusChanged", arguments(serial))
-        case .user(let uid):
+        case .user, .script:
             // One signal per stream that carries it, copied to each of its subscribers
             // (DBusKit's sendCopies); only streams with a subscriber count.
             var destinations: [Stream: [String]] = [:]
-            for (name, stream) in subscribers where stream.uid == uid && stream.carries(app) {
+            for (name, stream) in subscribers where stream.audience == audience && stream.carries(app) {
                 destinations[stream, default: []].append(name)
             }
             for (stream, names) in destinations {

@@ -248,7 +248,16 @@ do {
     case "grant", "deny":
         expectArguments(2...2, "[--user U] APP PERMISSION")
         let decision = command == "grant" ? "authorized" : "denied"
-        _ = try forUser("SetDecision", .string(arguments[0]), .string(arguments[1]), .string(decision))
+        let (app, permission) = (arguments[0], arguments[1])
+        _ = try forUser("SetDecision", .string(app), .string(permission), .string(decision))
+        // Stored; whether it is what the app now gets is another question (Override).
+        let read = if let targetUser { try? client.call("GetStatusForUser", .uint32(targetUser), .string(app),
+                                                        .string(permission)) }
+                   else { try? client.call("GetStatusForApp", .string(app), .string(permission)) }
+        if let status = read?.first?.stringValue,
+           let note = Override.note(app: app, permission: permission, decision: decision, status: status) {
+            printError("permissionsctl: note: \(note)")
+        }
     case "reset":
         expectArguments(1...64, "[--user U | --unassigned] APP [PERMISSION...]")
         let (app, names) = (DBusValue.string(arguments[0]), DBusValue.strings(Array(arguments.dropFirst())))

@@ -264,6 +264,10 @@ final class ConfigApplier {
                 core = newCore
                 service.noAgentDefaults = newCore.noAgent
                 service.agentTimeoutMilliseconds = Int32(newCore.agentTimeoutSeconds * 1000)
+                service.setInterpreters(newCore.interpreters)
+                for warning in ConfigWarnings.of(entries, interpreters: newCore.interpreters) {
+                    logWarning(warning.escapedForLog)
+                }
                 service.setDeclared(declared)
                 service.disabledForLackOfConfiguration = false
                 applied = entries

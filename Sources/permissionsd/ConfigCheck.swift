@@ -13,8 +13,10 @@ import CLISupport
 /// and every plugin must accept its sections through its `validate` entry (the
 /// plugins are loaded and started for that, with no configuration, and stopped).
 /// Unlike the daemon, which stops at the first problem, it reports every one it
-/// can find, one "FILE:LINE: reason" line each on stderr, like `sshd -t`. A plugin
-/// without a `validate` entry checks its sections only when they are applied.
+/// can find, one "FILE:LINE: reason" line each on stderr, like `sshd -t`, and the
+/// warnings of ConfigWarnings ("FILE:LINE: warning: ..."), which do not fail the
+/// check. A plugin without a `validate` entry checks its sections only when they
+/// are applied.
 /// No bus, no store, no state directory: it can run before the daemon ever has.
 enum ConfigCheck {
     static func run(configDirectory: String, pluginDirectories: [String]) -> Never {
@@ -38,6 +40,7 @@ enum ConfigCheck {
         }
         let (core, forPlugins) = CoreConfig.split(reading.entries, previous: CoreConfig(),
                                                   reject: { problems.append($0) })
+        let warnings = ConfigWarnings.of(reading.entries, interpreters: core.interpreters)
         let host = PluginHost(queue: queue)
         host.loadAll(from: pluginDirectories, config: []) {
             let provided = Set(host.providers.keys)
@@ -48,7 +51,7 @@ enum ConfigCheck {
             host.validateAll(forPlugins) { pluginProblems in
                 problems += pluginProblems
                 host.stopAll()
-                finish(problems, files: files)
+                finish(problems, warnings: warnings, files: files)
             }
         }
     }
@@ -69,8 +72,10 @@ enum ConfigCheck {
         }
     }
 
-    private static func finish(_ problems: [String], files: ConfigFiles) -> Never {
-        for problem in problems { printError(problem.escapedForLog) }
+    /// Problems make the exit status 1; warnings (ConfigWarnings) are printed the
+    /// same way and leave it 0.
+    private static func finish(_ problems: [String], warnings: [String], files: ConfigFiles) -> Never {
+        for problem in problems + warnings { printError(problem.escapedForLog) }
         if problems.isEmpty {
             let read = files.files
             print("\(files.directory): configuration OK (\(read.isEmpty ? "no files" : read.joined(separator: ", ")))")

@@ -78,4 +78,58 @@ import PermissionsTestSupport
         #expect(missing.status == 1)
         #expect(missing.stderr == "\(directory)/typo: no such directory\n")
     }
+    /// Valid entries that no caller can ever match are warned about, with their file
+    /// and line, and the check still passes; an app id some kind can produce is not
+    /// (a bare name is an app scope's when a desktop file has that name).
+    @Test func appIDsNoCallerCanHaveAreWarnings() throws {
+        let apps = try makeTemporaryDirectory("check-config-apps")
+        defer { try? FileManager.default.removeItem(atPath: apps) }
+        let dir = URL(fileURLWithPath: apps).resolvingSymlinksInPath().path
+        for script in ["tool.py", "allowed.py"] {
+            try "#!/usr/bin/python3\n".write(toFile: dir + "/" + script, atomically: true, encoding: .utf8)
+        }
+        try FileManager.default.copyItem(atPath: "/usr/bin/true", toPath: dir + "/true")
+        try FileManager.default.createSymbolicLink(atPath: dir + "/link", withDestinationPath: "true")
+        try FileManager.default.createSymbolicLink(atPath: dir + "/linked-dir", withDestinationPath: dir)
+        let python = URL(fileURLWithPath: "/usr/bin/python3").resolvingSymlinksInPath().path
+        let (result, directory, state) = try Self.check([
+            "permissions.conf": """
+                [location]
+                allow=firefox;\(dir)/true;\(dir)/allowed.py
+                deny=\(dir)/tool.py;\(dir)/link;\(dir)/not-installed-yet;\(dir)/linked-dir/later
+                [notifications]
+                deny=\(dir);\(python)
+                """,
+        ])
+        defer {
+            try? FileManager.default.removeItem(atPath: directory)
+            try? FileManager.default.removeItem(atPath: state)
+        }
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout == "\(directory): configuration OK (\(directory)/permissions.conf)\n")
+        let file = directory + "/permissions.conf"
+        #expect(result.stderr.split(separator: "\n").map(String.init) == [
+            "\(file):2: warning: [location] allow=\(dir)/allowed.py is not an ELF executable: the kernel runs it through "
+                + "an interpreter, so it is never an executable's id, and allow= does not count for a script's id; this "
+                + "never matches (a user's own grant does count for a script)",
+            "\(file):3: warning: [location] deny=\(dir)/link goes through a symbolic link (it resolves to \(dir)/true); "
+                + "an app id is a path with every link resolved, so this never matches: write \(dir)/true",
+            "\(file):3: warning: [location] deny=\(dir)/linked-dir/later goes through a symbolic link (it resolves to "
+                + "\(dir)/later); an app id is a path with every link resolved, so this never matches: write \(dir)/later",
+            "\(file):5: warning: [notifications] deny=\(dir) is not a regular file: no executable or script has this "
+                + "id, so this never matches",
+            "\(file):5: warning: [notifications] deny=\(python) is an interpreter ([identity] interpreters=): this is "
+                + "the id of the interpreter only when it runs no script file (-c, -m, standard input); each script has "
+                + "an id of its own, its path",
+        ])
+    }
+
+    /// The daemon says the same when it applies a configuration.
+    @Test func theDaemonLogsTheWarnings() throws {
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, config: "[location]\ndeny=/usr/bin/python3\n")
+        let python = URL(fileURLWithPath: "/usr/bin/python3").resolvingSymlinksInPath().path
+        try daemon.waitForLog("/permissions.conf:2: warning: [location] deny=/usr/bin/python3 goes through a symbolic "
+                              + "link (it resolves to \(python))")
+    }
 }

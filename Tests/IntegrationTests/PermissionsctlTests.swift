@@ -101,6 +101,51 @@ import PermissionsTestSupport
         #expect(try daemon.ctl("reset", "org.example.App", "notifications").status == 1)
     }
 
+    // MARK: grant and deny under an administrator's rule
+
+    /// The decision is stored and the exit status is 0, but an admin rule decides
+    /// the status: said on stderr. A decision that is in force says nothing.
+    @Test func grantAndDenySayWhenTheAdministratorDecides() throws {
+        let monitor = try Monitor(daemon)
+        try daemon.writeConfig("""
+            [location]
+            deny=org.example.Locked
+            [notifications]
+            allow=org.example.Forced;/usr/bin/forced
+            """)
+        let announced: Set = [statusLine(app: "org.example.Locked", "location", "restricted"),
+                              statusLine(app: "org.example.Forced", "notifications", "authorized"),
+                              statusLine(app: "/usr/bin/forced", "notifications", "authorized")]
+        var seen = Set<String>()
+        while seen.count < announced.count { seen.insert(try monitor.waitFor { announced.contains($0) }) }
+
+        for arguments in [["grant", "org.example.Locked", "location"],
+                          ["grant", "--user", "\(getuid())", "org.example.Locked", "location"]] {
+            let locked = try run(Self.ctl, ["--address", bus.address] + arguments)
+            #expect(locked.status == 0, "\(arguments)")
+            #expect(locked.stdout == "", "\(arguments)")
+            #expect(locked.stderr == "permissionsctl: note: org.example.Locked is restricted for location by the "
+                    + "administrator (deny= in permissions.conf): the grant is stored, and applies only once that "
+                    + "entry goes\n", "\(arguments)")
+        }
+        let forced = try daemon.ctl("deny", "org.example.Forced", "notifications")
+        #expect(forced.status == 0)
+        #expect(forced.stderr == "permissionsctl: note: org.example.Forced is forced on for notifications by the "
+                + "administrator (allow= in permissions.conf): the deny is stored, and applies only once that entry "
+                + "goes\n")
+        let path = try daemon.ctl("deny", "/usr/bin/forced", "notifications")
+        #expect(path.status == 0)
+        #expect(path.stderr == "permissionsctl: note: /usr/bin/forced is forced on for notifications by the "
+                + "administrator (allow= in permissions.conf): the deny is stored, and applies only once that entry "
+                + "goes (if /usr/bin/forced runs as a script, allow= does not count for it, and the deny applies)\n")
+        // Stored all the same.
+        #expect(try daemon.ctl("list", "org.example.Locked").stdout.contains("authorized"))
+        #expect(try daemon.ctl("list", "org.example.Forced").stdout.contains("denied"))
+        // In force: nothing to say.
+        let free = try daemon.ctl("grant", "org.example.Free", "location")
+        #expect(free.status == 0 && free.stdout == "" && free.stderr == "")
+    }
+
     // MARK: 8. The monitor sees the service leave and return
 
     @Test func monitorReportsTheServiceLeavingAndReturning() throws {

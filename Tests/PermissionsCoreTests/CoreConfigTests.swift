@@ -130,4 +130,43 @@ struct CoreConfigTests {
         #expect(core == CoreConfig())
         #expect(rest == entries)
     }
+
+    // MARK: [identity] interpreters=
+
+    @Test("interpreters= is a list of names and absolute paths; absent is the default, empty is none", arguments: [
+        ("python3;perl", ["python3", "perl"] as [String]?),
+        (" python3 ; /opt/py/bin/python3.12 ;", ["python3", "/opt/py/bin/python3.12"]),
+        ("", []),
+        ("tclsh8.6;g++-wrapper", ["tclsh8.6", "g++-wrapper"]),
+    ])
+    func interpreters(value: String, expected: [String]?) {
+        var rejected: [String] = []
+        let (core, rest) = CoreConfig.split([Self.entry("identity", "interpreters", value)], previous: Self.previous,
+                                            reject: { rejected.append($0) })
+        #expect(core.interpreters == expected)
+        #expect(rejected.isEmpty)
+        #expect(rest.isEmpty)
+        #expect(CoreConfig.split([], previous: core).0.interpreters == nil)
+    }
+
+    @Test("a bad interpreter entry is rejected, naming it, and the previous list is kept", arguments: [
+        "python3;bin/python3", "-x", ".hidden", "/usr/bin/../bin/python3", "python 3", "/usr//bin/python3",
+    ])
+    func badInterpreter(value: String) {
+        var previous = Self.previous
+        previous.interpreters = ["perl"]
+        var rejected: [String] = []
+        let (core, _) = CoreConfig.split([Self.entry("identity", "interpreters", value, line: 4)], previous: previous,
+                                         reject: { rejected.append($0) })
+        #expect(core.interpreters == ["perl"])
+        #expect(rejected.count == 1)
+        #expect(rejected.first?.hasPrefix("permissions.conf:4: [identity] interpreters: invalid interpreter \"") == true)
+    }
+
+    @Test func identityIsNoPermissionName() {
+        var rejected: [String] = []
+        _ = CoreConfig.split([Self.entry("permissions", "declare", "identity")], previous: CoreConfig(),
+                             reject: { rejected.append($0) })
+        #expect(rejected == ["permissions.conf:1: [permissions] declare: invalid permission name \"identity\""])
+    }
 }

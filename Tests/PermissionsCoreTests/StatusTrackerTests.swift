@@ -60,6 +60,7 @@ private final class Fixture {
         switch audience {
         case .everyone: self.heard.append("everyone: \(app) \(permission) \(status.rawValue)")
         case .user(let uid): self.heard.append("uid \(uid): \(app) \(permission) \(status.rawValue)")
+        case .script(let uid): self.heard.append("uid \(uid) script: \(app) \(permission) \(status.rawValue)")
         }
     }
 
@@ -363,5 +364,50 @@ struct StatusTrackerUserTests {
         #expect(assigned == 1)
         #expect(f.heard == ["uid 2: app.B camera authorized"])
         #expect(f.tracker.status(uid: 1, app: "app.B", permission: "camera") == .notDetermined)
+    }
+}
+
+@Suite("StatusTracker: scripts")
+struct StatusTrackerScriptTests {
+    @Test("a script's view: an admin deny counts, an allow does not; the user's decision does")
+    func scriptView() throws {
+        let f = Fixture()
+        f.publish(camera(.available, ["/home/u/allowed.py": .allow, "/home/u/denied.py": .restricted]))
+        #expect(f.tracker.status(.script(1), app: "/home/u/allowed.py", permission: "camera") == .notDetermined)
+        #expect(f.tracker.status(.user(1), app: "/home/u/allowed.py", permission: "camera") == .authorized)
+        #expect(f.tracker.status(.script(1), app: "/home/u/denied.py", permission: "camera") == .restricted)
+        try f.store.set(DecisionKey(uid: 1, "/home/u/allowed.py", "camera"), decision: .denied, setBy: "t")
+        try f.store.set(DecisionKey(uid: 1, "/home/u/denied.py", "camera"), decision: .authorized, setBy: "t")
+        #expect(f.tracker.status(.script(1), app: "/home/u/allowed.py", permission: "camera") == .denied)
+        #expect(f.tracker.status(.script(1), app: "/home/u/denied.py", permission: "camera") == .restricted)
+        #expect(f.tracker.status(.script(2), app: "/home/u/allowed.py", permission: "camera") == .notDetermined)
+    }
+
+    /// Where the views differ (an allow= naming the path), each hears its own
+    /// changes: a decision under an allow changes nothing for an executable of that
+    /// path, but is the script's status; the allow coming changes nothing for it.
+    @Test("a user with a script's subscription hears the changes of the script's view too")
+    func scriptSignals() throws {
+        let f = Fixture()
+        f.publish(camera())
+        f.tracker.users = { [1] }
+        f.tracker.scriptUsers = { [1] }
+        let app = "/home/u/tool.py"
+        _ = f.publish(camera(.available, [app: .allow]))
+        #expect(f.heard == ["everyone: \(app) camera authorized", "uid 1: \(app) camera authorized"])
+        _ = try f.take { try f.tracker.setDecision(uid: 1, app: app, permission: "camera", decision: .denied, setBy: "t") }
+        #expect(f.heard == ["uid 1 script: \(app) camera denied"])
+        _ = f.take { f.tracker.grantSession(uid: 1, app: "/home/u/other.py", permission: "camera", to: [":1.9"]) }
+        #expect(f.heard == ["uid 1: /home/u/other.py camera authorized", "uid 1 script: /home/u/other.py camera authorized"])
+        _ = f.publish(camera(.available, [app: .restricted]))
+        #expect(f.heard == ["everyone: \(app) camera restricted", "uid 1: \(app) camera restricted",
+                            "uid 1 script: \(app) camera restricted"])
+        _ = f.publish(camera(.disabled, [:]))
+        #expect(f.heard == ["everyone:  camera disabled", "uid 1:  camera disabled", "uid 1 script:  camera disabled"])
+        // Without a script's subscription, nobody computes that view.
+        f.tracker.scriptUsers = { [] }
+        _ = f.publish(camera(.available, [app: .allow]))
+        _ = try f.take { try f.tracker.setDecision(uid: 1, app: app, permission: "camera", decision: .authorized, setBy: "t") }
+        #expect(f.heard == [])
     }
 }

@@ -39,6 +39,7 @@ import Testing
                 #expect(error.code == .unavailable)
                 #expect(error.name == "org.freedesktop.DBus.Error.BadAddress")
                 #expect(error.message == Self.refusal(value, reason))
+                #expect(error.localizedDescription == error.message)
             }
         }
     }

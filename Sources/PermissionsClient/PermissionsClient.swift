@@ -81,8 +81,8 @@ public final class PermissionsClient: Sendable {
 
     /// Connects to `bus` (one blocking round trip, Hello), whatever
     /// `PERMISSIONS_BUS` says. The service need not run yet: a call starts it
-    /// when the bus can (D-Bus activation); otherwise calls throw
-    /// `.unavailable`, and `updates` waits for it.
+    /// when the bus can (D-Bus activation), and so does `updates`; otherwise
+    /// calls throw `.unavailable`, and `updates` waits for it.
     /// - Throws: `.unavailable` when the bus cannot be reached.
     public init(bus: Bus) throws(PermissionsClientError) {
         self.bus = bus

@@ -6,7 +6,8 @@ import PermissionsModel
 /// The permissions service (org.example.Permissions) as an app sees it: its own
 /// status of each permission, requests that may prompt the user, and streams of
 /// changes. Every answer is this app's: the service identifies the app from its
-/// bus credentials, never from anything sent.
+/// bus credentials, never from anything sent (`identity()` tells what it took the
+/// app for).
 ///
 /// `PermissionsClient()` talks to the service where it is installed, on the
 /// system bus; a developer points it elsewhere with `PERMISSIONS_BUS` (see `Bus`)

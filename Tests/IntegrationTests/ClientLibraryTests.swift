@@ -122,6 +122,20 @@ import Testing
         }
     }
 
+    /// identity(): what GetDiagnostics says of this process, typed.
+    @Test func identityIsWhatTheServiceTakesThisAppFor() async throws {
+        try await onOwnThreads {
+            let version = try run(binDir + "/permissionsd", ["--version"]).stdout
+                .split(separator: "\n").first?.split(separator: " ").dropFirst().first.map(String.init)
+            let alone = try await client.identity()
+            #expect(alone == AppIdentity(appID: Self.selfApp, kind: .executable, uid: getuid(), hasAgent: false,
+                                         serviceVersion: version))
+            let agent = try TestAgent(bus: bus)
+            #expect(try await client.identity().hasAgent)
+            _ = agent
+        }
+    }
+
     /// localizedDescription is the error's own words, not Foundation's stock sentence.
     @Test func errorsDescribeThemselves() async throws {
         try await onOwnThreads {

@@ -7,7 +7,7 @@ import Testing
 
 /// The PermissionsClient library as an app on a desktop meets it: the service
 /// started by an `updates` stream alone (D-Bus activation), the bus going away
-/// under a stream, the client going away.
+/// under a stream, and an identity answer with more keys than this library knows.
 @Suite struct ClientLifecycleTests {
     /// A bus whose activation directory starts permissionsd (this build, with the
     /// directories of `daemon`, which is never started itself) when the name is asked for.
@@ -88,6 +88,44 @@ import Testing
             client = nil
             #expect(try await seen.waitForEnd() == ["not-determined"])
             daemon.stop()
+        }
+    }
+
+    /// A newer service may tell more in GetDiagnostics: identity() reads what it
+    /// knows and leaves the rest; an answer without a key it needs is an error
+    /// that names the key. The service here is a stand-in on a test bus: the real
+    /// one sends only the keys of today.
+    @Test func identityToleratesKeysItDoesNotKnow() async throws {
+        try await onOwnThreads {
+            let bus = try TestBus()
+            let answer = Locked<DBusValue>(.vardict([
+                ("app-id", .string("org.example.Newer")), ("identity-kind", .string("portal")),
+                ("uid", .uint32(1000)), ("has-agent", .boolean(true)), ("version", .string("9.1")),
+                ("unverified-reason", .string("")), ("agent-unreachable", .boolean(false)),
+                ("extra", .array(elementSignature: "u", [.uint32(1), .uint32(2)])),
+            ]))
+            let queue = DispatchQueue(label: "stand-in-service")
+            let service = try queue.sync { () throws -> Connection in
+                let connection = try Connection.open(.address(bus.address), queue: queue)
+                connection.export(ExportedObject(path: "/org/example/Permissions", interfaces: [
+                    Interface("org.example.Permissions", methods: [
+                        Method("GetDiagnostics") { $0.reply([answer.withLock { $0 }]) },
+                    ]),
+                ], introspection: ""))
+                _ = try connection.requestName("org.example.Permissions")
+                return connection
+            }
+            let client = try PermissionsClient(bus: .address(bus.address))
+            #expect(try await client.identity() == AppIdentity(appID: "org.example.Newer", kind: .unknown("portal"),
+                                                               uid: 1000, hasAgent: true, serviceVersion: "9.1"))
+            answer.withLock { $0 = .vardict([("app-id", .string("org.example.Newer")), ("uid", .uint32(1000))]) }
+            do {
+                _ = try await client.identity()
+                Issue.record("identity() answered without identity-kind and has-agent")
+            } catch let error as PermissionsClientError {
+                #expect(error.message == "GetDiagnostics answered without \"identity-kind\" (s)", "\(error)")
+            }
+            queue.sync { service.close() }
         }
     }
 }

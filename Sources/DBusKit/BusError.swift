@@ -24,6 +24,7 @@ public struct BusError: Error, Sendable, Equatable, CustomStringConvertible {
     public static let noReply = "org.freedesktop.DBus.Error.NoReply"
     public static let disconnected = "org.freedesktop.DBus.Error.Disconnected"
     public static let nameHasNoOwner = "org.freedesktop.DBus.Error.NameHasNoOwner"
+    public static let badAddress = "org.freedesktop.DBus.Error.BadAddress"
     public static let noMemory = "org.freedesktop.DBus.Error.NoMemory"
 }
 

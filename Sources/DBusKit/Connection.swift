@@ -165,6 +165,13 @@ public final class Connection: @unchecked Sendable {
         dbus_connection_unref(raw)
     }
 
+    /// Whether the connection is still open: false once the bus closed it (or it
+    /// was closed here), even before `onDisconnect` ran.
+    public var isConnected: Bool {
+        assertOnQueue()
+        return dbus_connection_get_is_connected(raw) != 0
+    }
+
     /// Runs `body` later on the connection's queue. `body` need not be `Sendable`:
     /// it is created on the queue and runs on the same queue, never concurrently.
     public func async(_ body: @escaping () -> Void) {

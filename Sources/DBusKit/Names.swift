@@ -42,6 +42,23 @@ public enum Signature {
     }
 }
 
+/// A bus daemon's address (`unix:path=/run/dbus/system_bus_socket`,
+/// `unix:abstract=…,guid=…`; several entries separated by `;`), read with
+/// libdbus's own parser, as `dbus_connection_open` will read it.
+public enum BusAddress {
+    /// What is wrong with `address`, in libdbus's words ("Address does not
+    /// contain a colon"), or nil if it parses.
+    public static func problem(in address: String) -> String? {
+        guard !address.utf8.contains(0) else { return "it contains a NUL byte" }
+        let error = CError()
+        var entries: UnsafeMutablePointer<OpaquePointer?>?
+        var count: Int32 = 0
+        guard dbus_parse_address(address, &entries, &count, &error.raw) != 0 else { return error.busError.message }
+        dbus_address_entries_free(entries)
+        return nil
+    }
+}
+
 private func check(_ value: String, _ what: String,
                    _ validator: (UnsafePointer<CChar>?, UnsafeMutablePointer<DBusError>?) -> dbus_bool_t)
     throws(BusError)

@@ -1,9 +1,17 @@
 import DBusKit
+// For `LocalizedError` alone, so that `localizedDescription` is the message;
+// FoundationEssentials is the part of Foundation that has it (no ICU, no
+// Foundation in the library).
+public import FoundationEssentials
 import PermissionsModel
 
 /// What a call of `PermissionsClient` throws: the service's named error (or the
-/// bus's), sorted into a `Code`, with the D-Bus name and message as sent.
-public struct PermissionsClientError: Error, Sendable, Equatable, CustomStringConvertible {
+/// bus's), sorted into a `Code`, with the D-Bus name and message as sent. It is
+/// a `LocalizedError`: `localizedDescription` (with Foundation) is `message`, the
+/// words that say what went wrong and quote the bad value.
+///
+/// A cancelled task's `request` throws `CancellationError`, not this.
+public struct PermissionsClientError: Error, Sendable, Equatable, CustomStringConvertible, LocalizedError {
     /// What went wrong, whatever the exact D-Bus error name.
     public enum Code: Sendable, Equatable {
         /// `org.example.Permissions.Error.UnknownPermission`: no such permission.
@@ -24,9 +32,9 @@ public struct PermissionsClientError: Error, Sendable, Equatable, CustomStringCo
         /// (`org.example.Permissions.Error.Cancelled`, or its owner left). The
         /// request is not retried: a retry could prompt twice.
         case serviceRestarted
-        /// The Swift task was cancelled; for a request, the prompt was cancelled too.
-        case cancelled
-        /// The bus closed this client's connection.
+        /// The connection to the bus was lost (the bus daemon stopped, or closed
+        /// it): `updates` streams end with it, and every call of this client
+        /// throws it. Make a new client.
         case disconnected
         /// Anything else (a timeout, an error of a newer service); see `name`.
         case other
@@ -57,8 +65,23 @@ public struct PermissionsClientError: Error, Sendable, Equatable, CustomStringCo
     /// `name: message`.
     public var description: String { "\(name): \(message)" }
 
-    static let cancelledByTask = PermissionsClientError(
-        .cancelled, name: BusNames.errorPrefix + ErrorName.cancelled, message: "the task was cancelled")
+    /// The message; for an error that came without one, what its code means.
+    public var errorDescription: String? { message.isEmpty ? meaning : message }
+
+    /// What each code means, in words.
+    private var meaning: String {
+        switch code {
+        case .unknownPermission: "The permissions service has no such permission."
+        case .invalidArgument: "The permissions service refused an argument."
+        case .notAuthorized: "This app may not do this."
+        case .unknownCaller: "The permissions service could not identify this app."
+        case .storageFailed: "The permissions service could not store the answer."
+        case .unavailable: "The permissions service is not available."
+        case .serviceRestarted: "The permissions service stopped while the request waited."
+        case .disconnected: "The connection to the bus was lost."
+        case .other: "The permissions service answered with the error \(name)."
+        }
+    }
 
     static func serviceLeft(_ owner: String) -> PermissionsClientError {
         PermissionsClientError(.serviceRestarted, name: BusNames.errorPrefix + ErrorName.cancelled,

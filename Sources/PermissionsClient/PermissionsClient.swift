@@ -1,11 +1,17 @@
 import DBusKit
 import Dispatch
+import Glibc
 import PermissionsModel
 
 /// The permissions service (org.example.Permissions) as an app sees it: its own
 /// status of each permission, requests that may prompt the user, and streams of
 /// changes. Every answer is this app's: the service identifies the app from its
-/// bus credentials, never from anything sent.
+/// bus credentials, never from anything sent (`identity()` tells what it took the
+/// app for).
+///
+/// `PermissionsClient()` talks to the service where it is installed, on the
+/// system bus; a developer points it elsewhere with `PERMISSIONS_BUS` (see `Bus`)
+/// or by naming the bus in `init(bus:)`.
 ///
 /// One client keeps one connection for reads and change streams; each request
 /// takes a connection of its own (see `request(_:reason:)`). Use it from any task
@@ -13,12 +19,48 @@ import PermissionsModel
 public final class PermissionsClient: Sendable {
     /// Which bus the service is on.
     public enum Bus: Sendable, Equatable {
-        /// The session bus (`DBUS_SESSION_BUS_ADDRESS`).
+        /// The session bus (`DBUS_SESSION_BUS_ADDRESS`): where `scripts/dev-up`
+        /// runs a development daemon.
         case session
-        /// The system bus, where an installed service runs.
+        /// The system bus, where an installed service runs: the default.
         case system
         /// A bus daemon's address, such as `unix:path=/run/dbus/system_bus_socket`.
         case address(String)
+
+        /// The environment variable that picks the bus of `PermissionsClient()`
+        /// (and of `permissionsctl` without a bus option): `system`, `session`, or
+        /// a D-Bus address such as `unix:path=/tmp/bus`.
+        public static let environmentVariable = "PERMISSIONS_BUS"
+
+        /// The bus `value` names, as `PERMISSIONS_BUS` takes it: `system`,
+        /// `session`, or a D-Bus address (`unix:path=…`, checked as libdbus
+        /// parses it).
+        /// - Throws: `.unavailable` (`org.freedesktop.DBus.Error.BadAddress`),
+        ///   whose message quotes the value, for anything else.
+        public init(parsing value: String) throws(PermissionsClientError) {
+            switch value {
+            case "system": self = .system
+            case "session": self = .session
+            default:
+                if let problem = BusAddress.problem(in: value) {
+                    throw PermissionsClientError(
+                        .unavailable, name: BusError.badAddress,
+                        message: "\(Self.environmentVariable)=\"\(value.escapedForMessage)\": expected system, "
+                            + "session or a D-Bus address such as unix:path=/run/dbus/system_bus_socket (\(problem))")
+                }
+                self = .address(value)
+            }
+        }
+
+        /// The bus `PERMISSIONS_BUS` names, or `.system` when it is unset or empty.
+        /// - Throws: `.unavailable` for a value `init(parsing:)` refuses: a typo
+        ///   is told, never taken for the system bus.
+        public static func fromEnvironment() throws(PermissionsClientError) -> Bus {
+            guard let value = getenv(environmentVariable).map({ String(cString: $0) }), !value.isEmpty else {
+                return .system
+            }
+            return try Bus(parsing: value)
+        }
     }
 
     let bus: Bus
@@ -30,10 +72,20 @@ public final class PermissionsClient: Sendable {
     /// the bus, so it lasts as long as this client.
     let idleRequestConnections = Locked<[RequestConnection]>([])
 
-    /// Connects to `bus` (one blocking round trip, Hello). The service need not run
-    /// yet: calls then throw `.unavailable`, and `updates` waits for it.
+    /// Connects to the bus `PERMISSIONS_BUS` names, or else to the system bus,
+    /// where the installed service runs (`Bus.fromEnvironment()`).
+    /// - Throws: `.unavailable` when the bus cannot be reached, or for a
+    ///   `PERMISSIONS_BUS` that names no bus.
+    public convenience init() throws(PermissionsClientError) {
+        try self.init(bus: Bus.fromEnvironment())
+    }
+
+    /// Connects to `bus` (one blocking round trip, Hello), whatever
+    /// `PERMISSIONS_BUS` says. The service need not run yet: a call starts it
+    /// when the bus can (D-Bus activation), and so does `updates`; otherwise
+    /// calls throw `.unavailable`, and `updates` waits for it.
     /// - Throws: `.unavailable` when the bus cannot be reached.
-    public init(bus: Bus = .session) throws(PermissionsClientError) {
+    public init(bus: Bus) throws(PermissionsClientError) {
         self.bus = bus
         do {
             connection = try Connection.open(bus.dbusKit, queue: queue)

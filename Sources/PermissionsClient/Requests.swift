@@ -9,17 +9,17 @@ extension PermissionsClient {
     ///
     /// Cancelling the calling task cancels the prompt: the request's connection
     /// leaves the bus, the service tells the agent `Cancel` and stores nothing, and
-    /// this throws `.cancelled`. When the service leaves the bus while this waits,
+    /// this throws `CancellationError` (at once, without asking, if the task was
+    /// cancelled already). When the service leaves the bus while this waits,
     /// it throws `.serviceRestarted` and does not ask again (a second request could
     /// prompt twice; ask again if the user still wants to).
     ///
     /// - Parameters:
     ///   - reason: shown in the prompt ("to scan a document"); may be empty.
-    /// - Throws: `.unknownPermission`, `.storageFailed` (the user's answer could not
-    ///   be stored), `.cancelled`, `.serviceRestarted`, `.unavailable`, ….
-    public func request(_ permission: Permission, reason: String = "") async throws(PermissionsClientError)
-        -> PermissionStatus
-    {
+    /// - Throws: `CancellationError` when the task was cancelled; otherwise a
+    ///   `PermissionsClientError`: `.unknownPermission`, `.storageFailed` (the
+    ///   user's answer could not be stored), `.serviceRestarted`, `.unavailable`, ….
+    public func request(_ permission: Permission, reason: String = "") async throws -> PermissionStatus {
         let reply = try await ask("Request", [.string(permission.rawValue), Self.options(reason)])
         return PermissionStatus(word: reply.first?.stringValue ?? "")
     }
@@ -27,8 +27,9 @@ extension PermissionsClient {
     /// Asks for each of `permissions` in turn, as `request(_:reason:)` does, and
     /// yields each answer as it comes: the next prompt starts only after the
     /// previous one was answered. Ends after the last one, or with the first error
-    /// (a `PermissionsClientError`): cancelling the consuming task (or dropping
-    /// the stream) cancels the prompt under way and asks nothing more.
+    /// (a `PermissionsClientError`). Cancelling the consuming task (or dropping
+    /// the stream) cancels the prompt under way and asks nothing more; the stream
+    /// then ends as any cancelled `AsyncThrowingStream` does, without an error.
     public func request(_ permissions: [Permission], reason: String = "")
         -> AsyncThrowingStream<PermissionUpdate, any Error>
     {
@@ -45,18 +46,22 @@ extension PermissionsClient {
     }
 
     /// One call that may wait for a prompt (see `PendingRequest`), as an async call
-    /// whose task's cancellation cancels it.
-    func ask(_ member: String, _ arguments: [DBusValue]) async throws(PermissionsClientError) -> [DBusValue] {
-        if Task.isCancelled { throw PermissionsClientError.cancelledByTask }
+    /// whose task's cancellation cancels it (and throws `CancellationError`).
+    func ask(_ member: String, _ arguments: [DBusValue]) async throws -> [DBusValue] {
+        try Task.checkCancellation()
         let pending = PendingRequest(client: self)
-        let result = await withTaskCancellationHandler {
+        let outcome = await withTaskCancellationHandler {
             await withCheckedContinuation { done in
                 pending.start(member, arguments) { done.resume(returning: $0) }
             }
         } onCancel: {
             pending.cancel()
         }
-        return try result.get()
+        switch outcome {
+        case .answered(let reply): return reply
+        case .failed(let error): throw error
+        case .cancelled: throw CancellationError()
+        }
     }
 
     /// An idle request connection, or a new one (a blocking Hello: called off the
@@ -104,13 +109,15 @@ final class RequestSequence: @unchecked Sendable {
         }
         guard let step else { return continuation.finish() }
         guard let (permission, pending) = step else { return }  // cancelled: the stream has ended
-        pending.start("Request", [.string(permission.rawValue), options]) { [self] result in
-            switch result {
-            case .success(let reply):
+        pending.start("Request", [.string(permission.rawValue), options]) { [self] outcome in
+            switch outcome {
+            case .answered(let reply):
                 continuation.yield(PermissionUpdate(permission, PermissionStatus(word: reply.first?.stringValue ?? "")))
                 next()
-            case .failure(let error):
+            case .failed(let error):
                 continuation.finish(throwing: error)
+            case .cancelled:
+                continuation.finish()  // the stream was terminated: this changes nothing
             }
         }
     }
@@ -159,10 +166,19 @@ final class RequestConnection: @unchecked Sendable {
 /// (cancelled, service gone) it closes it, which is what tells the service that
 /// nobody waits any more. Everything runs on dispatch queues.
 ///
+/// How one request ended.
+enum RequestOutcome: Sendable {
+    /// The reply's arguments.
+    case answered([DBusValue])
+    case failed(PermissionsClientError)
+    /// Its task was cancelled (or its stream dropped).
+    case cancelled
+}
+
 /// `@unchecked Sendable`: `shared` is behind its lock; `finished` and
 /// `ownerWatch` are used only on the link's queue.
 final class PendingRequest: @unchecked Sendable {
-    typealias Done = @Sendable (Result<[DBusValue], PermissionsClientError>) -> Void
+    typealias Done = @Sendable (RequestOutcome) -> Void
     private let client: PermissionsClient
     private struct Shared: Sendable {
         var cancelled = false
@@ -178,17 +194,17 @@ final class PendingRequest: @unchecked Sendable {
     /// Sends `member` and calls `done` once with the answer or the error.
     func start(_ member: String, _ arguments: [DBusValue], done: @escaping Done) {
         DispatchQueue.global().async { [self] in
-            if shared.withLock({ $0.cancelled }) { return done(.failure(.cancelledByTask)) }
+            if shared.withLock({ $0.cancelled }) { return done(.cancelled) }
             let link: RequestConnection
             do throws(PermissionsClientError) {
                 link = try client.takeRequestConnection()
             } catch {
-                return done(.failure(error))
+                return done(.failed(error))
             }
             shared.withLock { $0.link = link }
             link.queue.async { [self] in
                 self.done = done
-                if shared.withLock({ $0.cancelled }) { return finish(link, .failure(.cancelledByTask)) }
+                if shared.withLock({ $0.cancelled }) { return finish(link, .cancelled) }
                 send(member, arguments, on: link)
             }
         }
@@ -203,24 +219,27 @@ final class PendingRequest: @unchecked Sendable {
         ownerWatch = connection.subscribe(
             SignalMatch(sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus",
                         member: "NameOwnerChanged", arg0: BusNames.busName),
-            added: { [self] error in if let error { finish(link, .failure(PermissionsClientError(error))) } }
+            added: { [self] error in if let error { finish(link, .failed(PermissionsClientError(error))) } }
         ) { [self] message in
             let args = message.arguments()
             guard args.count == 3, let old = args[1].stringValue, let new = args[2].stringValue else { return }
-            if let owner, old == owner { return finish(link, .failure(.serviceLeft(owner))) }
+            if let owner, old == owner { return finish(link, .failed(.serviceLeft(owner))) }
             if owner == nil, old.isEmpty, !new.isEmpty { owner = new }  // started by activation
         }
         connection.callBus("GetNameOwner", [.string(BusNames.busName)]) { [self] result in
             // Not running: the well-known name, so that the bus may start it (D-Bus
             // activation); its owner then comes in NameOwnerChanged.
             if case .failure(let error) = result, error.name != BusError.nameHasNoOwner {
-                return finish(link, .failure(error))
+                return finish(link, .failed(error))
             }
             if case .success(let reply) = result { owner = reply.first?.stringValue }
             // DBUS_TIMEOUT_INFINITE: a prompt takes as long as the user does.
             connection.callService(member, arguments, destination: owner ?? BusNames.busName,
-                                   timeout: Int32.max) { [self] in
-                finish(link, $0)
+                                   timeout: Int32.max) { [self] result in
+                switch result {
+                case .success(let reply): finish(link, .answered(reply))
+                case .failure(let error): finish(link, .failed(error))
+                }
             }
         }
     }
@@ -231,18 +250,18 @@ final class PendingRequest: @unchecked Sendable {
             return shared.link
         }
         // Without a link yet, `start` sees the flag.
-        link?.queue.async { [self] in finish(link!, .failure(.cancelledByTask)) }
+        link?.queue.async { [self] in finish(link!, .cancelled) }
     }
 
-    private func finish(_ link: RequestConnection, _ result: Result<[DBusValue], PermissionsClientError>) {
+    private func finish(_ link: RequestConnection, _ outcome: RequestOutcome) {
         guard let done, !finished else { return }
         finished = true
-        if case .success = result {
+        if case .answered = outcome {
             if let ownerWatch { link.connection.unsubscribe(ownerWatch) }
             client.idleRequestConnections.withLock { $0.append(link) }
         } else {
             link.closeNow()
         }
-        done(result)
+        done(outcome)
     }
 }

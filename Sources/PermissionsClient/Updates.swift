@@ -10,25 +10,36 @@ extension PermissionsClient {
     /// user's. The same status never comes twice in a row. A permission the
     /// service does not know (or no longer knows) reads `unsupported`.
     ///
-    /// While the service is not on the bus, nothing comes (and `currentStatus`
-    /// is nil); when it comes back (a restart), the status is read again and
-    /// yielded only if it differs from the last one yielded. A missed signal (a
-    /// gap in the serials) is handled the same way.
+    /// The service need not be running: when it is not on the bus, the stream
+    /// asks the bus to start it (D-Bus activation, `StartServiceByName`), as any
+    /// call would. While the service is not on the bus (not installed, or
+    /// stopped after the stream began), nothing comes and `currentStatus` is nil;
+    /// when it comes back (a restart), the status is read again and yielded only
+    /// if it differs from the last one yielded. A missed signal (a gap in the
+    /// serials) is handled the same way.
+    ///
+    /// The stream ends when the consuming task is cancelled (or the stream is
+    /// dropped), and when the client goes away. It ends with a
+    /// `PermissionsClientError` whose code is `.disconnected` when the client's
+    /// connection to the bus is lost (the bus daemon stopped, or the connection
+    /// could not be served): nothing could be heard on it any more, and calls of
+    /// this client fail too. Make a new `PermissionsClient` then.
     ///
     /// All streams of one client share one set of match rules and one
     /// `Subscribe(scope "app")` call; the last stream to end unsubscribes.
-    public func updates(for permission: Permission) -> AsyncStream<PermissionStatus> {
-        AsyncStream { continuation in
-            let id = hub.add(filter: permission) { continuation.yield($0.status) }
+    public func updates(for permission: Permission) -> AsyncThrowingStream<PermissionStatus, any Error> {
+        AsyncThrowingStream { continuation in
+            let id = hub.add(filter: permission, yield: { continuation.yield($0.status) },
+                             finish: { continuation.finish(throwing: $0) })
             continuation.onTermination = { [hub] _ in hub.remove(id) }
         }
     }
 
     /// As `updates(for:)`, for every permission the service knows: first each
     /// one's current status (sorted by name), then each real change.
-    public func updates() -> AsyncStream<PermissionUpdate> {
-        AsyncStream { continuation in
-            let id = hub.add(filter: nil) { continuation.yield($0) }
+    public func updates() -> AsyncThrowingStream<PermissionUpdate, any Error> {
+        AsyncThrowingStream { continuation in
+            let id = hub.add(filter: nil, yield: { continuation.yield($0) }, finish: { continuation.finish(throwing: $0) })
             continuation.onTermination = { [hub] _ in hub.remove(id) }
         }
     }
@@ -49,7 +60,12 @@ final class UpdateHub: @unchecked Sendable {
         let filter: Permission?
         var last: [Permission: PermissionStatus] = [:]
         let yield: (PermissionUpdate) -> Void
+        /// Ends the stream: with nil when the client went away, with the error
+        /// when the connection was lost.
+        let finish: (PermissionsClientError?) -> Void
     }
+    /// Set once the connection is lost: every stream, and every later one, ends with it.
+    private var lost: PermissionsClientError?
 
     private var consumers: [Int: Consumer] = [:]
     /// Consumer ids, handed out at once (onTermination needs one), off the queue.
@@ -73,20 +89,29 @@ final class UpdateHub: @unchecked Sendable {
     private var haveRead = false
     private var statuses: [Permission: PermissionStatus] = [:]
 
-    init(connection: Connection) { self.connection = connection }
+    init(connection: Connection) {
+        self.connection = connection
+        connection.async { [weak self] in
+            connection.onDisconnect = { [weak self] in self?.connectionLost() }
+            // Lost before the handler was set (its Disconnected already dispatched).
+            if !connection.isConnected { self?.connectionLost() }
+        }
+    }
 
     func cached(_ permission: Permission) -> PermissionStatus? {
         cache.withLock { $0?[permission] }
     }
 
     /// Adds a consumer; the first one starts the subscription.
-    func add(filter: Permission?, yield: @escaping (PermissionUpdate) -> Void) -> Int {
+    func add(filter: Permission?, yield: @escaping (PermissionUpdate) -> Void,
+             finish: @escaping (PermissionsClientError?) -> Void) -> Int {
         let id = ids.withLock {
             $0 += 1
             return $0
         }
         connection.async { [self] in
-            consumers[id] = Consumer(filter: filter, yield: yield)
+            if let lost { return finish(lost) }
+            consumers[id] = Consumer(filter: filter, yield: yield, finish: finish)
             if consumers.count == 1 { start() }
             else if haveRead { catchUp(id) }
         }
@@ -100,8 +125,12 @@ final class UpdateHub: @unchecked Sendable {
         }
     }
 
-    /// Ends the subscription (the last consumer left, or the client goes away).
+    /// Ends the subscription (the last consumer left, or the client goes away:
+    /// then the streams left end).
     func stop() {
+        let left = consumers.values
+        consumers = [:]
+        for consumer in left { consumer.finish(nil) }
         for rule in rules { connection.unsubscribe(rule) }
         rules = []
         if let streamRule { connection.unsubscribe(streamRule) }
@@ -110,6 +139,22 @@ final class UpdateHub: @unchecked Sendable {
             connection.callService("Unsubscribe", [], destination: owner) { _ in }
         }
         detach()
+    }
+
+    /// The bus closed the connection, or it could not be served: no signal
+    /// will ever come on it, so every stream ends with the error.
+    private func connectionLost() {
+        guard lost == nil else { return }
+        let why = connection.failure.map { "the connection to the bus could not be served: \($0.message)" }
+            ?? "the bus closed this client's connection (the bus daemon stopped, or dropped it)"
+        lost = PermissionsClientError(.disconnected, name: BusError.disconnected, message: why)
+        // Gone with the connection: nothing to take off the bus.
+        rules = []
+        streamRule = nil
+        detach()
+        let left = consumers.values
+        consumers = [:]
+        for consumer in left { consumer.finish(lost) }
     }
 
     private func start() {
@@ -131,11 +176,24 @@ final class UpdateHub: @unchecked Sendable {
             broadcastChanged(message.arguments())
         }
         rules = [noc, broadcast]
+        // After AddMatch: the bus applies the rule first, so an owner that comes
+        // after this answer comes in NameOwnerChanged.
         connection.callBus("GetNameOwner", [.string(BusNames.busName)]) { [weak self] result in
-            guard let self, !consumers.isEmpty, owner == nil, case .success(let reply) = result,
-                  let name = reply.first?.stringValue else { return }  // not running: NameOwnerChanged will say
-            attach(name)
+            guard let self, !consumers.isEmpty, owner == nil else { return }
+            switch result {
+            case .success(let reply): if let name = reply.first?.stringValue { attach(name) }
+            case .failure(let error) where error.name == BusError.nameHasNoOwner: activate()
+            case .failure: return  // the connection is going: connectionLost says so
+            }
         }
+    }
+
+    /// The service is not running: asks the bus to start it (D-Bus activation),
+    /// as a call to its name would. Its owner comes in NameOwnerChanged. If it
+    /// cannot be started (no activation file: `ServiceUnknown`; it failed to
+    /// start), the streams wait for it to be started some other way.
+    private func activate() {
+        connection.callBus("StartServiceByName", [.string(BusNames.busName), .uint32(0)]) { _ in }
     }
 
     /// The service left the bus: nothing is known any more.

@@ -5,7 +5,9 @@ import Foundation
 /// `restartable` puts its socket at a fixed path, so that it can be killed and
 /// started again at the same address. `diesWithParent` starts it through `setpriv
 /// --pdeathsig KILL`, so that even a process that exits without cleaning up (a
-/// bench failing) leaves no bus behind.
+/// bench failing) leaves no bus behind. `services` is a directory of activation
+/// files (`<servicedir>`): the bus starts what they name when a call or
+/// `StartServiceByName` asks for the name.
 public final class TestBus {
     public let directory: String
     public private(set) var address = ""
@@ -13,7 +15,8 @@ public final class TestBus {
     private let diesWithParent: Bool
     private var process: Process?
 
-    public init(type: String = "session", restartable: Bool = false, diesWithParent: Bool = false) throws {
+    public init(type: String = "session", restartable: Bool = false, diesWithParent: Bool = false,
+                services: String? = nil) throws {
         directory = try makeTemporaryDirectory("permissions-\(type)-bus")
         self.restartable = restartable
         self.diesWithParent = diesWithParent
@@ -26,6 +29,7 @@ public final class TestBus {
               <type>\(type)</type>
               <listen>\(listen)</listen>
               <auth>EXTERNAL</auth>
+              \(services.map { "<servicedir>\($0)</servicedir>" } ?? "")
               <policy context="default">
                 <allow send_destination="*" eavesdrop="true"/>
                 <allow eavesdrop="true"/>

@@ -7,9 +7,11 @@ import PermissionsClient
 struct AppCommands {
     let client: PermissionsClient
 
-    init(bus: Bus) throws(BusError) {
-        do {
-            client = try PermissionsClient(bus: bus.clientBus)
+    /// On `bus`, or without one where an app's `PermissionsClient()` is: the bus
+    /// PERMISSIONS_BUS names, else the system bus.
+    init(bus: Bus?) throws(BusError) {
+        do throws(PermissionsClientError) {
+            client = if let bus { try PermissionsClient(bus: bus.clientBus) } else { try PermissionsClient() }
         } catch {
             throw BusError(error.name, error.message)
         }
@@ -45,6 +47,16 @@ struct AppCommands {
 
 extension Bus {
     var clientBus: PermissionsClient.Bus {
+        switch self {
+        case .session: .session
+        case .system: .system
+        case .address(let address): .address(address)
+        }
+    }
+}
+
+extension PermissionsClient.Bus {
+    var dbusKitBus: Bus {
         switch self {
         case .session: .session
         case .system: .system

@@ -56,8 +56,14 @@ let usage = """
       --version                  show the package and interface versions
       -h, --help                 show this help
 
+    Environment:
+      PERMISSIONS_BUS            the bus when no option names one: system,
+                                 session or an ADDRESS (scripts/dev-up sets
+                                 session)
+
     Exit status: 0 on success, 1 when the service answers with an error (doctor:
-    when it found a problem), 2 for wrong usage.
+    when it found a problem), 2 for wrong usage (a PERMISSIONS_BUS naming no bus
+    too).
 
     """
 
@@ -106,9 +112,23 @@ if command == "help" || (command == "request" ? ["--help", "-h"].contains(rest.f
     exit(0)
 }
 
-var bus = Bus.system
-if parsed.has("session") { bus = .session }
-if let address = parsed.last("address") { bus = .address(address) }
+/// The bus an option names, if one does.
+let busOption: Bus? = if parsed.has("session") { .session }
+                      else if let address = parsed.last("address") { .address(address) }
+                      else if parsed.has("system") { .system }
+                      else { nil }
+/// The bus option, else PERMISSIONS_BUS, else the system bus: the library's
+/// default, read the library's way (and refused the same way).
+let bus: Bus
+if let busOption {
+    bus = busOption
+} else {
+    do throws(PermissionsClientError) {
+        bus = try PermissionsClient.Bus.fromEnvironment().dbusKitBus
+    } catch {
+        fail(error.message, code: 2)
+    }
+}
 
 /// The command's own options (--user U, --all, --unassigned, --broadcast), where
 /// the command takes them, and the arguments left.
@@ -222,7 +242,7 @@ do {
             if jsonOutput { output(JSON(details ?? .vardict([])).text); break }
             for (key, value) in details?.stringKeyedEntries ?? [] { output(Format.detail(key, value)) }
         } else {
-            let all = try AppCommands(bus: bus).wait { try await $0.statuses() }.sorted { $0.key < $1.key }
+            let all = try AppCommands(bus: busOption).wait { try await $0.statuses() }.sorted { $0.key < $1.key }
             if jsonOutput { output(JSON.object(all.map { ($0.key.rawValue, .string($0.value.word)) }).text); break }
             output(Format.table(["PERMISSION", "STATUS"], all.map { [$0.key.rawValue, $0.value.word] }))
         }
@@ -300,7 +320,7 @@ do {
         let options = DBusValue.vardict(reason.isEmpty ? [] : [("reason", .string(reason))])
         if names.count == 1 {
             let (permission, why) = (Permission(names[0]), reason)
-            output(try AppCommands(bus: bus).wait { try await $0.request(permission, reason: why) }.word)
+            output(try AppCommands(bus: busOption).wait { try await $0.request(permission, reason: why) }.word)
         } else {
             let result = try client.call("RequestMany", .strings(names), options, timeout: Client.noTimeout)
             let statuses = result.first?.stringKeyedEntries ?? []

@@ -90,13 +90,69 @@ import Testing
             do {
                 _ = try await answer.value
                 Issue.record("a cancelled request answered")
-            } catch let error as PermissionsClientError {
-                #expect(error.code == .cancelled, "\(error)")
+            } catch {
+                #expect(error is CancellationError, "\(error)")
             }
             let id = prompt.id
             try await offPool { try agent.waitForCancel(id) }
             #expect(try stored() == "a(sssxs) 0\n")
             #expect(try await client.status(.location) == .notDetermined)
+        }
+    }
+
+    /// A task cancelled before it asks throws at once, and no prompt comes.
+    @Test func aTaskCancelledAlreadyThrowsCancellationErrorWithoutAsking() async throws {
+        try await onOwnThreads {
+            let agent = try TestAgent(bus: bus)
+            let client = client
+            let answer = Task(executorPreference: testTasks) { () async throws -> PermissionStatus in
+                withUnsafeCurrentTask { $0?.cancel() }
+                return try await client.request(.location)
+            }
+            do {
+                _ = try await answer.value
+                Issue.record("a cancelled task's request answered")
+            } catch {
+                #expect(error is CancellationError, "\(error)")
+            }
+            // The next request is the first prompt the agent sees.
+            agent.autoAnswer = "deny"
+            #expect(try await client.request(.location) == .denied)
+            #expect(agent.received.map(\.permission) == ["location"])
+        }
+    }
+
+    /// identity(): what GetDiagnostics says of this process, typed.
+    @Test func identityIsWhatTheServiceTakesThisAppFor() async throws {
+        try await onOwnThreads {
+            let version = try run(binDir + "/permissionsd", ["--version"]).stdout
+                .split(separator: "\n").first?.split(separator: " ").dropFirst().first.map(String.init)
+            let alone = try await client.identity()
+            #expect(alone == AppIdentity(appID: Self.selfApp, kind: .executable, uid: getuid(), hasAgent: false,
+                                         serviceVersion: version))
+            let agent = try TestAgent(bus: bus)
+            #expect(try await client.identity().hasAgent)
+            _ = agent
+        }
+    }
+
+    /// localizedDescription is the error's own words, not Foundation's stock sentence.
+    @Test func errorsDescribeThemselves() async throws {
+        try await onOwnThreads {
+            do {
+                _ = try await client.status("no-such")
+                Issue.record("status(\"no-such\") answered")
+            } catch let error as PermissionsClientError {
+                #expect(error.localizedDescription == error.message, "\(error)")
+                #expect(error.localizedDescription.contains("\"no-such\""), "\(error.localizedDescription)")
+                #expect(!error.localizedDescription.contains("could not be completed"))
+                // Through `any Error`, as an app's catch-all sees it.
+                let erased: any Error = error
+                #expect(erased.localizedDescription == error.message)
+            }
+            // An error that came without a message says what its code means.
+            let bare = PermissionsClientError(name: "org.example.Permissions.Error.NotAuthorized", message: "")
+            #expect((bare as any Error).localizedDescription == "This app may not do this.")
         }
     }
 

@@ -65,6 +65,21 @@ import Testing
         #expect(reached.intersection(Self.daemonOnly.union(["DBusKit"])).sorted() == [])
     }
 
+    /// The client library and the daemon stay without Foundation (its size, its ICU
+    /// data, its start-up): the library takes `LocalizedError` from
+    /// FoundationEssentials, the part that has it, and nothing else of Foundation.
+    @Test func theClientLibraryAndTheDaemonImportNoFoundation() throws {
+        let allowed: [String: Set<String>] = ["PermissionsClient": ["FoundationEssentials"]]
+        for name in ["PermissionsClient", "DBusKit"] + Self.daemonTargets {
+            let target = try #require(graph.targets[name])
+            for file in target.sources where file.hasSuffix(".swift") {
+                let text = try String(contentsOfFile: graph.root + "/" + target.path + "/" + file, encoding: .utf8)
+                let foundation = Self.imports(in: text).filter { $0.hasPrefix("Foundation") }
+                #expect(Set(foundation).isSubset(of: allowed[name] ?? []), "\(target.path)/\(file) imports \(foundation)")
+            }
+        }
+    }
+
     /// The modules named by `import` lines (any access level or attribute).
     static func imports(in text: String) -> [String] {
         text.split(separator: "\n").compactMap { line in

@@ -15,6 +15,9 @@ internal import PermissionsSupport
 ///     agent-timeout=120        seconds an agent may take to answer a prompt (1-3600)
 ///
 ///     [identity]
+///     host-pid=self            the process whose mount namespace is the host's (a
+///                              PID, or self: the daemon's own); absent: as the
+///                              daemon's --host-pid, else its default
 ///     interpreters=python3;sh  executables whose callers are identified by the
 ///                              script they run (names, or absolute paths; see
 ///                              PermissionsIdentity/Interpreters.swift); absent:
@@ -31,6 +34,26 @@ package struct CoreConfig: Equatable, Sendable {
     package var declared: [String] = []
     /// [identity] interpreters=, in order; nil without the key (the default list).
     package var interpreters: [String]?
+    /// [identity] host-pid=; nil without the key.
+    package var hostPID: HostPID?
+
+    /// The process whose mount namespace counts as the host's.
+    package enum HostPID: Equatable, Sendable {
+        case pid(UInt32)
+        /// The daemon's own namespace: a container whose apps share it.
+        case daemon
+
+        /// "self" or a PID above 0; nil for anything else.
+        package init?(_ text: String) {
+            if text == "self" {
+                self = .daemon
+            } else if let pid = UInt32(text), pid > 0, String(pid) == text {
+                self = .pid(pid)
+            } else {
+                return nil
+            }
+        }
+    }
 
     package init() {}
 
@@ -72,7 +95,15 @@ package struct CoreConfig: Equatable, Sendable {
                     logError("\(entry.origin): unknown key \"\(entry.key.escapedForMessage)\" in [service]; ignored")
                 }
             } else if entry.section == "identity" {
-                if entry.key == "interpreters" {
+                if entry.key == "host-pid" {
+                    if let pid = HostPID(entry.value) {
+                        core.hostPID = pid
+                    } else {
+                        core.hostPID = core.hostPID ?? previous.hostPID
+                        reject("\(entry.origin): [identity] host-pid=\(entry.value.escapedForMessage): "
+                               + "expected a process id or self")
+                    }
+                } else if entry.key == "interpreters" {
                     let names = entry.value.split(separator: ";").map { $0.trimmed }.filter { !$0.isEmpty }
                     if let bad = names.first(where: { !Self.isInterpreterEntry($0) }) {
                         core.interpreters = core.interpreters ?? previous.interpreters

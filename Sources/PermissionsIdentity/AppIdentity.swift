@@ -180,7 +180,7 @@ package struct IdentityReader: Sendable {
     static func hostNamespaceUnreadable(hostPID: UInt32, errno code: Int32) -> String {
         "the host's mount namespace cannot be read (/proc/\(hostPID)/ns/mnt: \(errnoName(code))), so no caller's "
             + "executable path can be trusted; in a container whose apps share the daemon's mount namespace, "
-            + "set [service] host-pid=self in the configuration (or run permissionsd --host-pid self)"
+            + "set [identity] host-pid=self in the configuration (or run permissionsd --host-pid self)"
     }
 
     /// st_nlink of what a /proc/PID/exe link points at (the running file itself).

@@ -28,16 +28,27 @@ package final class CallerCache {
     /// few microseconds, and only doctor asks.
     package let hostNamespaceProblem: () -> String?
 
+    /// The process whose mount namespace is the host's ([identity] host-pid=, or the
+    /// daemon's --host-pid), read like `interpreters`.
+    private let hostPID: Locked<UInt32>
+
     package init(connection: Connection, reader: IdentityReader) {
         self.connection = connection
         let interpreters = Locked(reader.interpreters)
+        let hostPID = Locked(reader.hostPID)
         self.interpreters = interpreters
+        self.hostPID = hostPID
         resolver = IdentityResolver(queue: connection.queue) { pid, uid in
             var reader = reader
             reader.interpreters = interpreters.withLock { $0 }
+            reader.hostPID = hostPID.withLock { $0 }
             return reader.identify(pid: pid, uid: uid)
         }
-        hostNamespaceProblem = { reader.hostNamespaceProblem() }
+        hostNamespaceProblem = {
+            var reader = reader
+            reader.hostPID = hostPID.withLock { $0 }
+            return reader.hostNamespaceProblem()
+        }
         connection.subscribe(SignalMatch(sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
                                          interface: "org.freedesktop.DBus", member: "NameOwnerChanged")) {
             [unowned self] message in
@@ -55,6 +66,25 @@ package final class CallerCache {
     package func setInterpreters(_ new: Interpreters) {
         interpreters.withLock { $0 = new }
     }
+
+    /// Replaces the host's process ([identity] host-pid=). Callers identified under
+    /// the old one are identified again at their next call: an identity must never
+    /// outlive a stricter rule. After start-up, logs a host namespace that cannot be read.
+    package func setHostPID(_ new: UInt32) {
+        guard hostPID.withLock({ old in defer { old = new }; return old != new }) else { return }
+        known = [:]
+        guard hostChecked else { return }  // start-up: `checkHostNamespace` tells, once
+        logInfo("the host's mount namespace is now PID \(new)'s")
+        checkHostNamespace()
+    }
+
+    /// Logs that the host's mount namespace cannot be read, if so: at start-up, once
+    /// the configuration has said which process is the host, and at each change.
+    package func checkHostNamespace() {
+        hostChecked = true
+        if let problem = hostNamespaceProblem() { logWarning(problem) }
+    }
+    private var hostChecked = false
 
     /// The identity of a caller already identified, without waiting; nil otherwise,
     /// and nil again once NameOwnerChanged has reported it gone: after a wait

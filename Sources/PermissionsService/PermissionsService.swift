@@ -147,6 +147,11 @@ package final class PermissionsService {
         callers.setInterpreters(Interpreters(entries ?? Interpreters.defaultEntries))
     }
 
+    /// [identity] host-pid=, as a PID (the daemon resolves "self").
+    package func setHostPID(_ pid: UInt32) {
+        callers.setHostPID(pid)
+    }
+
     /// A plugin came, went or changed state: refresh its permissions and announce
     /// the property changes.
     package func pluginChanged(_ plugin: LoadedPlugin) {

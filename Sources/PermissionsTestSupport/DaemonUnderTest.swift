@@ -16,7 +16,8 @@ public final class DaemonUnderTest {
     public var asNobody = false
     /// The process whose mount namespace counts as the host's (`--host-pid`): the test
     /// runner, since PID 1 of the test machines may not be readable (a VM's init, a
-    /// container's); or "self".
+    /// container's); or "self"; empty for no --host-pid (the daemon's default, or its
+    /// configuration's [identity] host-pid=).
     public var hostPID = String(getpid())
     /// A command that runs the daemon (it must exec it, keeping the process id), such
     /// as `["/usr/bin/unshare", "-n", "--"]` for a network namespace of its own.
@@ -49,7 +50,8 @@ public final class DaemonUnderTest {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binDir + "/permissionsd")
         process.arguments = ["--address", bus.address, "--config-dir", configDirectory, "--state-dir", stateDirectory,
-                             "--verbose", "--host-pid", hostPID] + pluginDirectories.flatMap { ["--plugin-dir", $0] }
+                             "--verbose"] + (hostPID.isEmpty ? [] : ["--host-pid", hostPID])
+            + pluginDirectories.flatMap { ["--plugin-dir", $0] }
         if asNobody {
             for path in [root, configDirectory] + ((try? FileManager.default.subpathsOfDirectory(atPath: configDirectory))
                                                    ?? []).map({ configDirectory + "/" + $0 }) {

@@ -29,6 +29,9 @@ import PermissionsService
 /// The outcome is the service's ConfigGeneration and ConfigStatus. Confined to the
 /// daemon queue.
 final class ConfigApplier {
+    /// The host's process for [identity] host-pid= (nil: the key is absent); the
+    /// daemon's --host-pid, when given, wins over the key.
+    var hostPID: (CoreConfig.HostPID?) -> UInt32 = { _ in 1 }
     static let settleWindow = DispatchTimeInterval.milliseconds(500)
 
     let files: ConfigFiles
@@ -265,6 +268,7 @@ final class ConfigApplier {
                 service.noAgentDefaults = newCore.noAgent
                 service.agentTimeoutMilliseconds = Int32(newCore.agentTimeoutSeconds * 1000)
                 service.setInterpreters(newCore.interpreters)
+                service.setHostPID(hostPID(newCore.hostPID))
                 for warning in ConfigWarnings.of(entries, interpreters: newCore.interpreters) {
                     logWarning(warning.escapedForLog)
                 }

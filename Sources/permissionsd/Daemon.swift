@@ -191,7 +191,6 @@ public final class Daemon {
         host = PluginHost(queue: queue)
         var reader = IdentityReader()
         reader.hostPID = options.resolvedHostPID
-        if let problem = reader.hostNamespaceProblem() { logWarning(problem) }
         let callers = CallerCache(connection: connection, reader: reader)
         do {
             service = try PermissionsService(connection: connection, store: store, plugins: host, callers: callers,
@@ -217,6 +216,14 @@ public final class Daemon {
         let configFiles = ConfigFiles(directory: options.configDirectory)
         config = ConfigApplier(files: configFiles, lastGood: LastGoodConfiguration(stateDirectory: stateDirectory),
                                host: host, service: service, queue: queue)
+        config.hostPID = { [options] configured in
+            if let given = options.hostPID { return given }
+            switch configured {
+            case .pid(let pid)?: return pid
+            case .daemon?: return UInt32(getpid())
+            case nil: return options.resolvedHostPID
+            }
+        }
         // Watched from before the first reading: an edit meanwhile is read again once
         // the configuration is in force.
         watcher = ConfigWatcher(files: configFiles, queue: queue) { [unowned self] in self.config.changed() }
@@ -229,6 +236,8 @@ public final class Daemon {
             // Every plugin has started (or failed, or passed its deadline). Publications
             // made during init were queued before this runs, so they are in.
             self.config.start {
+                // The configuration has said which process is the host's by now.
+                callers.checkHostNamespace()
                 self.serve(directories: directories, stateDirectory: stateDirectory)
             }
         }

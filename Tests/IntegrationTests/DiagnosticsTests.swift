@@ -99,6 +99,35 @@ import PermissionsTestSupport
         #expect(!doctor.stdout.contains("taken for unverified"), "\(doctor.stdout)")
     }
 
+    /// The same from the configuration, so that a container needs no edited unit or
+    /// activation file; applied live, and the option wins over it.
+    @Test func hostPIDSelfFromTheConfiguration() throws {
+        let daemon = try DaemonUnderTest(bus: bus, config: "[identity]\nhost-pid=self\n", start: false)
+        daemon.asNobody = true
+        daemon.hostPID = String(getpid())  // the test runner, which nobody cannot read
+        try daemon.start()
+        // The option was given: it wins, and the host cannot be read.
+        _ = try daemon.waitForLog("the host's mount namespace cannot be read")
+        daemon.stop()
+
+        let configured = try DaemonUnderTest(bus: bus, config: "[identity]\nhost-pid=self\n", start: false)
+        configured.asNobody = true
+        configured.hostPID = ""  // no --host-pid
+        try configured.start()
+        #expect(try Self.diagnostics(configured, asNobody: true)["host-namespace-problem"] as? String == "")
+        #expect(try Self.diagnostics(configured, asNobody: true)["identity-kind"] as? String == "executable")
+        // Edited away: the default for a bus given by address is the daemon itself too,
+        // so name a process nobody cannot read instead; callers are identified again.
+        try configured.writeConfig("[identity]\nhost-pid=\(getpid())\n")
+        _ = try configured.waitForLog("the host's mount namespace is now PID \(getpid())'s")
+        let after = try Self.diagnostics(configured, asNobody: true)
+        #expect((after["host-namespace-problem"] as? String)?.hasPrefix("the host's mount namespace cannot be read") == true)
+        #expect(after["identity-kind"] as? String == "unverified")
+        // A value that is no process id is refused, with the file and line.
+        try configured.writeConfig("[identity]\nhost-pid=0\n")
+        _ = try configured.waitForLog("[identity] host-pid=0: expected a process id or self")
+    }
+
     @Test func hostPIDSelfTakesTheDaemonsNamespace() throws {
         let daemon = try DaemonUnderTest(bus: bus, start: false)
         daemon.asNobody = true

@@ -20,8 +20,9 @@ import PermissionsTestSupport
     static let reader = """
         import dbus, sys
         bus = dbus.bus.BusConnection(sys.argv[1])
-        p = dbus.Interface(bus.get_object("org.example.Permissions", "/org/example/Permissions"),
-                           "org.example.Permissions")
+        # No introspection: nothing but the calls themselves.
+        o = bus.get_object("org.example.Permissions", "/org/example/Permissions", introspect=False)
+        p = dbus.Interface(o, "org.example.Permissions")
         d = p.GetDetails("contacts")
         print(d["app-id"], d["identity-kind"], d.get("interpreter", "-"), d["status"], d["policy"],
               d.get("policy-ignored", "-"))
@@ -76,9 +77,9 @@ import PermissionsTestSupport
                 print("StatusChanged", app, permission, status, flush=True)
             bus.add_signal_receiver(changed, "StatusChanged", "org.example.Permissions",
                                     path="/org/example/Permissions/Subscription")
-            p = dbus.Interface(bus.get_object("org.example.Permissions", "/org/example/Permissions"),
-                               "org.example.Permissions")
-            p.Subscribe({"scope": "app"})
+            o = bus.get_object("org.example.Permissions", "/org/example/Permissions", introspect=False)
+            p = dbus.Interface(o, "org.example.Permissions")
+            p.Subscribe(dbus.Dictionary({"scope": "app"}, signature="sv"))
             print("subscribed", p.GetStatus("contacts"), flush=True)
             GLib.MainLoop().run()
             """.write(toFile: listener, atomically: true, encoding: .utf8)

@@ -67,6 +67,8 @@ extension IdentityReader {
     /// links, so the kernel follows none of them on its own (an absolute link's
     /// target would be taken from the daemon's root, not the process's). The last
     /// element must be a regular file. At most 40 links, as the kernel allows.
+    static let kernelFileSystems: Set<String> = ["proc", "sys", "dev"]
+
     static func resolve(_ path: String, under root: String) -> String? {
         var pending = path.split(separator: "/").map(String.init)
         var resolved: [String] = []
@@ -79,6 +81,10 @@ extension IdentityReader {
                 continue
             }
             let candidate = resolved + [element]
+            // Kernel file systems hold no script files, and their magic links
+            // (/proc/self, /dev/fd -> /proc/self/fd) would be read as the daemon's
+            // own: a path through one is no script's.
+            if candidate.count == 1, Self.kernelFileSystems.contains(element) { return nil }
             let full = root + "/" + candidate.joined(separator: "/")
             guard let st = Files.linkStatus(full) else { return nil }
             switch st.st_mode & S_IFMT {

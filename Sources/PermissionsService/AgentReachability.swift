@@ -26,10 +26,11 @@ extension PromptBroker {
                                                     interface: BusNames.agentInterfaceName, member: "Cancel"),
               (try? message.append(.string(""))) != nil
         else { return }
-        probing.insert(agent.uid)
+        let uid = agent.uid  // the agent may be gone when the answer comes
+        probing.insert(uid)
         connection.call(message, timeoutMilliseconds: Self.probeTimeoutMilliseconds) { [weak self, weak agent] result in
             guard let self else { return }
-            self.probing.remove(agent?.uid ?? 0)
+            self.probing.remove(uid)
             if let agent { self.noteDelivery(to: agent, result, isCheck: true) }
         }
     }

@@ -220,6 +220,24 @@ struct ScriptIdentityTests {
         }
     }
 
+    /// /proc/self, /dev/fd and the like are magic links the daemon would read as its
+    /// own (its open files' paths as a caller's app id): no script is in a kernel
+    /// file system, so such an operand is the interpreter's.
+    @Test(arguments: ["/proc/self/fd/7", "/dev/fd/7", "/dev/stdin", "/sys/x.py", "home/u/../../proc/1/x.py"])
+    func aPathThroughAKernelFileSystemFallsBack(operand: String) throws {
+        try root.write("fs/proc/self/fd/7", "")  // would resolve, were it looked at
+        try root.write("fs/proc/1/x.py", "")
+        try root.write("fs/sys/x.py", "")
+        try root.symlink("fs/dev/fd", to: "/proc/self/fd")
+        try root.symlink("fs/dev/stdin", to: "/proc/self/fd/7")
+        try root.symlink("fs/home/u/to-proc.py", to: "/proc/self/fd/7")
+        try process(28, argv: ["python3", operand], cwd: "/")
+        #expect(try identity(28).kind == .executable, "\(operand)")
+        try? FileManager.default.removeItem(atPath: root.url("proc/29"))
+        try process(29, argv: ["python3", "to-proc.py"])
+        #expect(try identity(29).kind == .executable)
+    }
+
     @Test func aLinkLoopFallsBack() throws {
         try root.symlink("fs/home/u/loop-a", to: "loop-b")
         try root.symlink("fs/home/u/loop-b", to: "loop-a")

@@ -3,7 +3,7 @@ import DBusKit
 
 /// `--json` output: a small writer (keys keep their order, so output is stable),
 /// and D-Bus values as JSON values. The schema is the README's (permissionsctl)
-/// and doc/permissionsctl.1's.
+/// and doc/man/permissionsctl.1's.
 // `indirect`: without it the compiler, checking main.swift on its own (an
 // incremental build), reported "circular reference" in the layout of a value
 // that holds arrays of itself in tuples.

@@ -35,7 +35,7 @@ public struct Permission: RawRepresentable, Hashable, Sendable, Comparable, Expr
     public static let localNetwork = Permission("local-network")
 }
 
-/// One status word of the service (README, "What an app sees"), plus the words a
+/// One status word of the service (doc/apps.md, "What an app sees"), plus the words a
 /// newer service may add, kept as they came.
 public enum PermissionStatus: Hashable, Sendable, CustomStringConvertible {
     /// `unsupported`: nothing to use (no device, or no plugin for it).

@@ -44,7 +44,7 @@ package struct AppIdentity: Sendable, Equatable {
 
 /// Works out an app id from a process, reading `/proc` (or a stand-in tree for tests).
 ///
-/// Order (PRODUCT.md): flatpak (`/proc/PID/root/.flatpak-info`, opened without
+/// Order (doc/threat-model.md, "Who is the caller"): flatpak (`/proc/PID/root/.flatpak-info`, opened without
 /// following a link); snap (AppArmor label `snap.<name>.<app>`, then the cgroup);
 /// a systemd app scope or service named by the XDG desktop spec,
 /// `app[-<launcher>]-<app id>-<random>.scope` or `app[-<launcher>]-<app id>[@<random>].service`;
@@ -52,7 +52,7 @@ package struct AppIdentity: Sendable, Equatable {
 /// kind that applies decides: a process that has a .flatpak-info with a bad name is
 /// refused, never identified by a weaker kind; an app scope wins over a script.
 ///
-/// Across users nothing can be borrowed (README, "Threat model"):
+/// Across users nothing can be borrowed (doc/threat-model.md):
 /// - a .flatpak-info counts only with the instance flatpak set up for it, under the
 ///   caller's own runtime directory (`verifyFlatpakInstance`);
 /// - an app scope or service counts only under the caller's own user manager,

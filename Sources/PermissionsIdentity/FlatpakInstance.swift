@@ -15,7 +15,7 @@ internal import PermissionsSupport
 /// runtime directory, and a forged instance there vouches only for B's own
 /// processes. It cannot reach into A's directory, nor make itself a descendant of
 /// A's sandbox. (Within one user nothing stops an unsandboxed process from writing
-/// its own instance: the same stance as the portal's; README, "Threat model".)
+/// its own instance: the same stance as the portal's; doc/threat-model.md.)
 extension IdentityReader {
     /// nil when the instance vouches for process `pid` of `uid`; else why not.
     func verifyFlatpakInstance(_ instanceID: String?, pid: UInt32, uid: UInt32) -> String? {

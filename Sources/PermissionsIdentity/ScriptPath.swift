@@ -15,7 +15,7 @@ internal import PermissionsSupport
 /// the caller keeps the interpreter's id.
 ///
 /// None of this is more than a claim: the command line is the process's own to
-/// write (README, "Threat model").
+/// write (doc/threat-model.md).
 extension IdentityReader {
     /// How much of /proc/PID/cmdline is read: the options and the operand come first.
     static let commandLineLimit = 16384

@@ -1,4 +1,4 @@
-// The vocabulary of the service (PRODUCT.md): status words, the parts they are
+// The vocabulary of the service (doc/apps.md): status words, the parts they are
 // computed from, and the precedence that combines them.
 
 /// The effective status of one permission for one app, as sent on the bus.

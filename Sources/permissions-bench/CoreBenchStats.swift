@@ -50,7 +50,7 @@ enum CoreJSON {
     static func quote(_ s: String) -> String { jsonQuoted(s) }
 }
 
-/// A target from the issue, judged on one measured value.
+/// A target (the "target" column of doc/performance.md), judged on one measured value.
 struct CoreTarget {
     enum Kind { case atMost, atLeast, below }
     let name: String

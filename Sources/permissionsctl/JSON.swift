@@ -2,8 +2,8 @@ import CLISupport
 import DBusKit
 
 /// `--json` output: a small writer (keys keep their order, so output is stable),
-/// and D-Bus values as JSON values. The schema is the README's (permissionsctl)
-/// and doc/permissionsctl.1's.
+/// and D-Bus values as JSON values. The schema is doc/man/permissionsctl.1's
+/// (JSON OUTPUT).
 // `indirect`: without it the compiler, checking main.swift on its own (an
 // incremental build), reported "circular reference" in the layout of a value
 // that holds arrays of itself in tuples.

@@ -94,7 +94,7 @@ public final class Daemon {
         // comes early stays pending until the signal sources' signalfd takes it.
         // Not SIG_IGN: setting it discards a signal already pending, and until the
         // sources are registered an ignored signal is thrown away unless every
-        // thread blocks it (the SIGTERM lost just after start-up, issue 10).
+        // thread blocks it (a SIGTERM just after start-up was lost that way).
         var stopSignals = sigset_t()
         sigemptyset(&stopSignals)
         sigaddset(&stopSignals, SIGTERM)

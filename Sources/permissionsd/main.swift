@@ -1,4 +1,4 @@
-// permissionsd: the permissions service. Options are PRODUCT.md's; everything else
+// permissionsd: the permissions service. Options are permissionsd(8)'s (doc/man/); everything else
 // lives in Daemon.swift (start-up and wiring) and the Permissions* targets (Sources/README.md).
 import CLISupport
 import CShims

@@ -6,7 +6,7 @@ import PermissionsTestSupport
 /// Durability: an acknowledged decision survives `kill -9` of the daemon, and a
 /// restart shows no decision that was never sent.
 ///
-/// Budget in the README's test command: 20 cycles of 9 writes, then 10 cycles with
+/// Budget in scripts/test (doc/testing.md): 20 cycles of 9 writes, then 10 cycles with
 /// 4 writers killed mid-flight; about 15 s together on the 2-core VM.
 /// PERMISSIONS_STRESS_CYCLES (scripts/stress --cycles) and PERMISSIONS_STRESS_WRITERS
 /// (--writers) make the run longer.

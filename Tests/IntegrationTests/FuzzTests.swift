@@ -23,7 +23,7 @@ import PermissionsTestSupport
 /// the daemon under test runs with `mallocEnvironment`, under which RSS stayed
 /// within 0.6 MiB over 16 000 calls.
 ///
-/// Budget in the README's test command: 4 000 calls, about 15 s on the 2-core VM;
+/// Budget in scripts/test (doc/testing.md): 4 000 calls, about 15 s on the 2-core VM;
 /// PERMISSIONS_STRESS_FUZZ_CALLS (scripts/stress --fuzz-calls) changes it.
 @Suite(.serialized) struct FuzzTests {
     static let rssBoundKiB = 2 * 1024

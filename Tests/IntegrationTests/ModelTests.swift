@@ -11,7 +11,7 @@ import PermissionsTestSupport
 /// (LinearizabilityChecker), the store must hold the model's final state, and
 /// serials must strictly increase.
 ///
-/// Budget in the README's test command: 50 clients x 300 operations, about 5 s
+/// Budget in scripts/test (doc/testing.md): 50 clients x 300 operations, about 5 s
 /// on the 2-core VM; PERMISSIONS_STRESS_CLIENTS / PERMISSIONS_STRESS_OPS
 /// (scripts/stress --clients / --ops) change it.
 @Suite(.serialized) struct ModelTests {

@@ -8,7 +8,7 @@ import PermissionsTestSupport
 // connections in this process, a StatusChanged recorder, and the daemon's fd and
 // RSS figures. The bus and the daemon come from Harness.swift.
 
-/// The suite's sizes: small defaults for the README's test command, each one
+/// The suite's sizes: small defaults for scripts/test, each one
 /// overridable from the environment (scripts/stress sets them from its flags).
 enum Knobs {
     static func int(_ name: String, default value: Int) -> Int {

@@ -24,7 +24,7 @@
  *   storm of publications still costs the daemon work.
  *
  * LIFECYCLE
- *   1. The host checks the file (owner, mode, directory: see the README), reads
+ *   1. The host checks the file (owner, mode, directory: see doc/admin.md, "Trust"), reads
  *      it, and dlopen()s a private copy of what it read (RTLD_NOW | RTLD_LOCAL),
  *      calls the entry point and checks the descriptor: ABI version, struct_size,
  *      name equal to the file's <name>, permission names, no permission another

@@ -1,0 +1,56 @@
+import Foundation
+import Testing
+import PermissionsTestSupport
+
+/// The documentation's files: the README and every doc/*.md.
+enum Docs {
+    static func markdownFiles() throws -> [String] {
+        let doc = packageRoot + "/doc"
+        let names = try FileManager.default.contentsOfDirectory(atPath: doc).filter { $0.hasSuffix(".md") }.sorted()
+        return [packageRoot + "/README.md"] + names.map { doc + "/" + $0 }
+    }
+
+    /// The text of every fenced block of `language` in a Markdown file, in order.
+    static func blocks(_ language: String, in path: String) throws -> [String] {
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        var blocks: [String] = []
+        var current: [Substring]?
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            if current == nil, line == "```" + language {
+                current = []
+            } else if current != nil, line == "```" {
+                blocks.append(current!.joined(separator: "\n") + "\n")
+                current = nil
+            } else {
+                current?.append(line)
+            }
+        }
+        return blocks
+    }
+
+    /// Every `ini` block of the README and doc/*.md, with the file it is in.
+    static func iniBlocks() throws -> [(file: String, text: String)] {
+        try markdownFiles().flatMap { file in try blocks("ini", in: file).map { (file, $0) } }
+    }
+}
+
+/// What a reader copies from the documentation works: every `ini` block of the
+/// README and of doc/*.md is a configuration the daemon accepts
+/// (`permissionsd --check-config`), and the dbus/permissions.conf that dev-up
+/// copies is one too.
+@Suite struct DocExampleTests {
+    @Test func everyIniBlockIsAValidConfiguration() throws {
+        let blocks = try Docs.iniBlocks()
+        // The README's tour and doc/admin.md's configuration examples at least.
+        #expect(Set(blocks.map { ($0.file as NSString).lastPathComponent }).isSuperset(of: ["README.md", "admin.md"]))
+        let shipped = try String(contentsOfFile: packageRoot + "/dbus/permissions.conf", encoding: .utf8)
+        for (file, text) in blocks + [("dbus/permissions.conf", shipped)] {
+            let (result, directory, state) = try CheckConfigTests.check(["permissions.conf": text])
+            defer {
+                try? FileManager.default.removeItem(atPath: directory)
+                try? FileManager.default.removeItem(atPath: state)
+            }
+            #expect(result.status == 0, "\(file):\n\(text)\n\(result.stderr)")
+        }
+    }
+}

@@ -143,7 +143,8 @@ let package = Package(
         .testTarget(name: "ModuleGraphTests", swiftSettings: strictSettings),
         .testTarget(name: "PermissionsCoreTests",
                     dependencies: ["PermissionsModel", "PermissionsSupport", "PermissionsStore", "PermissionsPluginHost",
-                                   "PermissionsIdentity", "PermissionsConfig", "PermissionsService"],
+                                   "PermissionsIdentity", "PermissionsConfig", "PermissionsService",
+                                   "PermissionsTestSupport"],
                     swiftSettings: strictSettings),
         // The BlueZ plugin's pure parts and its HCI seam, without bus or kernel.
         .testTarget(name: "BluetoothPluginTests", dependencies: ["BluetoothPlugin", "PluginKit", "DBusKit"], swiftSettings: strictSettings),

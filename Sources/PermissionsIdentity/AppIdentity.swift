@@ -287,20 +287,7 @@ package struct IdentityReader: Sendable {
 
     /// systemd's unit name escaping: `\xNN` for a byte.
     static func unescape(_ s: String) -> String {
-        var bytes: [UInt8] = []
-        let input = Array(s.utf8)
-        var i = 0
-        while i < input.count {
-            if input[i] == UInt8(ascii: "\\"), i + 3 < input.count, input[i + 1] == UInt8(ascii: "x"),
-               let value = UInt8(String(decoding: input[(i + 2)...(i + 3)], as: UTF8.self), radix: 16)
-            {
-                bytes.append(value)
-                i += 4
-            } else {
-                bytes.append(input[i])
-                i += 1
-            }
-        }
-        return String(decoding: bytes, as: UTF8.self)
+        // Lenient: a backslash that begins no escape stands for itself.
+        String(decoding: HexEscapes.decode(Array(s.utf8), strict: false) ?? Array(s.utf8), as: UTF8.self)
     }
 }

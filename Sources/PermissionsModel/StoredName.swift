@@ -57,22 +57,9 @@ public enum StoredName {
     /// The text of an `invalid:` name; nil if it is none, has a broken escape, or
     /// its bytes are not UTF-8.
     private static func unescaped(_ name: String) -> String? {
-        guard name.hasPrefix(invalidPrefix) else { return nil }
-        let input = Array(name.utf8.dropFirst(invalidPrefix.utf8.count))
-        var bytes: [UInt8] = []
-        var i = 0
-        while i < input.count {
-            if input[i] == UInt8(ascii: "\\") {
-                guard i + 3 < input.count, input[i + 1] == UInt8(ascii: "x"),
-                      let value = UInt8(String(decoding: input[(i + 2)...(i + 3)], as: UTF8.self), radix: 16)
-                else { return nil }
-                bytes.append(value)
-                i += 4
-            } else {
-                bytes.append(input[i])
-                i += 1
-            }
-        }
+        guard name.hasPrefix(invalidPrefix),
+              let bytes = HexEscapes.decode(Array(name.utf8.dropFirst(invalidPrefix.utf8.count)), strict: true)
+        else { return nil }
         return String(validating: bytes, as: UTF8.self)
     }
 }

@@ -1,4 +1,5 @@
 import DBusKit
+import PermissionsTestSupport
 
 // Random D-Bus values for the fuzz test: of a given type (to get past the
 // signature check into the handlers) or of a random one, biased towards the values

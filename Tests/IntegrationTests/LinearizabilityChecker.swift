@@ -23,6 +23,8 @@
 //   an order that works gives one that works, as each fits the other's place in time.
 // - Nothing called after a signal arrived goes before the change it reports.
 
+import PermissionsTestSupport
+
 /// One operation as a client saw it.
 struct ModelOperation {
     enum Kind: Hashable {

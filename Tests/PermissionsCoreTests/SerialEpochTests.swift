@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import PermissionsTestSupport
 @testable import PermissionsModel
 @testable import PermissionsStore
 @testable import PermissionsService
@@ -128,7 +129,7 @@ import Testing
     /// before; sequences near their last count included.
     @Test func serialsStrictlyIncreaseAcrossRestarts() throws {
         let seed = UInt64.random(in: 0...UInt64.max)
-        var random = SplitMix(seed: seed)
+        var random = SeededRandom(seed: seed)
         let starts: [Int64] = [0, 1, 1_700_000_000, Self.top - 3, Self.top - 1, Self.top, Int64.max, -5]
         for run in 0..<24 {
             let initial = run < starts.count ? starts[run] : Int64.random(in: 0...Self.top + 2, using: &random)
@@ -180,18 +181,5 @@ import Testing
                 }
             }
         }
-    }
-}
-
-/// A seeded generator (SplitMix64), so that a failing run can be told by its seed.
-private struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -15,8 +15,8 @@ internal import PermissionsSupport
 ///     agent-timeout=120        seconds an agent may take to answer a prompt (1-3600)
 ///
 ///     [identity]
-///     host-pid=self            the process whose mount namespace is the host's (a
-///                              PID, or self: the daemon's own); absent: as the
+///     host-pid=self            the process whose mount namespace is the host's (1,
+///                              or self: the daemon's own); absent: as the
 ///                              daemon's --host-pid, else its default
 ///     interpreters=python3;sh  executables whose callers are identified by the
 ///                              script they run (names, or absolute paths; see
@@ -43,14 +43,13 @@ package struct CoreConfig: Equatable, Sendable {
         /// The daemon's own namespace: a container whose apps share it.
         case daemon
 
-        /// "self" or a PID above 0; nil for anything else.
+        /// "self" or "1"; nil for anything else. A file outlives the boot a PID was
+        /// true for, so no other PID is taken from one (--host-pid can name one).
         package init?(_ text: String) {
-            if text == "self" {
-                self = .daemon
-            } else if let pid = UInt32(text), pid > 0, String(pid) == text {
-                self = .pid(pid)
-            } else {
-                return nil
+            switch text {
+            case "self": self = .daemon
+            case "1": self = .pid(1)
+            default: return nil
             }
         }
     }
@@ -101,7 +100,7 @@ package struct CoreConfig: Equatable, Sendable {
                     } else {
                         core.hostPID = core.hostPID ?? previous.hostPID
                         reject("\(entry.origin): [identity] host-pid=\(entry.value.escapedForMessage): "
-                               + "expected a process id or self")
+                               + "expected 1 or self")
                     }
                 } else if entry.key == "interpreters" {
                     let names = entry.value.split(separator: ";").map { $0.trimmed }.filter { !$0.isEmpty }

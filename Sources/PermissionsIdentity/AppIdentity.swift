@@ -69,6 +69,11 @@ package struct IdentityReader: Sendable {
     /// The process whose mount namespace is the host's (PID 1; tests name another
     /// where PID 1's cannot be read).
     package var hostPID: UInt32 = 1
+    /// The host process's start time (/proc/PID/stat) when it was named, pinned by
+    /// `pinHost`: a PID is reused once its process exits, and whoever gets it (any
+    /// user, in a mount namespace of their own) must not become the host. Unpinned
+    /// (nil), only the owner check below holds.
+    package var hostStartTime: String?
     /// Where the users' runtime directories are (`/run/user/UID`).
     package var runtimeRoot = "/run/user"
     /// The executables whose callers are identified by their script ([identity] interpreters=).
@@ -161,8 +166,10 @@ package struct IdentityReader: Sendable {
     /// Why the process is not taken to be in the host's mount namespace, in words for
     /// an admin; nil when it is.
     func notInHostMountNamespace(_ base: String) -> String? {
-        guard let host = Files.readLink("\(procRoot)/\(hostPID)/ns/mnt") else {
-            return Self.hostNamespaceUnreadable(hostPID: hostPID, errno: errno)
+        let host: String
+        switch hostNamespace() {
+        case .success(let link): host = link
+        case .failure(let problem): return problem.text
         }
         guard let own = Files.readLink(base + "/ns/mnt") else {
             return "its mount namespace cannot be read (\(base)/ns/mnt: \(errnoName(errno)))"
@@ -174,7 +181,39 @@ package struct IdentityReader: Sendable {
     /// PID 1 of another user, or a /proc mounted with hidepid. Every caller is then
     /// `unverified`; the daemon logs it at start-up and doctor reports it.
     package func hostNamespaceProblem() -> String? {
-        Files.readLink("\(procRoot)/\(hostPID)/ns/mnt") == nil ? Self.hostNamespaceUnreadable(hostPID: hostPID, errno: errno) : nil
+        if case .failure(let problem) = hostNamespace() { return problem.text }
+        return nil
+    }
+
+    struct HostProblem: Error { let text: String }
+
+    /// The host's mount namespace (its /proc link), if the host process can be
+    /// trusted to be the one named: still the same process (its start time, when
+    /// pinned), and root's or the daemon's own (a process of another user is no
+    /// host, whatever its PID).
+    func hostNamespace() -> Result<String, HostProblem> {
+        let base = "\(procRoot)/\(hostPID)"
+        guard let link = Files.readLink(base + "/ns/mnt") else {
+            return .failure(HostProblem(text: Self.hostNamespaceUnreadable(hostPID: hostPID, errno: errno)))
+        }
+        var st = stat()
+        guard stat(base, &st) == 0, st.st_uid == 0 || st.st_uid == getuid() else {
+            return .failure(HostProblem(text: "the host's process (PID \(hostPID)) belongs to another user (uid "
+                                        + "\(st.st_uid)), so no caller's executable path can be trusted; name root's "
+                                        + "process or the daemon itself (--host-pid self)"))
+        }
+        if let pinned = hostStartTime, startTime(base) != pinned {
+            return .failure(HostProblem(text: "the host's process (PID \(hostPID)) has exited since it was named, and "
+                                        + "its PID may be another process's now, so no caller's executable path can be "
+                                        + "trusted; restart the daemon with a live host process, or use --host-pid self"))
+        }
+        return .success(link)
+    }
+
+    /// Pins the host process named now (its start time), so that a process that later
+    /// gets its PID is not taken for it.
+    package mutating func pinHost() {
+        hostStartTime = startTime("\(procRoot)/\(hostPID)")
     }
 
     static func hostNamespaceUnreadable(hostPID: UInt32, errno code: Int32) -> String {

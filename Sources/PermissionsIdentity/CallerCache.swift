@@ -30,25 +30,29 @@ package final class CallerCache {
 
     /// The process whose mount namespace is the host's ([identity] host-pid=, or the
     /// daemon's --host-pid), read like `interpreters`.
-    private let hostPID: Locked<UInt32>
+    private let hostPID: Locked<(pid: UInt32, startTime: String?)>
+    /// The reader as configured, for pinning a new host process.
+    private let pinnedReader: IdentityReader
 
     package init(connection: Connection, reader: IdentityReader) {
         self.connection = connection
+        let reader = { var pinned = reader; pinned.pinHost(); return pinned }()
         let interpreters = Locked(reader.interpreters)
-        let hostPID = Locked(reader.hostPID)
+        let hostPID = Locked((pid: reader.hostPID, startTime: reader.hostStartTime))
         self.interpreters = interpreters
         self.hostPID = hostPID
         resolver = IdentityResolver(queue: connection.queue) { pid, uid in
             var reader = reader
             reader.interpreters = interpreters.withLock { $0 }
-            reader.hostPID = hostPID.withLock { $0 }
+            (reader.hostPID, reader.hostStartTime) = hostPID.withLock { $0 }
             return reader.identify(pid: pid, uid: uid)
         }
         hostNamespaceProblem = {
             var reader = reader
-            reader.hostPID = hostPID.withLock { $0 }
+            (reader.hostPID, reader.hostStartTime) = hostPID.withLock { $0 }
             return reader.hostNamespaceProblem()
         }
+        pinnedReader = reader
         connection.subscribe(SignalMatch(sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
                                          interface: "org.freedesktop.DBus", member: "NameOwnerChanged")) {
             [unowned self] message in
@@ -71,7 +75,17 @@ package final class CallerCache {
     /// the old one are identified again at their next call: an identity must never
     /// outlive a stricter rule. After start-up, logs a host namespace that cannot be read.
     package func setHostPID(_ new: UInt32) {
-        guard hostPID.withLock({ old in defer { old = new }; return old != new }) else { return }
+        var pinned = pinnedReader
+        pinned.hostPID = new
+        pinned.pinHost()
+        let host = (pid: new, startTime: pinned.hostStartTime)
+        // The same PID again (a configuration applied again) keeps its first pin: the
+        // process that has it now may not be the one named.
+        guard hostPID.withLock({ old in
+            guard old.pid != new else { return false }
+            old = host
+            return true
+        }) else { return }
         known = [:]
         guard hostChecked else { return }  // start-up: `checkHostNamespace` tells, once
         logInfo("the host's mount namespace is now PID \(new)'s")

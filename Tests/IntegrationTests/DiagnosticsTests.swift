@@ -116,16 +116,17 @@ import PermissionsTestSupport
         try configured.start()
         #expect(try Self.diagnostics(configured, asNobody: true)["host-namespace-problem"] as? String == "")
         #expect(try Self.diagnostics(configured, asNobody: true)["identity-kind"] as? String == "executable")
-        // Edited away: the default for a bus given by address is the daemon itself too,
-        // so name a process nobody cannot read instead; callers are identified again.
-        try configured.writeConfig("[identity]\nhost-pid=\(getpid())\n")
-        _ = try configured.waitForLog("the host's mount namespace is now PID \(getpid())'s")
+        // Changed to PID 1, which nobody cannot read here (root's init); callers are
+        // identified again.
+        try configured.writeConfig("[identity]\nhost-pid=1\n")
+        _ = try configured.waitForLog("the host's mount namespace is now PID 1's")
         let after = try Self.diagnostics(configured, asNobody: true)
         #expect((after["host-namespace-problem"] as? String)?.hasPrefix("the host's mount namespace cannot be read") == true)
         #expect(after["identity-kind"] as? String == "unverified")
         // A value that is no process id is refused, with the file and line.
-        try configured.writeConfig("[identity]\nhost-pid=0\n")
-        _ = try configured.waitForLog("[identity] host-pid=0: expected a process id or self")
+        // A PID in a file outlives the boot it was true for: only 1 and self are taken.
+        try configured.writeConfig("[identity]\nhost-pid=\(getpid())\n")
+        _ = try configured.waitForLog("[identity] host-pid=\(getpid()): expected 1 or self")
     }
 
     @Test func hostPIDSelfTakesTheDaemonsNamespace() throws {

@@ -83,6 +83,36 @@ struct IdentityTrustTests {
         #expect(!Validate.isAppID(identity.appID))
     }
 
+    /// A host named by a PID other than 1 is pinned by its start time: once it exits,
+    /// whoever gets its PID (any user, in a namespace of their own) is not the host.
+    @Test func aHostProcessReplacedUnderItsPIDIsNoHost() throws {
+        try process(50, mountNamespace: "mnt:[4026532100]")
+        try process(51, mountNamespace: "mnt:[4026532100]")
+        var pinned = reader
+        pinned.hostPID = 50
+        pinned.pinHost()
+        #expect(pinned.hostStartTime == "4711")
+        #expect(try pinned.identify(pid: 51, uid: 1000).get().kind == .executable)
+        // Process 50 exits; another, started later, has its PID now.
+        try root.write("50/stat", "50 (p) S 1 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 9999 1000 100\n")
+        let after = try pinned.identify(pid: 51, uid: 1000).get()
+        #expect(after.kind == .unverified)
+        #expect(after.unverifiedReason.hasPrefix("the host's process (PID 50) has exited since it was named"), "\(after)")
+        #expect(pinned.hostNamespaceProblem() == after.unverifiedReason)
+    }
+
+    /// A process of another user is never the host, whatever its PID.
+    @Test func anotherUsersProcessIsNoHost() throws {
+        try process(60, mountNamespace: "mnt:[4026532200]")
+        try process(61, mountNamespace: "mnt:[4026532200]")
+        #expect(chown(root.url("60"), 1, 1) == 0)
+        var other = reader
+        other.hostPID = 60
+        let found = try other.identify(pid: 61, uid: 1000).get()
+        #expect(found.kind == .unverified)
+        #expect(found.unverifiedReason.hasPrefix("the host's process (PID 60) belongs to another user (uid 1)"), "\(found)")
+    }
+
     @Test func unreadableNamespacesAreUnverified() throws {
         // The caller's own link is missing.
         try root.symlink("1/ns/mnt", to: TempDirectory.hostMountNamespace)

@@ -105,12 +105,21 @@ package final class ConfigWatcher {
     /// with the names in it that matter.
     private func wantedWatches() -> [String: Interest] {
         var wanted: [String: Interest] = [:]
+        /// Each directory resolved once per look: the drop-ins share theirs, and
+        /// realpath(3) costs a readlink per part of the path (thousands of drop-ins).
+        var resolved: [String: String?] = [:]
+        func realPath(_ directory: String) -> String? {
+            if let known = resolved[directory] { return known }
+            let real = Files.realPath(directory)
+            resolved[directory] = real
+            return real
+        }
         /// `path`'s directory, for its name; then the same for each link on the way
         /// from `path` to what it finally names.
         func follow(_ path: String) {
             var path = path
             for _ in 0..<16 {
-                if let parent = Files.realPath(Files.directoryName(path)) {
+                if let parent = realPath(Files.directoryName(path)) {
                     wanted[parent, default: Interest()].names.insert(Files.baseName(path))
                 } else if let (ancestor, next) = Files.nearestExistingAncestor(of: path),
                           let real = Files.realPath(ancestor) {

@@ -43,7 +43,7 @@ final class ConfigApplier {
     let service: PermissionsService
     let queue: DispatchQueue
     /// Writes the last good copy, off the serving queue.
-    private let saving = DispatchQueue(label: "org.example.Permissions.last-good")
+    private let saving = DispatchQueue(label: "org.example.Permissions.last-good", qos: .utility)
 
     /// The configuration in force, what it says, and the plugins' part of it.
     private var applied: [ConfigEntry] = []

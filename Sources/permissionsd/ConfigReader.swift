@@ -29,7 +29,10 @@ struct ConfigReading: Sendable {
 ///
 /// - A reading during which a file changed is not trusted (a file may have been
 ///   read half-written): the change has scheduled one more reading. However many
-///   edits come during one reading, they make one more.
+///   edits come during one reading, they make one more. Edits that keep coming
+///   faster than a reading do not keep the configuration out for ever: once every
+///   reading has seen a change for a whole `settleWindow`, the last one is used,
+///   unless a file was written in place (not renamed into place) during it.
 /// - A file of the configuration that is gone (an editor's save renames the old file
 ///   away before it writes the new one), or created and still open for writing,
 ///   puts the reading off until it is back (or closed), or until it has been gone
@@ -46,7 +49,9 @@ final class ConfigReader: @unchecked Sendable {
     static let settleWindow = DispatchTimeInterval.milliseconds(500)
 
     let files: ConfigFiles
-    let queue = DispatchQueue(label: "org.example.Permissions.config")
+    /// Utility QoS (libdispatch runs it niced on Linux): a reading gives way to the
+    /// serving queue and the bus when they want the CPU.
+    let queue = DispatchQueue(label: "org.example.Permissions.config", qos: .utility)
     private let serving: DispatchQueue
     /// Where each reading after start-up's goes, on the serving queue.
     var deliver: (ConfigReading) -> Void = { _ in }
@@ -58,6 +63,8 @@ final class ConfigReader: @unchecked Sendable {
     /// Counts scheduled wake-ups, so that one superseded does nothing when it comes.
     private var wakeUps = 0
     private var readScheduled = false
+    /// Since when every reading has seen the files change under it.
+    private var changingSince: DispatchTime?
     private var readings = 0
     #if DEBUG
     private let gate = TestGate(environment: "PERMISSIONS_DEBUG_CONFIG_GATE")
@@ -105,6 +112,7 @@ final class ConfigReader: @unchecked Sendable {
         // What the files held while no event came: an event during the reading (a
         // file rewritten, or created but not yet written) has scheduled another.
         let events = watcher?.catchUp() ?? 0
+        let writes = watcher?.writes ?? 0
         #if DEBUG
         if let gate {
             logDebug("reading \(readings + 1) of the configuration waits at the test gate")
@@ -112,9 +120,23 @@ final class ConfigReader: @unchecked Sendable {
         }
         #endif
         let reading = read()
-        guard (watcher?.catchUp() ?? 0) == events else {
-            return logDebug("the configuration changed during reading \(readings); reading it again")
+        if (watcher?.catchUp() ?? 0) != events {
+            // Not trusted, unless the files have kept changing during every reading
+            // for a settle window, and only by renames: edits coming faster than a
+            // reading must not keep them all out, and a file renamed into place is
+            // read as it was before or after, whole. A file written in place may
+            // have been read half-written: never used. The next reading (the edit
+            // scheduled it) sees the rest.
+            let now = DispatchTime.now()
+            let since = changingSince ?? now
+            changingSince = since
+            guard now >= since + Self.settleWindow, (watcher?.writes ?? 0) == writes else {
+                return logDebug("the configuration changed during reading \(readings); reading it again")
+            }
+            logInfo("the configuration kept changing while it was read, for \(Self.settleWindowMilliseconds) ms; "
+                    + "using reading \(readings) as it found the files, and reading them again")
         }
+        changingSince = nil
         var present = Set(reading.files)
         if let unlisted = reading.unlisted {
             // Which of its files are there is not known: none counts as gone.

@@ -151,7 +151,9 @@ package final class ConfigWatcher {
         if let dropIns = Files.realPath(files.dropInDirectory), Files.isDirectory(dropIns) {
             wanted[dropIns, default: Interest()].dropIns = true
             // Every drop-in name in it matters already; only a link leads elsewhere.
-            for name in Files.symbolicLinks(in: dropIns) where ConfigFiles.isDropInName(name) { follow(dropIns + "/" + name) }
+            for name in Files.symbolicLinks(in: dropIns) where ConfigFiles.isDropInName(name) {
+                follow(dropIns + "/" + name)
+            }
         }
         return wanted
     }

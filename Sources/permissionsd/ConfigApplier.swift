@@ -131,7 +131,9 @@ final class ConfigApplier {
     /// A reading of the files after start-up's (ConfigReader).
     func offer(_ reading: ConfigReading) {
         if applying {
-            if let superseded = waiting { logDebug("reading \(superseded.number) superseded by reading \(reading.number)") }
+            if let superseded = waiting {
+                logDebug("reading \(superseded.number) of the configuration superseded by reading \(reading.number)")
+            }
             waiting = reading
             return
         }

@@ -28,8 +28,8 @@ import PermissionsService
 /// - At start-up, configuration files that cannot be used mean the last good copy
 ///   (LastGoodConfiguration); with no copy, the fail-safe: every permission reads
 ///   "disabled" until a usable configuration arrives. Never "no restrictions". The
-///   copy is written on a queue of its own (it is fsynced), before the configuration
-///   it holds is announced.
+///   copy is written on a queue of its own (it is fsynced), once the plugins have
+///   taken the configuration it holds and before the service switches to it.
 ///
 /// The outcome is the service's ConfigGeneration and ConfigStatus. Confined to the
 /// daemon queue.
@@ -84,10 +84,11 @@ final class ConfigApplier {
             case .failure(let error):
                 startDegraded(error.description, finished)
             case .success(let entries):
-                tryApply(entries, settings: reading.settings) { [self] outcome in
+                tryApply(entries, settings: reading.settings, keep: true) { [self] outcome in
                     switch outcome {
                     case .applied:
-                        accepted(then: finished)
+                        accepted()
+                        finished()
                     case .rejected(let problem):
                         startDegraded(problem, finished)
                     }
@@ -111,7 +112,7 @@ final class ConfigApplier {
         case .failure(let error)?:
             failSafe("the last good configuration cannot be read either (\(error))")
         case .success(let entries)?:
-            tryApply(entries, settings: ConfigFiles.Settings(entries)) { [self] outcome in
+            tryApply(entries, settings: ConfigFiles.Settings(entries), keep: false) { [self] outcome in
                 switch outcome {
                 case .applied:
                     generation += 1
@@ -161,17 +162,13 @@ final class ConfigApplier {
         }
         applying = true
         logInfo("configuration changed; applying it")
-        tryApply(entries, settings: reading.settings) { [self] outcome in
-            let settled = { [self] in
-                applying = false
-                tryWaiting()
-            }
+        tryApply(entries, settings: reading.settings, keep: true) { [self] outcome in
+            applying = false
             switch outcome {
-            case .applied: accepted(then: settled)
-            case .rejected(let problem):
-                refuse(problem)
-                settled()
+            case .applied: accepted()
+            case .rejected(let problem): refuse(problem)
             }
+            tryWaiting()
         }
     }
 
@@ -182,8 +179,10 @@ final class ConfigApplier {
         case rejected(String)
     }
 
-    /// Validates `entries` as a whole, then applies all of them, or none.
-    private func tryApply(_ entries: [ConfigEntry], settings: ConfigFiles.Settings,
+    /// Validates `entries` as a whole, then applies all of them, or none; once every
+    /// plugin has taken them, and before the service switches to them, `keep` makes
+    /// them the last good copy.
+    private func tryApply(_ entries: [ConfigEntry], settings: ConfigFiles.Settings, keep: Bool,
                           done: @escaping (Outcome) -> Void) {
         var problems: [String] = []
         let (newCore, forPlugins) = CoreConfig.split(entries, previous: core, reject: { problems.append($0) })
@@ -203,43 +202,48 @@ final class ConfigApplier {
                     }
                     return
                 }
-                core = newCore
-                service.noAgentDefaults = newCore.noAgent
-                service.agentTimeoutMilliseconds = Int32(newCore.agentTimeoutSeconds * 1000)
-                service.setInterpreters(newCore.interpreters)
-                service.setHostPID(hostPID(newCore.hostPID))
-                for warning in ConfigWarnings.of(entries, interpreters: newCore.interpreters) {
-                    logWarning(warning.escapedForLog)
+                // The switch: one block on the serving queue, after the copy is kept.
+                let switchOver = { [self] in
+                    core = newCore
+                    service.noAgentDefaults = newCore.noAgent
+                    service.agentTimeoutMilliseconds = Int32(newCore.agentTimeoutSeconds * 1000)
+                    service.setInterpreters(newCore.interpreters)
+                    service.setHostPID(hostPID(newCore.hostPID))
+                    for warning in ConfigWarnings.of(entries, interpreters: newCore.interpreters) {
+                        logWarning(warning.escapedForLog)
+                    }
+                    service.setDeclared(declared)
+                    service.disabledForLackOfConfiguration = false
+                    applied = entries
+                    appliedSettings = settings
+                    appliedForPlugins = forPlugins
+                    service.releaseChanges()
+                    done(.applied)
                 }
-                service.setDeclared(declared)
-                service.disabledForLackOfConfiguration = false
-                applied = entries
-                appliedSettings = settings
-                appliedForPlugins = forPlugins
-                service.releaseChanges()
-                done(.applied)
+                if keep { save(entries, then: switchOver) } else { switchOver() }
             }
         }
     }
 
-    /// The configuration files are in force: kept as the last good copy, then
-    /// announced; then `done`.
-    private func accepted(then done: @escaping () -> Void) {
+    /// Writes `entries` as the last good copy, off the serving queue (it is fsynced),
+    /// then runs `then` on it.
+    private func save(_ entries: [ConfigEntry], then: @escaping () -> Void) {
+        let lastGood = lastGood
+        let queue = queue
+        let then = QueueConfined(then)
+        saving.async {
+            lastGood.save(entries)
+            queue.async { then.value() }
+        }
+    }
+
+    /// The configuration files are in force.
+    private func accepted() {
         generation += 1
         if degraded != nil { logInfo("the configuration files can be used again; running on them") }
         degraded = nil
-        let entries = applied
-        let lastGood = lastGood
-        let announce = QueueConfined({ [self] in
-            publishState(status: "ok")
-            host.retryConfigurationRefusals()
-            done()
-        })
-        let queue = queue
-        saving.async {
-            lastGood.save(entries)
-            queue.async { announce.value() }
-        }
+        publishState(status: "ok")
+        host.retryConfigurationRefusals()
     }
 
     /// A plugin that came while the daemon runs refused the configuration in force

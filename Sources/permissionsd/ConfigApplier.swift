@@ -79,19 +79,18 @@ final class ConfigApplier {
             done()
             tryWaiting()
         }
-        reader.start { [self] reading in
-            switch reading.entries {
-            case .failure(let error):
-                startDegraded(error.description, finished)
-            case .success(let entries):
-                tryApply(entries, settings: reading.settings, keep: true) { [self] outcome in
-                    switch outcome {
-                    case .applied:
-                        accepted()
-                        finished()
-                    case .rejected(let problem):
-                        startDegraded(problem, finished)
-                    }
+        let reading = reader.start()
+        switch reading.entries {
+        case .failure(let error):
+            startDegraded(error.description, finished)
+        case .success(let entries):
+            tryApply(entries, settings: reading.settings, keep: true) { [self] outcome in
+                switch outcome {
+                case .applied:
+                    accepted()
+                    finished()
+                case .rejected(let problem):
+                    startDegraded(problem, finished)
                 }
             }
         }

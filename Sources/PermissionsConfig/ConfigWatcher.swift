@@ -22,6 +22,11 @@ package final class ConfigWatcher {
     package private(set) var beingWritten: Set<String> = []
     /// Events about the configuration handled so far.
     private var eventCount: UInt64 = 0
+    /// Those of them that say a part was written in place (created as a regular
+    /// file, or closed after writing; or events were lost): a reading made meanwhile
+    /// may have read it unfinished. A rename into place is not one: a reading has
+    /// the old file or the new one, each whole.
+    package private(set) var writes: UInt64 = 0
     let inotify: InotifyWatcher
     private let files: ConfigFiles
     private let changed: () -> Void
@@ -61,6 +66,7 @@ package final class ConfigWatcher {
         // Events were lost: anything may have changed.
         if eventMask & UInt32(IN_Q_OVERFLOW) != 0 {
             eventCount += 1
+            writes += 1
             beingWritten = []
             rewatch()
             return changed()
@@ -72,8 +78,10 @@ package final class ConfigWatcher {
             if eventMask & UInt32(IN_CREATE) != 0, eventMask & UInt32(IN_ISDIR) == 0,
                let st = Files.linkStatus(path), (st.st_mode & S_IFMT) == S_IFREG, st.st_nlink == 1 {
                 beingWritten.insert(path)
+                writes += 1
             } else if eventMask & UInt32(IN_CLOSE_WRITE | IN_MOVED_FROM | IN_DELETE) != 0 {
                 beingWritten.remove(path)
+                if eventMask & UInt32(IN_CLOSE_WRITE) != 0 { writes += 1 }
             }
         }
         eventCount += 1
@@ -105,12 +113,21 @@ package final class ConfigWatcher {
     /// with the names in it that matter.
     private func wantedWatches() -> [String: Interest] {
         var wanted: [String: Interest] = [:]
+        /// Each directory resolved once per look: the drop-ins share theirs, and
+        /// realpath(3) costs a readlink per part of the path (thousands of drop-ins).
+        var resolved: [String: String?] = [:]
+        func realPath(_ directory: String) -> String? {
+            if let known = resolved[directory] { return known }
+            let real = Files.realPath(directory)
+            resolved[directory] = real
+            return real
+        }
         /// `path`'s directory, for its name; then the same for each link on the way
         /// from `path` to what it finally names.
         func follow(_ path: String) {
             var path = path
             for _ in 0..<16 {
-                if let parent = Files.realPath(Files.directoryName(path)) {
+                if let parent = realPath(Files.directoryName(path)) {
                     wanted[parent, default: Interest()].names.insert(Files.baseName(path))
                 } else if let (ancestor, next) = Files.nearestExistingAncestor(of: path),
                           let real = Files.realPath(ancestor) {
@@ -133,7 +150,10 @@ package final class ConfigWatcher {
         follow(files.dropInDirectory)
         if let dropIns = Files.realPath(files.dropInDirectory), Files.isDirectory(dropIns) {
             wanted[dropIns, default: Interest()].dropIns = true
-            for name in Files.list(dropIns) where ConfigFiles.isDropInName(name) { follow(dropIns + "/" + name) }
+            // Every drop-in name in it matters already; only a link leads elsewhere.
+            for name in Files.symbolicLinks(in: dropIns) where ConfigFiles.isDropInName(name) {
+                follow(dropIns + "/" + name)
+            }
         }
         return wanted
     }

@@ -4,7 +4,7 @@ internal import PermissionsSupport
 /// (`last-good.conf`, keyfile syntax, mode 0600). It is read only at start-up, when
 /// the configuration itself cannot be read: an unreadable file must not mean "no
 /// restrictions" until someone fixes it.
-package struct LastGoodConfiguration {
+package struct LastGoodConfiguration: Sendable {
     package let path: String
 
     package init(stateDirectory: String) {

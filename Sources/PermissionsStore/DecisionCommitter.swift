@@ -207,29 +207,12 @@ package final class DecisionCommitter: DecisionStoring, @unchecked Sendable {
 
     #if DEBUG
     /// Debug builds only, for tests: with PERMISSIONS_DEBUG_COMMIT_GATE naming a Unix
-    /// socket a test listens on, each commit, before it begins, connects to it and
-    /// waits until the test writes a byte (or closes). A test can so hold a commit for
-    /// as long as it needs (as a slow disk would), and knows when one is waiting
-    /// without waiting for time: each commit is a connection of its own to accept,
-    /// so two commits in a row are never taken for one (as they could be with a FIFO,
-    /// whose next writer may meet the last reader before it has closed).
-    private static let testGate: String? = getenv("PERMISSIONS_DEBUG_COMMIT_GATE").map { String(cString: $0) }
+    /// socket a test listens on, each commit, before it begins, waits there until the
+    /// test lets it go (TestGate).
+    private static let testGate = TestGate(environment: "PERMISSIONS_DEBUG_COMMIT_GATE")
 
     private static func waitAtTestGate() {
-        guard let path = testGate else { return }
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return }
-        defer { Glibc.close(fd) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        guard path.utf8.count < MemoryLayout.size(ofValue: address.sun_path) else { return }
-        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: path.utf8) }
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard connected == 0 else { return }
-        var byte: UInt8 = 0
-        _ = read(fd, &byte, 1)
+        testGate?.wait()
     }
     #endif
 }

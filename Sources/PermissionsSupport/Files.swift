@@ -35,16 +35,21 @@ package enum Files {
         guard fstat(fd, &st) == 0 else { return .failure(.system(errno)) }
         guard (st.st_mode & S_IFMT) == S_IFREG else { return .failure(.notRegular) }
         guard Int(st.st_size) <= limit else { return .failure(.tooLarge(limit)) }
-        var data: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 16384)
+        // Room for what fstat says and a little more (a file that grew, or /proc's,
+        // whose size reads 0), grown as needed: no large buffer to clear for each of
+        // thousands of small files.
+        var data = [UInt8](repeating: 0, count: Swift.max(Int(st.st_size) + 1, 4096))
+        var count = 0
         while true {
-            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if count == data.count { data.append(contentsOf: repeatElement(0, count: data.count)) }
+            let n = data.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + count, $0.count - count) }
             if n < 0, errno == EINTR { continue }
             if n < 0 { return .failure(.system(errno)) }
             if n == 0 { break }
-            data.append(contentsOf: buffer[0..<n])
-            if data.count > limit { return .failure(.tooLarge(limit)) }  // it grew meanwhile
+            count += n
+            if count > limit { return .failure(.tooLarge(limit)) }  // it grew meanwhile
         }
+        data.removeSubrange(count...)
         return .success(data)
     }
 
@@ -86,6 +91,24 @@ package enum Files {
             }
             if name != ".", name != ".." { names.append(name) }
         }
+    }
+
+    /// The names in a directory that are symbolic links, unsorted; empty if it cannot
+    /// be read. From the directory itself (d_type), so that a directory of thousands
+    /// of plain files costs no lstat for each; lstat where the file system does not say.
+    package static func symbolicLinks(in directory: String) -> [String] {
+        guard let dir = opendir(directory) else { return [] }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let type = Int(entry.pointee.d_type)
+            guard type == DT_LNK || type == DT_UNKNOWN else { continue }
+            let name = withUnsafePointer(to: entry.pointee.d_name) {
+                $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
+            }
+            if type == DT_LNK || isSymbolicLink(directory + "/" + name) { names.append(name) }
+        }
+        return names
     }
 
     package static func isDirectory(_ path: String) -> Bool {

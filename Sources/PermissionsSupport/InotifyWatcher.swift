@@ -1,7 +1,7 @@
 internal import Glibc
 package import Dispatch
 
-/// inotify on a few directories, read by a dispatch source on the daemon queue.
+/// inotify on a few directories, read by a dispatch source on the queue it is given.
 /// Reports each event as (directory, file name, mask).
 ///
 /// When the kernel's event queue for this descriptor fills up (more than

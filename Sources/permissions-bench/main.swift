@@ -13,6 +13,9 @@ let usage = """
                   a link going down or up in the kernel -> StatusChanged received
       core        GetStatus latency/throughput, fan-out, start-up, RSS, scale, against
                   a libdbus floor and xdg-permission-store (core --help)
+      config-edits
+                  another user's GetStatus while the configuration (5 000 drop-ins) is
+                  edited every 200 ms, against idle (config-edits --help)
       memory      idle RSS, PSS and USS of permissionsd (and xdg-permission-store), and
                   its largest mappings by resident size
 
@@ -25,6 +28,8 @@ case "bluez": runBlueZBench(Array(arguments.dropFirst()))
 case "local-network": runLocalNetworkBench(Array(arguments.dropFirst()))
 case "link-helper": runLinkHelper()  // started by `local-network`, inside its namespace
 case "core": runCoreBench(Array(arguments.dropFirst()))
+case "config-edits": runConfigEditsBench(Array(arguments.dropFirst()))
+case "config-caller": runConfigCaller(Array(arguments.dropFirst()))  // started by `config-edits`, as another user
 case "memory": runMemoryBench(Array(arguments.dropFirst()))
 case "floor-service": runCoreFloorService(Array(arguments.dropFirst()))  // started by `core`
 default:

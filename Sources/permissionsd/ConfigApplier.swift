@@ -8,6 +8,10 @@ import PermissionsService
 
 /// Decides which configuration is in force, and applies each one whole or not at all.
 ///
+/// - The files are read, parsed and waited for (while an editor saves) away from
+///   the serving queue, by ConfigReader; this class gets each reading whole
+///   (`offer`), on the serving queue, and the switch to it is quick: the daemon's
+///   own keys and declared permissions checked, the service's settings set.
 /// - A new configuration is validated as a whole before any of it applies: every
 ///   file must parse, the daemon's own keys and declared permissions must be valid,
 ///   and every plugin must accept its part: first through its `validate` entry
@@ -15,16 +19,17 @@ import PermissionsService
 ///   no by refusing `configure`, so the plugins are then configured and, when one
 ///   rejects its part, those that accepted theirs are configured again with the
 ///   last good configuration (a rollback); meanwhile the service holds back state
-///   changes, so clients see nothing of a refused configuration.
-/// - A file of the configuration that is gone (an editor's save renames the old file
-///   away before it writes the new one) puts everything off until it is back, or
-///   until it has been gone for a whole `settleWindow`: then it is really gone. Each
-///   file has its own window (one gone later waits its full window too).
+///   changes, so clients see nothing of a refused configuration. Plugins are called
+///   on their own threads (PluginHost), never on the serving queue.
+/// - Readings that come while one is being tried wait, and only the latest of them
+///   is tried next: each supersedes those before it.
 /// - A file or drop-in directory that exists but cannot be read (a dangling link,
 ///   EACCES, ELOOP) is an error, never "absent": the configuration is kept.
 /// - At start-up, configuration files that cannot be used mean the last good copy
 ///   (LastGoodConfiguration); with no copy, the fail-safe: every permission reads
-///   "disabled" until a usable configuration arrives. Never "no restrictions".
+///   "disabled" until a usable configuration arrives. Never "no restrictions". The
+///   copy is written on a queue of its own (it is fsynced), once the plugins have
+///   taken the configuration it holds and before the service switches to it.
 ///
 /// The outcome is the service's ConfigGeneration and ConfigStatus. Confined to the
 /// daemon queue.
@@ -32,43 +37,32 @@ final class ConfigApplier {
     /// The host's process for [identity] host-pid= (nil: the key is absent); the
     /// daemon's --host-pid, when given, wins over the key.
     var hostPID: (CoreConfig.HostPID?) -> UInt32 = { _ in 1 }
-    static let settleWindow = DispatchTimeInterval.milliseconds(500)
-
-    let files: ConfigFiles
+    let reader: ConfigReader
     let lastGood: LastGoodConfiguration
     let host: PluginHost
     let service: PermissionsService
     let queue: DispatchQueue
+    /// Writes the last good copy, off the serving queue.
+    private let saving = DispatchQueue(label: "org.example.Permissions.last-good", qos: .utility)
 
-    /// The configuration in force, and the plugins' part of it.
+    /// The configuration in force, what it says, and the plugins' part of it.
     private var applied: [ConfigEntry] = []
+    private var appliedSettings = ConfigFiles.Settings([])
     private var appliedForPlugins: [ConfigEntry] = []
     private var core = CoreConfig()
     private var generation: UInt32 = 0
     /// Why the daemon does not run on its configuration files (set at start-up when
     /// they could not be used; cleared once they can).
     private var degraded: String?
-    /// The files of the configuration last read: one of them gone means wait.
-    private var knownFiles: Set<String> = []
-    /// Since when each file of the configuration has been gone or unfinished.
-    private var missingSince: [String: DispatchTime] = [:]
-    /// Counts scheduled readings, so that one superseded does nothing when it comes.
-    private var wakeUps = 0
-    private var reloadScheduled = false
     /// A configuration is being tried (or start-up has not put one in force yet):
     /// readings wait for it.
     private var applying = true
-    private var reloadWhenApplied = false
-    /// Parts of the configuration created and not yet closed by their writer
-    /// (ConfigWatcher): not whole yet, so they count as not there.
-    var beingWritten: () -> Set<String> = { [] }
-    /// Handles the file events queued now and returns how many there were so far
-    /// (ConfigWatcher.catchUp): a reading is trusted only if none came during it.
-    var catchUp: () -> UInt64 = { 0 }
+    /// The latest reading that came meanwhile.
+    private var waiting: ConfigReading?
 
-    init(files: ConfigFiles, lastGood: LastGoodConfiguration, host: PluginHost, service: PermissionsService,
+    init(reader: ConfigReader, lastGood: LastGoodConfiguration, host: PluginHost, service: PermissionsService,
          queue: DispatchQueue) {
-        self.files = files
+        self.reader = reader
         self.lastGood = lastGood
         self.host = host
         self.service = service
@@ -83,15 +77,14 @@ final class ConfigApplier {
         let finished = { [self] in
             applying = false
             done()
-            reloadIfAsked()
+            tryWaiting()
         }
-        let reading = files.read()
-        knownFiles = Set(reading.files)
+        let reading = reader.start()
         switch reading.entries {
         case .failure(let error):
             startDegraded(error.description, finished)
         case .success(let entries):
-            tryApply(entries) { [self] outcome in
+            tryApply(entries, settings: reading.settings, keep: true) { [self] outcome in
                 switch outcome {
                 case .applied:
                     accepted()
@@ -111,13 +104,14 @@ final class ConfigApplier {
             publishState(status: "degraded: \(problem); \(degraded!)")
             done()
         }
+        // Read here, on the serving queue: only at start-up, before the name is owned.
         switch lastGood.load() {
         case nil:
             failSafe("no last good configuration")
         case .failure(let error)?:
             failSafe("the last good configuration cannot be read either (\(error))")
         case .success(let entries)?:
-            tryApply(entries) { [self] outcome in
+            tryApply(entries, settings: ConfigFiles.Settings(entries), keep: false) { [self] outcome in
                 switch outcome {
                 case .applied:
                     generation += 1
@@ -134,75 +128,31 @@ final class ConfigApplier {
 
     // MARK: Reloading
 
-    /// The watcher saw a change: reads the files again, once for a burst of events.
-    func changed() {
-        guard !reloadScheduled else { return }
-        reloadScheduled = true
-        let me = QueueConfined(self)
-        queue.async {
-            me.value.reloadScheduled = false
-            me.value.reload()
-        }
-    }
-
-    private func reloadIfAsked() {
-        if reloadWhenApplied {
-            reloadWhenApplied = false
-            reload()
-        }
-    }
-
-    private func reload() {
+    /// A reading of the files after start-up's (ConfigReader).
+    func offer(_ reading: ConfigReading) {
         if applying {
-            reloadWhenApplied = true
+            if let superseded = waiting {
+                logDebug("reading \(superseded.number) of the configuration superseded by reading \(reading.number)")
+            }
+            waiting = reading
             return
         }
-        // What the files held while no event came: an event during the reading (a file
-        // created, say, but not yet written) has scheduled another reading.
-        let events = catchUp()
-        let reading = files.read()
-        guard catchUp() == events else { return }
-        var present = Set(reading.files)
-        if let unlisted = reading.unlisted {
-            // Which of its files are there is not known: none counts as gone.
-            present.formUnion(knownFiles.filter { Files.directoryName($0) == unlisted })
-        }
-        let gone = knownFiles.subtracting(present)
-        let unfinished = beingWritten()
-        // Each file waited for has its own window: applied as gone only when it has
-        // been gone (or unfinished) for all of it, so the log line is true of each.
-        let waiting = gone.union(unfinished)
-        let now = DispatchTime.now()
-        missingSince = missingSince.filter { waiting.contains($0.key) }
-        let newlyMissing = waiting.filter { missingSince[$0] == nil }
-        for file in newlyMissing { missingSince[file] = now }
-        if let latest = missingSince.values.max(), now < latest + Self.settleWindow {
-            if !newlyMissing.isEmpty {
-                logDebug(("\(newlyMissing.sorted().joined(separator: ", ")) gone or being written; waiting up to "
-                          + "\(Self.settleWindowMilliseconds) ms for \(newlyMissing.count == 1 ? "it" : "them") to be back whole")
-                         .escapedForLog)
-            }
-            return wakeUp(at: latest + Self.settleWindow)
-        }
-        if !gone.isEmpty {
-            logInfo(("\(gone.sorted().joined(separator: ", ")) gone for \(Self.settleWindowMilliseconds) ms; "
-                     + "applying the configuration without \(gone.count == 1 ? "it" : "them")").escapedForLog)
-        }
-        if !unfinished.isEmpty {
-            logInfo(("\(unfinished.sorted().joined(separator: ", ")) still open for writing after "
-                     + "\(Self.settleWindowMilliseconds) ms; reading \(unfinished.count == 1 ? "it" : "them") as it is")
-                    .escapedForLog)
-        }
-        missingSince = [:]
-        wakeUps += 1  // a pending wake-up has nothing left to do
-        knownFiles = present
+        consider(reading)
+    }
 
+    private func tryWaiting() {
+        guard let reading = waiting else { return }
+        waiting = nil
+        consider(reading)
+    }
+
+    private func consider(_ reading: ConfigReading) {
         let entries: [ConfigEntry]
         switch reading.entries {
         case .failure(let error): return refuse(error.description)
         case .success(let read): entries = read
         }
-        if !service.disabledForLackOfConfiguration, ConfigFiles.sameSettings(entries, applied) {
+        if !service.disabledForLackOfConfiguration, reading.settings == appliedSettings {
             // Nothing to apply. The files say what is in force (again): say so.
             if degraded != nil { logInfo("the configuration files now say what is in force; running on them") }
             degraded = nil
@@ -211,29 +161,13 @@ final class ConfigApplier {
         }
         applying = true
         logInfo("configuration changed; applying it")
-        tryApply(entries) { [self] outcome in
+        tryApply(entries, settings: reading.settings, keep: true) { [self] outcome in
             applying = false
             switch outcome {
             case .applied: accepted()
             case .rejected(let problem): refuse(problem)
             }
-            reloadIfAsked()
-        }
-    }
-
-    private static var settleWindowMilliseconds: Int {
-        if case .milliseconds(let ms) = settleWindow { return ms }
-        return 0
-    }
-
-    /// Reads again at `deadline`, unless a later reading has settled things first.
-    private func wakeUp(at deadline: DispatchTime) {
-        wakeUps += 1
-        let wakeUp = wakeUps
-        let me = QueueConfined(self)
-        queue.asyncAfter(deadline: deadline) {
-            guard me.value.wakeUps == wakeUp else { return }
-            me.value.reload()
+            tryWaiting()
         }
     }
 
@@ -244,8 +178,11 @@ final class ConfigApplier {
         case rejected(String)
     }
 
-    /// Validates `entries` as a whole, then applies all of them, or none.
-    private func tryApply(_ entries: [ConfigEntry], done: @escaping (Outcome) -> Void) {
+    /// Validates `entries` as a whole, then applies all of them, or none; once every
+    /// plugin has taken them, and before the service switches to them, `keep` makes
+    /// them the last good copy.
+    private func tryApply(_ entries: [ConfigEntry], settings: ConfigFiles.Settings, keep: Bool,
+                          done: @escaping (Outcome) -> Void) {
         var problems: [String] = []
         let (newCore, forPlugins) = CoreConfig.split(entries, previous: core, reject: { problems.append($0) })
         let declared = newCore.declaredSnapshots(entries: forPlugins, providedByPlugins: Set(host.providers.keys),
@@ -264,21 +201,38 @@ final class ConfigApplier {
                     }
                     return
                 }
-                core = newCore
-                service.noAgentDefaults = newCore.noAgent
-                service.agentTimeoutMilliseconds = Int32(newCore.agentTimeoutSeconds * 1000)
-                service.setInterpreters(newCore.interpreters)
-                service.setHostPID(hostPID(newCore.hostPID))
-                for warning in ConfigWarnings.of(entries, interpreters: newCore.interpreters) {
-                    logWarning(warning.escapedForLog)
+                // The switch: one block on the serving queue, after the copy is kept.
+                let switchOver = { [self] in
+                    core = newCore
+                    service.noAgentDefaults = newCore.noAgent
+                    service.agentTimeoutMilliseconds = Int32(newCore.agentTimeoutSeconds * 1000)
+                    service.setInterpreters(newCore.interpreters)
+                    service.setHostPID(hostPID(newCore.hostPID))
+                    for warning in ConfigWarnings.of(entries, interpreters: newCore.interpreters) {
+                        logWarning(warning.escapedForLog)
+                    }
+                    service.setDeclared(declared)
+                    service.disabledForLackOfConfiguration = false
+                    applied = entries
+                    appliedSettings = settings
+                    appliedForPlugins = forPlugins
+                    service.releaseChanges()
+                    done(.applied)
                 }
-                service.setDeclared(declared)
-                service.disabledForLackOfConfiguration = false
-                applied = entries
-                appliedForPlugins = forPlugins
-                service.releaseChanges()
-                done(.applied)
+                if keep { save(entries, then: switchOver) } else { switchOver() }
             }
+        }
+    }
+
+    /// Writes `entries` as the last good copy, off the serving queue (it is fsynced),
+    /// then runs `then` on it.
+    private func save(_ entries: [ConfigEntry], then: @escaping () -> Void) {
+        let lastGood = lastGood
+        let queue = queue
+        let then = QueueConfined(then)
+        saving.async {
+            lastGood.save(entries)
+            queue.async { then.value() }
         }
     }
 
@@ -287,7 +241,6 @@ final class ConfigApplier {
         generation += 1
         if degraded != nil { logInfo("the configuration files can be used again; running on them") }
         degraded = nil
-        lastGood.save(applied)
         publishState(status: "ok")
         host.retryConfigurationRefusals()
     }

@@ -73,7 +73,6 @@ public final class Daemon {
     private var service: PermissionsService!
     private var store: DecisionCommitter?
     private var host: PluginHost!
-    private var watcher: ConfigWatcher?
     private var pluginWatcher: PluginDirectoryWatcher?
     private var config: ConfigApplier!
     private var signalSources: [any DispatchSourceSignal] = []
@@ -213,8 +212,10 @@ public final class Daemon {
         host.onConfigurationRefused = { [unowned self] problem in self.config.pluginRefused(problem) }
         service.expireDecisions()  // those that ran out while the daemon was stopped
         service.quiet = true  // no signals for the first snapshots, before we own the name
-        let configFiles = ConfigFiles(directory: options.configDirectory)
-        config = ConfigApplier(files: configFiles, lastGood: LastGoodConfiguration(stateDirectory: stateDirectory),
+        // Read and watched on a queue of their own; an edit made during start-up is
+        // read again, and applied once the first configuration is in force.
+        let configReader = ConfigReader(files: ConfigFiles(directory: options.configDirectory), serving: queue)
+        config = ConfigApplier(reader: configReader, lastGood: LastGoodConfiguration(stateDirectory: stateDirectory),
                                host: host, service: service, queue: queue)
         config.hostPID = { [options] configured in
             if let given = options.hostPID { return given }
@@ -224,11 +225,7 @@ public final class Daemon {
             case nil: return options.resolvedHostPID
             }
         }
-        // Watched from before the first reading: an edit meanwhile is read again once
-        // the configuration is in force.
-        watcher = ConfigWatcher(files: configFiles, queue: queue) { [unowned self] in self.config.changed() }
-        config.beingWritten = { [unowned self] in self.watcher?.beingWritten ?? [] }
-        config.catchUp = { [unowned self] in self.watcher?.catchUp() ?? 0 }
+        configReader.deliver = { [unowned self] reading in self.config.offer(reading) }
         let directories = options.resolvedPluginDirectories
         // Loaded with no configuration, then given one as a whole (ConfigApplier):
         // nothing is announced before the name is owned.

@@ -261,92 +261,18 @@ import PermissionsTestSupport
     }
 }
 
-/// The daemon's commit gate, the test's side (see GroupCommitTests): a Unix socket
-/// this test listens on; each commit connects and waits for a byte.
-private final class CommitGate {
-    private let listener: Int32
-    /// The connection of the commit held (between waitForCommit and release).
-    private var held: Int32?
+/// The store's commit gate (PERMISSIONS_DEBUG_COMMIT_GATE): each commit connects to
+/// the test's socket and waits for a byte.
+private typealias CommitGate = TestGateSocket
 
+private extension TestGateSocket {
     /// A daemon whose every commit waits at a gate of its own.
     static func daemon(config: String = "[location]\nenabled=true\n") throws -> (DaemonUnderTest, CommitGate) {
-        let bus = try TestBus()
-        // /tmp rather than $TMPDIR: a socket path must fit sun_path's 108 bytes.
-        var template = Array("/tmp/commit-gate.XXXXXX".utf8CString)
-        guard let directory = mkdtemp(&template) else { throw HarnessError(description: "mkdtemp failed") }
-        let gate = try CommitGate(path: String(cString: directory) + "/gate")
-        let daemon = try DaemonUnderTest(bus: bus, config: config,
-                                         environment: ["PERMISSIONS_DEBUG_COMMIT_GATE": gate.path])
-        return (daemon, gate)
+        try daemon(config: config, variable: "PERMISSIONS_DEBUG_COMMIT_GATE")
     }
 
-    let path: String
-
-    private init(path: String) throws {
-        self.path = path
-        listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: path.utf8.prefix($0.count - 1)) }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard listener >= 0, bound == 0, listen(listener, 16) == 0 else {
-            throw HarnessError(description: "cannot listen on the commit gate \(path): errno \(errno)")
-        }
-    }
-
-    deinit {
-        abandon()
-        shutdown(listener, Int32(SHUT_RDWR))  // wakes the accept of `openForGood`'s thread
-        close(listener)
-        unlink(path)
-        rmdir((path as NSString).deletingLastPathComponent)
-    }
-
-    /// Returns once a commit waits at the gate (its connection is accepted), or
-    /// fails the test after 20 s.
-    func waitForCommit() throws {
-        guard held == nil else { throw HarnessError(description: "a commit is held at the gate already") }
-        var pfd = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
-        guard poll(&pfd, 1, 20_000) == 1 else { throw HarnessError(description: "no commit came to the gate within 20 s") }
-        let connection = accept(listener, nil, nil)
-        guard connection >= 0 else { throw HarnessError(description: "accept on the commit gate: errno \(errno)") }
-        _ = fcntl(connection, F_SETFD, FD_CLOEXEC)  // not into the daemons and tools this test starts
-        held = connection
-    }
-
-    /// Lets the waiting commit go on.
-    func release() throws {
-        guard let fd = held else { throw HarnessError(description: "no commit is held at the gate") }
-        held = nil
-        var byte: UInt8 = 1
-        let written = write(fd, &byte, 1)
-        close(fd)
-        guard written == 1 else { throw HarnessError(description: "cannot write to the commit gate") }
-    }
-
-    /// Releases the held commit, if any, and every commit from now on, on a thread
-    /// of its own, until the gate goes.
-    func openForGood() throws {
-        if held != nil { try release() }
-        let listener = self.listener
-        Thread.detachNewThread {
-            while true {
-                let connection = accept(listener, nil, nil)
-                guard connection >= 0 else { return }
-                var byte: UInt8 = 1
-                _ = write(connection, &byte, 1)
-                close(connection)
-            }
-        }
-    }
-
-    /// Lets go of the held commit's connection without a byte (its daemon is gone).
-    func abandon() {
-        if let fd = held { close(fd) }
-        held = nil
-    }
+    /// Returns once a commit waits at the gate, or fails the test after 20 s.
+    func waitForCommit() throws { try waitForArrival("a commit") }
 }
 
 private extension Requester {

@@ -101,6 +101,7 @@ package final class PermissionsService {
         self.callers = callers
         self.authorizer = authorizer
         self.outgoing = outgoing
+        connection.argumentLimits = Self.argumentLimits
         broker = PromptBroker(connection: connection, outgoing: outgoing,
                               settle: { [unowned self] in self.settle($0, $1, $2, $3, $4) },
                               undecided: { [unowned self] in self.undecided($0) })

@@ -149,7 +149,8 @@ let package = Package(
         // The BlueZ plugin's pure parts and its HCI seam, without bus or kernel.
         .testTarget(name: "BluetoothPluginTests", dependencies: ["BluetoothPlugin", "PluginKit", "DBusKit"], swiftSettings: strictSettings),
         .testTarget(name: "IntegrationTests",
-                    dependencies: ["DBusKit", "CPermissionsPlugin", "PermissionsTestSupport", "PermissionsClient"],
+                    dependencies: ["DBusKit", "CPermissionsPlugin", "PermissionsTestSupport", "PermissionsClient",
+                                   "PermissionsModel"],
                     swiftSettings: strictSettings),
     ] + plugins.map(\.1),
     swiftLanguageModes: [.v6]

@@ -46,6 +46,9 @@ public final class Connection: @unchecked Sendable {
     public private(set) var failure: BusError?
     /// Serves the socket of an attached connection.
     var ioThread: IOThread?
+    /// Limits on the arguments of the method calls routed to exported objects,
+    /// checked before they are decoded (ArgumentLimits.swift); nil: none.
+    public var argumentLimits: ArgumentLimits?
 
     struct Subscription {
         let match: SignalMatch

@@ -11,6 +11,11 @@ public final class MethodCall {
     public internal(set) var arguments: [DBusValue]
     public let connection: Connection
     private var answered = false
+    /// Runs once when the call is answered, on the queue; for a call dropped
+    /// unanswered, when its automatic error goes. For counting what waits.
+    public var onAnswer: (() -> Void)?
+    /// Whether `reply` or `fail` has run.
+    public var isAnswered: Bool { answered }
 
     init(message: Message, arguments: [DBusValue], connection: Connection) {
         self.message = message
@@ -24,6 +29,7 @@ public final class MethodCall {
     public func reply(_ values: [DBusValue] = []) {
         guard !answered else { return }
         answered = true
+        answerTaken()
         guard !message.noReplyExpected else { return }
         let reply = message.makeReply()
         do {
@@ -43,8 +49,15 @@ public final class MethodCall {
     public func fail(_ error: BusError) {
         guard !answered else { return }
         answered = true
+        answerTaken()
         guard !message.noReplyExpected else { return }
         send(message.makeErrorReply(error))
+    }
+
+    private func answerTaken() {
+        let hook = onAnswer
+        onAnswer = nil
+        hook?()
     }
 
     /// Sends an answer; one that cannot be queued is reported to the connection's
@@ -64,11 +77,16 @@ public final class MethodCall {
 
     deinit {
         // A handler that forgot to answer must not leave the caller waiting 25 s.
-        // The last reference may go on any thread, so the reply is sent from the queue.
-        if !answered, !message.noReplyExpected {
-            let reply = message.makeErrorReply(BusError(BusError.failed, "the call was dropped"))
-            let (connection, call) = (self.connection, message)
-            connection.queue.async { Self.send(reply, to: call, on: connection) }
+        // The last reference may go on any thread, so the reply is sent, and the
+        // answer hook run, from the queue.
+        guard !answered else { return }
+        let hook = onAnswer.map { QueueConfined($0) }
+        let reply = message.noReplyExpected ? nil : message.makeErrorReply(BusError(BusError.failed, "the call was dropped"))
+        if reply == nil, hook == nil { return }
+        let (connection, call) = (self.connection, message)
+        connection.queue.async {
+            if let reply { Self.send(reply, to: call, on: connection) }
+            hook?.value()
         }
     }
 }
@@ -163,9 +181,15 @@ enum ObjectRouter {
         }
         // Arguments are decoded only once the signature is known to be the method's:
         // decoding builds a value per element, so a large message of the wrong type
-        // (a 30 MB `ay` to GetStatus) must be refused from its signature alone.
+        // (a 30 MB `ay` to GetStatus) must be refused from its signature alone, and
+        // one of the right type from the connection's limits (ArgumentLimits.swift),
+        // checked on libdbus's iterator. nil: refused.
         let bare = MethodCall(message: message, arguments: [], connection: connection)
-        func decoded() -> MethodCall {
+        func decoded() -> MethodCall? {
+            if let limits = connection.argumentLimits, let problem = limits.violation(message.raw) {
+                bare.fail(limits.error("\(member.escapedForMessage): \(problem)"))
+                return nil
+            }
             bare.arguments = message.arguments()
             return bare
         }
@@ -186,7 +210,7 @@ enum ObjectRouter {
             && !object.interfaces.values.contains { $0.methods[member] != nil }
         if message.interface == propertiesInterface || (message.interface == nil && propertyMethod) {
             return standard(bare, propertiesInterface, member) {
-                properties(decoded(), object: object, member: member)
+                if let call = decoded() { properties(call, object: object, member: member) }
             }
         }
         let candidates: [Interface]
@@ -205,7 +229,7 @@ enum ObjectRouter {
         guard message.signature == method.inputSignature else {
             return bare.fail(wrongSignature(message, expected: method.inputSignature))
         }
-        method.handler(decoded())
+        if let call = decoded() { method.handler(call) }
     }
 
     /// A call to a method of a standard interface: UnknownMethod for a member it does

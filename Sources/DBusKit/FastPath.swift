@@ -57,14 +57,18 @@ public struct FastMethodCall: ~Copyable {
     /// allocation for names up to 15 bytes, such as `:1.1234`).
     public var sender: String { dbus_message_get_sender(raw).map { String(cString: $0) } ?? "" }
 
-    /// The first argument, which the signature check made a string.
+    /// The first argument, which the signature check made a string; "" if it is
+    /// longer than the connection's limit for strings (the ordinary way then
+    /// refuses it), so that a huge one is never copied.
     public var firstString: String {
         var iter = DBusMessageIter()
         guard dbus_message_iter_init(raw, &iter) != 0, dbus_message_iter_get_arg_type(&iter) == typeString
         else { return "" }
         var value: UnsafePointer<CChar>? = nil
         dbus_message_iter_get_basic(&iter, &value)
-        return value.map { String(cString: $0) } ?? ""
+        guard let value else { return "" }
+        if let limit = connection.argumentLimits?.maxStringBytes, strnlen(value, limit + 1) > limit { return "" }
+        return String(cString: value)
     }
 
     /// Replies with one string. False if libdbus ran out of memory (nothing was

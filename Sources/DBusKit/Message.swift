@@ -44,6 +44,13 @@ public final class Message: @unchecked Sendable {
         return Message(owning: raw)
     }
 
+    /// An exact copy without a serial, so that it can be sent as a call of its own
+    /// (libdbus copies the marshalled bytes: nothing is validated or built again).
+    public func copy() -> Message {
+        guard let raw = dbus_message_copy(raw) else { fatalError("dbus_message_copy: out of memory") }
+        return Message(owning: raw)
+    }
+
     /// A method return for this call.
     public func makeReply() -> Message {
         guard let raw = dbus_message_new_method_return(raw) else {

@@ -13,6 +13,13 @@ internal import PermissionsSupport
 ///
 ///     [service]
 ///     agent-timeout=120        seconds an agent may take to answer a prompt (1-3600)
+///     outgoing-calls=96        the daemon's calls to polkit and agents pending for
+///                              all users together (1-100000), and for one user:
+///     outgoing-calls-per-user=16
+///     pending-calls-per-connection=64
+///                              calls of one connection waiting in the daemon, and
+///     pending-calls-per-user=512  of one user's connections together (1-100000);
+///                              see CallLimits
 ///
 ///     [identity]
 ///     host-pid=self            the process whose mount namespace is the host's (1,
@@ -29,6 +36,7 @@ internal import PermissionsSupport
 ///                              nothing is stored either way
 package struct CoreConfig: Equatable, Sendable {
     package var agentTimeoutSeconds = 120
+    package var callLimits = CallLimits()
     package var noAgent: [String: Status] = [:]
     /// Names from [permissions] declare=, valid ones only, in order.
     package var declared: [String] = []
@@ -66,7 +74,7 @@ package struct CoreConfig: Equatable, Sendable {
         // key had before it (an earlier file of this load, else the last good load).
         var core = CoreConfig()
         var rest: [ConfigEntry] = []
-        var timeoutSet = false
+        var serviceKeysSet = Set<String>()
         for entry in entries {
             if entry.section == "permissions" {
                 if entry.key == "declare" {
@@ -82,17 +90,18 @@ package struct CoreConfig: Equatable, Sendable {
                     logError("\(entry.origin): unknown key \"\(entry.key.escapedForMessage)\" in [permissions]; ignored")
                 }
             } else if entry.section == "service" {
-                if entry.key == "agent-timeout", let seconds = Int(entry.value), (1...3600).contains(seconds) {
-                    core.agentTimeoutSeconds = seconds
-                    timeoutSet = true
-                } else if entry.key == "agent-timeout" {
-                    if !timeoutSet { core.agentTimeoutSeconds = previous.agentTimeoutSeconds }
-                    timeoutSet = true
-                    reject("\(entry.origin): [service] agent-timeout=\(entry.value.escapedForMessage): "
-                           + "expected 1..3600 seconds")
-                } else {
+                guard let key = serviceKeys.first(where: { $0.name == entry.key }) else {
                     logError("\(entry.origin): unknown key \"\(entry.key.escapedForMessage)\" in [service]; ignored")
+                    continue
                 }
+                if let number = Int(entry.value), key.range.contains(number) {
+                    core[keyPath: key.value] = number
+                } else {
+                    if !serviceKeysSet.contains(key.name) { core[keyPath: key.value] = previous[keyPath: key.value] }
+                    reject("\(entry.origin): [service] \(key.name)=\(entry.value.escapedForMessage): "
+                           + "expected \(key.range.lowerBound)..\(key.range.upperBound) \(key.unit)")
+                }
+                serviceKeysSet.insert(key.name)
             } else if entry.section == "identity" {
                 if entry.key == "host-pid" {
                     if let pid = HostPID(entry.value) {
@@ -129,6 +138,25 @@ package struct CoreConfig: Equatable, Sendable {
             }
         }
         return (core, rest)
+    }
+
+    /// A [service] key: a whole number in `range`, kept at `value`.
+    private struct ServiceKey {
+        let name: String
+        let range: ClosedRange<Int>
+        let unit: String
+        let value: WritableKeyPath<CoreConfig, Int>
+    }
+
+    private static var serviceKeys: [ServiceKey] {
+        [ServiceKey(name: "agent-timeout", range: 1...3600, unit: "seconds", value: \.agentTimeoutSeconds),
+         ServiceKey(name: "outgoing-calls", range: CallLimits.range, unit: "calls", value: \.callLimits.outgoingCalls),
+         ServiceKey(name: "outgoing-calls-per-user", range: CallLimits.range, unit: "calls",
+                    value: \.callLimits.outgoingCallsPerUser),
+         ServiceKey(name: "pending-calls-per-connection", range: CallLimits.range, unit: "calls",
+                    value: \.callLimits.pendingCallsPerConnection),
+         ServiceKey(name: "pending-calls-per-user", range: CallLimits.range, unit: "calls",
+                    value: \.callLimits.pendingCallsPerUser)]
     }
 
     /// An entry of [identity] interpreters=: a file name (letters, digits, ".", "_",

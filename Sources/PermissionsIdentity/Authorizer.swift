@@ -1,4 +1,5 @@
 package import DBusKit
+package import PermissionsSupport
 internal import Glibc
 
 /// Decides who may read or change stored decisions, and register agents.
@@ -23,34 +24,52 @@ package final class Authorizer {
         case agent = "org.example.permissions.agent"
     }
 
-    let connection: Connection
+    let outgoing: OutgoingCalls
     let systemBus: Bool
 
-    package init(connection: Connection, systemBus: Bool) {
-        self.connection = connection
+    /// polkit's checks go through `outgoing`, counted against the caller's uid.
+    package init(outgoing: OutgoingCalls, systemBus: Bool) {
+        self.outgoing = outgoing
         self.systemBus = systemBus
     }
 
-    /// Calls `done(nil)` if allowed, else `done(reason)`. `action` nil: reading the
+    /// Why a call is not allowed.
+    package enum Refusal {
+        /// Not authorized, and why: NotAuthorized.
+        case notAuthorized(String)
+        /// Not asked: the caller's user is over its share of the daemon's calls to
+        /// polkit (LimitExceeded, as it is).
+        case limited(BusError)
+
+        /// The error to answer with; `what` says what was not allowed (NotAuthorized).
+        package func error(_ what: String) -> BusError {
+            switch self {
+            case .notAuthorized(let why): PermissionsError.notAuthorized("\(what): \(why)")
+            case .limited(let error): error
+            }
+        }
+    }
+
+    /// Calls `done(nil)` if allowed, else `done(refusal)`. `action` nil: reading the
     /// caller's own user's decisions.
-    package func check(_ identity: AppIdentity, sender: String, action: Action?, done: @escaping (String?) -> Void) {
+    package func check(_ identity: AppIdentity, sender: String, action: Action?, done: @escaping (Refusal?) -> Void) {
         if identity.kind == .flatpak || identity.kind == .snap {
-            return done("sandboxed apps (\(identity.appID)) may not do this")
+            return done(.notAuthorized("sandboxed apps (\(identity.appID)) may not do this"))
         }
         // Root is root in any mount namespace (a user namespace's root is not uid 0 on the bus).
         if identity.uid == 0 { return done(nil) }
         if identity.kind == .unverified {
-            return done("\(identity.appID) runs in a mount namespace of its own and is no known sandbox; "
-                        + "such callers may not do this")
+            return done(.notAuthorized("\(identity.appID) runs in a mount namespace of its own and is no known "
+                                       + "sandbox; such callers may not do this"))
         }
         guard let action else { return done(nil) }
         if !systemBus {
-            return done(identity.uid == getuid() ? nil : "uid \(identity.uid) is not the service's user")
+            return done(identity.uid == getuid() ? nil : .notAuthorized("uid \(identity.uid) is not the service's user"))
         }
-        checkPolkit(sender: sender, action: action, done: done)
+        checkPolkit(sender: sender, uid: identity.uid, action: action, done: done)
     }
 
-    private func checkPolkit(sender: String, action: Action, done: @escaping (String?) -> Void) {
+    private func checkPolkit(sender: String, uid: UInt32, action: Action, done: @escaping (Refusal?) -> Void) {
         let message: Message
         do {
             message = try Message.methodCall(destination: "org.freedesktop.PolicyKit1",
@@ -61,18 +80,22 @@ package final class Authorizer {
             try message.append(subject, .string(action.rawValue), .stringDictionary([]),
                                .uint32(1) /* AllowUserInteraction */, .string(""))
         } catch {
-            return done("cannot ask polkit: \(error.message)")
+            return done(.notAuthorized("cannot ask polkit: \(error.message)"))
         }
-        // Interactive authentication can take a while; the caller waits, nobody else does.
-        connection.call(message, timeoutMilliseconds: 120_000) { result in
+        // Interactive authentication can take a while; the caller waits, and so may
+        // the user's other checks once they hold its share (OutgoingCalls); nobody
+        // else does.
+        outgoing.call(message, for: uid, timeoutMilliseconds: 120_000) { result in
             switch result {
+            case .failure(let error) where OutgoingCalls.isLimit(error):
+                done(.limited(error))
             case .failure(let error):
-                done("polkit could not be asked (\(error.name)): \(error.message)")
+                done(.notAuthorized("polkit could not be asked (\(error.name)): \(error.message)"))
             case .success(let reply):
                 guard case .structure(let fields)? = reply.arguments().first, fields.first?.boolValue != nil else {
-                    return done("polkit gave a malformed answer")
+                    return done(.notAuthorized("polkit gave a malformed answer"))
                 }
-                done(fields[0].boolValue == true ? nil : "polkit refused \(action.rawValue)")
+                done(fields[0].boolValue == true ? nil : .notAuthorized("polkit refused \(action.rawValue)"))
             }
         }
     }

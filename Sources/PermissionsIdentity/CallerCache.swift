@@ -144,6 +144,12 @@ package final class CallerCache {
     /// The process and user id in the bus's answer to GetConnectionCredentials.
     private func credentials(_ sender: String, _ result: Result<Message, BusError>) -> Result<(UInt32, UInt32), BusError> {
         switch result {
+        case .failure(let error) where error.name == BusError.noReply:
+            // The bus answers GetConnectionCredentials at once: its answer was late
+            // because the daemon was behind on the messages before it.
+            return .failure(PermissionsError.unknownCaller(
+                "cannot read the credentials of \(sender): the bus's answer was not read within 5 s "
+                    + "(the daemon is behind on its incoming messages)"))
         case .failure(let error):
             return .failure(PermissionsError.unknownCaller("cannot read the credentials of \(sender): \(error.message)"))
         case .success(let reply):

@@ -20,4 +20,5 @@ public enum ErrorName {
     public static let unknownCaller = "UnknownCaller"
     public static let storageFailed = "StorageFailed"
     public static let cancelled = "Cancelled"
+    public static let limitExceeded = "LimitExceeded"
 }

@@ -28,7 +28,7 @@ extension PromptBroker {
         else { return }
         let uid = agent.uid  // the agent may be gone when the answer comes
         probing.insert(uid)
-        connection.call(message, timeoutMilliseconds: Self.probeTimeoutMilliseconds) { [weak self, weak agent] result in
+        callAgent(agent, message, timeoutMilliseconds: Self.probeTimeoutMilliseconds) { [weak self, weak agent] result in
             guard let self else { return }
             self.probing.remove(uid)
             if let agent { self.noteDelivery(to: agent, result, isCheck: true) }

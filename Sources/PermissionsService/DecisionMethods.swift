@@ -40,7 +40,7 @@ extension PermissionsService {
                 if let refusal {
                     let member = call.message.member ?? ""
                     let whose = own ? "" : " for uid \(uid!)"
-                    return call.fail(PermissionsError.notAuthorized("\(member)\(whose) is not allowed: \(refusal)"))
+                    return call.fail(refusal.error("\(member)\(whose) is not allowed"))
                 }
                 body(identity, uid ?? identity.uid)
             }
@@ -223,7 +223,7 @@ extension PermissionsService {
             self.authorizer.check(identity, sender: call.sender, action: action) { refusal in
                 if let refusal {
                     let member = call.message.member ?? ""
-                    return call.fail(PermissionsError.notAuthorized("\(member) is not allowed: \(refusal)"))
+                    return call.fail(refusal.error("\(member) is not allowed"))
                 }
                 body(identity)
             }

@@ -3,7 +3,7 @@ package import DBusKit
 internal import CPermissionsData
 internal import Glibc
 import Dispatch
-internal import PermissionsSupport
+package import PermissionsSupport
 package import PermissionsStore
 package import PermissionsPluginHost
 package import PermissionsIdentity
@@ -31,7 +31,19 @@ package final class PermissionsService {
     let plugins: PluginHost
     let callers: CallerCache
     let authorizer: Authorizer
+    /// The daemon's calls to polkit and agents, with each user's share (OutgoingCalls).
+    let outgoing: OutgoingCalls
     var broker: PromptBroker!
+    /// Calls waiting for an answer, per connection and per user (PendingCalls.swift).
+    var pendingCalls = PendingCalls()
+    /// [service] outgoing-calls=, outgoing-calls-per-user=, pending-calls-per-connection=,
+    /// pending-calls-per-user=.
+    package var callLimits = CallLimits() {
+        didSet {
+            outgoing.limits = callLimits
+            pendingCalls.limits = callLimits
+        }
+    }
     /// How long an agent may take to answer a prompt ([service] agent-timeout=).
     package var agentTimeoutMilliseconds: Int32 {
         get { broker.agentTimeoutMilliseconds }
@@ -80,7 +92,7 @@ package final class PermissionsService {
     /// stored one has no next, or the new one cannot be stored): the daemon then
     /// refuses to start, since serials it sent could repeat earlier ones.
     package init(connection: Connection, store: any DecisionStoring, plugins: PluginHost, callers: CallerCache,
-                 authorizer: Authorizer) throws {
+                 authorizer: Authorizer, outgoing: OutgoingCalls) throws {
         // First, before anything is exported or hooked: the only step that can fail.
         serials = ChangeSerials(epoch: try store.nextEpoch(clockSeconds: currentMicroseconds() / 1_000_000))
         self.connection = connection
@@ -88,7 +100,9 @@ package final class PermissionsService {
         self.plugins = plugins
         self.callers = callers
         self.authorizer = authorizer
-        broker = PromptBroker(connection: connection,
+        self.outgoing = outgoing
+        connection.argumentLimits = Self.argumentLimits
+        broker = PromptBroker(connection: connection, outgoing: outgoing,
                               settle: { [unowned self] in self.settle($0, $1, $2, $3, $4) },
                               undecided: { [unowned self] in self.undecided($0) })
         tracker.emit = { [unowned self] audience, app, permission, status in
@@ -264,13 +278,27 @@ package final class PermissionsService {
 
     /// Runs `body` with the caller's identity, or answers the call with the error.
     /// Every call that can wait (for the bus, polkit or a prompt) comes through
-    /// here, and is remembered until it is answered.
+    /// here, and is remembered until it is answered. Counted while it waits
+    /// (PendingCalls): per connection from here, per user once identified; over a
+    /// limit, it fails with LimitExceeded.
     func withCaller(_ call: MethodCall, _ body: @escaping (AppIdentity) -> Void) {
         guard !stopping else { return call.fail(Self.stoppingError) }
+        if let refusal = pendingCalls.admit(call) { return call.fail(refusal) }
+        let sender = call.sender
+        call.onAnswer = { [weak self] in self?.pendingCalls.release(sender: sender) }
         waitingCalls.add(call)
-        callers.identify(call.sender) { result in
+        callers.identify(call.sender) { [weak self] result in
+            guard let self else { return }
             switch result {
-            case .success(let identity): body(identity)
+            case .success(let identity):
+                // Answered meanwhile (Cancelled: the daemon is stopping): nothing more is done.
+                guard !call.isAnswered else { return }
+                if let refusal = self.pendingCalls.admit(call, uid: identity.uid) { return call.fail(refusal) }
+                call.onAnswer = { [weak self] in
+                    self?.pendingCalls.release(sender: sender)
+                    self?.pendingCalls.release(uid: identity.uid)
+                }
+                body(identity)
             case .failure(let error): call.fail(error)
             }
         }

@@ -89,6 +89,8 @@ final class Prompt {
 /// Confined to the service queue.
 final class PromptBroker {
     let connection: Connection
+    /// Every call to an agent goes through it, counted against the agent's uid (AgentCalls.swift).
+    let outgoing: OutgoingCalls
     /// The newest registration of a uid gets that uid's new prompts.
     private(set) var agents: [Agent] = []
     private var open: [PromptKey: Prompt] = [:]
@@ -107,9 +109,11 @@ final class PromptBroker {
     /// The status to reply with when nothing was decided.
     let undecided: (Prompt) -> Status
 
-    init(connection: Connection, settle: @escaping (Prompt, AgentAnswer, Int64?, Agent, @escaping (Result<Status, BusError>) -> Void) -> Void,
+    init(connection: Connection, outgoing: OutgoingCalls,
+         settle: @escaping (Prompt, AgentAnswer, Int64?, Agent, @escaping (Result<Status, BusError>) -> Void) -> Void,
          undecided: @escaping (Prompt) -> Status) {
         self.connection = connection
+        self.outgoing = outgoing
         self.settle = settle
         self.undecided = undecided
     }
@@ -181,10 +185,12 @@ final class PromptBroker {
             return agentDone(agent, prompt) { self.finish(prompt, status: self.undecided(prompt)) }
         }
         logDebug("prompt \(prompt.id): asking agent \(agent.owner) about \(prompt.app) / \(prompt.permission)")
-        connection.call(message, timeoutMilliseconds: agentTimeoutMilliseconds) { [weak self, weak agent] result in
+        callAgent(agent, message, timeoutMilliseconds: agentTimeoutMilliseconds) { [weak self, weak agent] result in
             guard let self, let agent else { return }
             self.agentDone(agent, prompt) {
                 guard !prompt.finished else { return }  // cancelled meanwhile: drop the answer
+                // Not sent: the user is over their share of the daemon's calls.
+                if case .failure(let error) = result, OutgoingCalls.isLimit(error) { return self.finish(prompt, .failure(error)) }
                 self.noteDelivery(to: agent, result)
                 switch result {
                 case .failure(let error):
@@ -323,7 +329,7 @@ final class PromptBroker {
                                                     interface: BusNames.agentInterfaceName, member: "Cancel"),
               (try? message.append(.string(prompt.id))) != nil
         else { return }
-        connection.call(message, timeoutMilliseconds: 5000) { _ in }
+        callAgent(agent, message, timeoutMilliseconds: 5000) { _ in }
     }
 }
 

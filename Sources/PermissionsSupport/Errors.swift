@@ -39,4 +39,11 @@ package enum PermissionsError {
     package static func cancelled(_ message: String) -> BusError {
         BusError(prefix + ErrorName.cancelled, message)
     }
+
+    /// A call refused because its caller (its connection, or its user) holds as
+    /// much of the daemon as it may: pending calls, the daemon's calls to polkit
+    /// or to agents made for it. The message says which limit, and quotes it.
+    package static func limitExceeded(_ message: String) -> BusError {
+        BusError(prefix + ErrorName.limitExceeded, message)
+    }
 }

@@ -7,7 +7,10 @@ import Foundation
 /// --pdeathsig KILL`, so that even a process that exits without cleaning up (a
 /// bench failing) leaves no bus behind. `services` is a directory of activation
 /// files (`<servicedir>`): the bus starts what they name when a call or
-/// `StartServiceByName` asks for the name.
+/// `StartServiceByName` asks for the name. `configuration`, given the bus's
+/// directory (removed with the bus) and its `<listen>` address, makes the bus's
+/// configuration instead of the permissive one (a bus with a real system bus's
+/// policy).
 public final class TestBus {
     public let directory: String
     public private(set) var address = ""
@@ -16,13 +19,14 @@ public final class TestBus {
     private var process: Process?
 
     public init(type: String = "session", restartable: Bool = false, diesWithParent: Bool = false,
-                services: String? = nil) throws {
+                services: String? = nil,
+                configuration: ((_ directory: String, _ listen: String) throws -> String)? = nil) throws {
         directory = try makeTemporaryDirectory("permissions-\(type)-bus")
         self.restartable = restartable
         self.diesWithParent = diesWithParent
         chmod(directory, 0o755)
         let listen = restartable ? "unix:path=\(directory)/bus_socket" : "unix:dir=\(directory)"
-        let config = """
+        let config = try configuration?(directory, listen) ?? """
             <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
              "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
             <busconfig>

@@ -206,6 +206,7 @@ final class ConfigApplier {
                     core = newCore
                     service.noAgentDefaults = newCore.noAgent
                     service.agentTimeoutMilliseconds = Int32(newCore.agentTimeoutSeconds * 1000)
+                    service.callLimits = newCore.callLimits
                     service.setInterpreters(newCore.interpreters)
                     service.setHostPID(hostPID(newCore.hostPID))
                     for warning in ConfigWarnings.of(entries, interpreters: newCore.interpreters) {

@@ -192,9 +192,10 @@ public final class Daemon {
         reader.hostPID = options.resolvedHostPID
         let callers = CallerCache(connection: connection, reader: reader)
         do {
+            let outgoing = OutgoingCalls(connection: connection)
             service = try PermissionsService(connection: connection, store: store, plugins: host, callers: callers,
-                                             authorizer: Authorizer(connection: connection,
-                                                                    systemBus: options.bus == .system))
+                                             authorizer: Authorizer(outgoing: outgoing, systemBus: options.bus == .system),
+                                             outgoing: outgoing)
         } catch {
             fail("cannot start serving: \(error)")
         }

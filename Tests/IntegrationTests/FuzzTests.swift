@@ -40,7 +40,8 @@ import PermissionsTestSupport
     static let connections = 4
 
     static let namedErrors: Set<String> = Set(
-        ["UnknownPermission", "InvalidArgument", "NotAuthorized", "UnknownCaller", "StorageFailed", "Cancelled"]
+        ["UnknownPermission", "InvalidArgument", "NotAuthorized", "UnknownCaller", "StorageFailed", "Cancelled",
+         "LimitExceeded"]
             .map { "org.example.Permissions.Error." + $0 }
         + ["InvalidArgs", "UnknownMethod", "UnknownInterface", "UnknownProperty", "UnknownObject", "PropertyReadOnly"]
             .map { "org.freedesktop.DBus.Error." + $0 })

@@ -33,16 +33,18 @@ extension TestBus {
 }
 
 /// python-dbusmock's polkitd on the stand-in system bus. It starts allowing nothing.
+/// `template` is dbusmock's template: its own polkitd, or a file of ours
+/// (Tests/testenv/polkitd-holding.py).
 final class PolkitTestMock {
-    private let bus: PolkitTestSystemBus
+    let bus: PolkitTestSystemBus
     private var process: Process?
 
-    init(bus: PolkitTestSystemBus) throws {
+    init(bus: PolkitTestSystemBus, template: String = "polkitd") throws {
         self.bus = bus
         let process = Process()
         // Not the pyenv python3 on PATH: only the system one has dbusmock.
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = ["-m", "dbusmock", "--system", "-t", "polkitd"]
+        process.arguments = ["-m", "dbusmock", "--system", "-t", template]
         process.environment = bus.environment
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = FileHandle.nullDevice

@@ -169,4 +169,53 @@ struct CoreConfigTests {
                              reject: { rejected.append($0) })
         #expect(rejected == ["permissions.conf:1: [permissions] declare: invalid permission name \"identity\""])
     }
+
+    // MARK: the call limits ([service] outgoing-calls= and the rest, see CallLimits)
+
+    private static var limitKeys: [(String, WritableKeyPath<CallLimits, Int>)] {
+        [("outgoing-calls", \.outgoingCalls), ("outgoing-calls-per-user", \.outgoingCallsPerUser),
+         ("pending-calls-per-connection", \.pendingCallsPerConnection), ("pending-calls-per-user", \.pendingCallsPerUser)]
+    }
+
+    @Test func callLimitDefaults() {
+        let limits = CoreConfig().callLimits
+        #expect(limits.outgoingCalls == 96)
+        #expect(limits.outgoingCallsPerUser == 16)
+        #expect(limits.pendingCallsPerConnection == 64)
+        #expect(limits.pendingCallsPerUser == 512)
+        // Below what a stock system bus lets the daemon's one connection wait for (128).
+        #expect(limits.outgoingCalls < 128)
+    }
+
+    @Test("a valid call limit is taken", arguments: ["1", "7", "100000"])
+    func validCallLimit(value: String) {
+        for (key, path) in Self.limitKeys {
+            let (core, rest) = CoreConfig.split([Self.entry("service", key, value)], previous: Self.previous)
+            #expect(core.callLimits[keyPath: path] == Int(value), "\(key)")
+            #expect(rest.isEmpty)
+        }
+    }
+
+    @Test("a bad call limit keeps the previous one and is refused", arguments: ["0", "100001", "-1", "", "ten", "8 "])
+    func badCallLimit(value: String) {
+        var previous = Self.previous
+        for (_, path) in Self.limitKeys { previous.callLimits[keyPath: path] = 5 }
+        for (key, path) in Self.limitKeys {
+            var rejected: [String] = []
+            let (core, rest) = CoreConfig.split([Self.entry("service", key, value)], previous: previous,
+                                                reject: { rejected.append($0) })
+            #expect(core.callLimits[keyPath: path] == 5, "\(key)")
+            #expect(rest.isEmpty)
+            #expect(rejected == ["permissions.conf:1: [service] \(key)=\(value): expected 1..100000 calls"], "\(rejected)")
+        }
+    }
+
+    @Test func laterCallLimitOverridesEarlierOneAndAbsentOnesTakeTheDefault() {
+        let entries = [Self.entry("service", "outgoing-calls-per-user", "4", line: 2),
+                       Self.entry("service", "outgoing-calls-per-user", "8", line: 9)]
+        let (core, _) = CoreConfig.split(entries, previous: Self.previous)
+        var expected = CallLimits()
+        expected.outgoingCallsPerUser = 8
+        #expect(core.callLimits == expected)
+    }
 }

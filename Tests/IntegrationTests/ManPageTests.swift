@@ -162,7 +162,9 @@ func longOptions(_ text: some StringProtocol) -> Set<String> {
     /// daemon (or a plugin) reads the key: an unread key is ignored.
     static let badValues = ["enabled": "maybe", "allow": "not an app id", "deny": "not an app id",
                             "no-agent": "maybe", "max-accuracy": "maybe", "agent-timeout": "0",
-                            "declare": "no/such/name", "host-pid": "abc", "interpreters": "two words"]
+                            "declare": "no/such/name", "host-pid": "abc", "interpreters": "two words",
+                            "outgoing-calls": "0", "outgoing-calls-per-user": "0", "pending-calls-per-connection": "0",
+                            "pending-calls-per-user": "0"]
 
     /// The sections of plugins without a `validate` entry (pipewire, bluetooth):
     /// `--check-config` cannot check their keys, which are checked when the daemon
@@ -216,7 +218,9 @@ func longOptions(_ text: some StringProtocol) -> Set<String> {
         #expect(permissions == ["location", "notifications", "camera", "microphone", "bluetooth", "local-network"])
         #expect(keys["*"] == ["enabled", "allow", "deny", "no-agent"])
         #expect(keys["location"] == ["max-accuracy"])
-        #expect(keys["service"] == ["agent-timeout"] && keys["permissions"] == ["declare"])
+        #expect(keys["service"] == ["agent-timeout", "outgoing-calls", "outgoing-calls-per-user",
+                                    "pending-calls-per-connection", "pending-calls-per-user"])
+        #expect(keys["permissions"] == ["declare"])
         #expect(keys["identity"] == ["host-pid", "interpreters"])
         // The control: a key nobody reads is ignored, so the check below can fail.
         #expect(try Self.checkConfig("[location]\nno-such-key=maybe\n").status == 0)

@@ -25,6 +25,11 @@ public struct PermissionsClientError: Error, Sendable, Equatable, CustomStringCo
         case unknownCaller
         /// `org.example.Permissions.Error.StorageFailed`: an answer could not be stored.
         case storageFailed
+        /// `org.example.Permissions.Error.LimitExceeded`: this app's user (or this
+        /// connection) has as many calls waiting in the service as it may; the
+        /// message quotes the limit. The bus's own `LimitsExceeded` (too many calls
+        /// waiting for replies on one connection) is this too. Try again later.
+        case limitExceeded
         /// No service on the bus (`org.freedesktop.DBus.Error.ServiceUnknown`,
         /// `NameHasNoOwner`), or no bus at all.
         case unavailable
@@ -76,6 +81,7 @@ public struct PermissionsClientError: Error, Sendable, Equatable, CustomStringCo
         case .notAuthorized: "This app may not do this."
         case .unknownCaller: "The permissions service could not identify this app."
         case .storageFailed: "The permissions service could not store the answer."
+        case .limitExceeded: "Too many calls of this app's user are waiting in the permissions service."
         case .unavailable: "The permissions service is not available."
         case .serviceRestarted: "The permissions service stopped while the request waited."
         case .disconnected: "The connection to the bus was lost."
@@ -95,6 +101,7 @@ public struct PermissionsClientError: Error, Sendable, Equatable, CustomStringCo
         case BusNames.errorPrefix + ErrorName.notAuthorized: .notAuthorized
         case BusNames.errorPrefix + ErrorName.unknownCaller: .unknownCaller
         case BusNames.errorPrefix + ErrorName.storageFailed: .storageFailed
+        case BusNames.errorPrefix + ErrorName.limitExceeded, "org.freedesktop.DBus.Error.LimitsExceeded": .limitExceeded
         case BusNames.errorPrefix + ErrorName.cancelled: .serviceRestarted
         case "org.freedesktop.DBus.Error.ServiceUnknown", BusError.nameHasNoOwner, "org.freedesktop.DBus.Error.NotSupported",
              "org.freedesktop.DBus.Error.FileNotFound", "org.freedesktop.DBus.Error.NoServer",

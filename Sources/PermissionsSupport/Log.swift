@@ -13,11 +13,13 @@ internal import Glibc
 ///
 /// The daemon picks the sink once at start-up (`useBestSink`); until then, and in
 /// every other program that logs through this (`--check-config`), lines go to
-/// standard error.
+/// standard error. From then on the daemon's lines are written by a `LogWriter`,
+/// on a queue of its own: a reader that is behind costs dropped (and counted)
+/// lines, never a caller's answer. `flush` waits for them before the process ends.
 ///
-/// `@unchecked Sendable`: `verbose`, `quietBelow` and `sink` are set once at
-/// start-up before any other thread exists; each line is written with one
-/// `write(2)` (or one `vsyslog`), which does not interleave.
+/// `@unchecked Sendable`: `verbose`, `quietBelow`, `sink` and `writer` are set once
+/// at start-up before any other thread exists; each line is written with one
+/// `write(2)` (or one `vsyslog`), by one thread at a time once `writer` is set.
 package final class Log: @unchecked Sendable {
     package static let shared = Log()
     package var verbose = false
@@ -34,33 +36,64 @@ package final class Log: @unchecked Sendable {
         case syslog
     }
 
+    /// Set by `useBestSink`: from then on lines are queued for it, not written here.
+    private var writer: LogWriter?
+
     package func log(_ priority: Priority, _ message: String) {
         if priority == .debug, !verbose { return }
         if priority.rawValue > quietBelow.rawValue { return }
+        let line = LogWriter.Line(priority: priority, message: message)
+        if let writer { writer.enqueue(line) } else { Self.write(line, to: sink) }
+    }
+
+    /// Writes `line` to `sink` now, blocking while the reader is behind.
+    private static func write(_ line: LogWriter.Line, to sink: Sink) {
         switch sink {
         case .syslog:
-            message.withCString { text in
-                withVaList([text]) { vsyslog(priority.rawValue, "%s", $0) }
+            line.message.withCString { text in
+                withVaList([text]) { vsyslog(line.priority.rawValue, "%s", $0) }
             }
         case .journal:
-            write("<\(priority.rawValue)>\(message)\n")
+            writeStandardError("<\(line.priority.rawValue)>\(line.message)\n")
         case .standardError:
-            write("<\(priority.rawValue)>permissionsd: \(message)\n")
+            writeStandardError("<\(line.priority.rawValue)>permissionsd: \(line.message)\n")
         }
     }
 
-    private func write(_ line: String) {
-        line.utf8CString.withUnsafeBufferPointer { buf in
-            _ = Glibc.write(2, buf.baseAddress, buf.count - 1)
+    /// The whole of `text` to descriptor 2, across interrupted and partial writes;
+    /// given up when the descriptor fails (EAGAIN once it was made non-blocking for
+    /// the last words of an overdue stop, or the reader gone).
+    private static func writeStandardError(_ text: String) {
+        var bytes = Array(text.utf8)[...]
+        while !bytes.isEmpty {
+            let written = bytes.withUnsafeBytes { Glibc.write(2, $0.baseAddress, $0.count) }
+            if written < 0, errno == EINTR { continue }
+            guard written > 0 else { return }
+            bytes = bytes.dropFirst(written)
         }
     }
 
     /// Chooses the sink by the order above, from the environment and what descriptor 2
-    /// is. Call once, after `StandardDescriptors.ensureOpen`.
+    /// is, and starts writing lines on the writer's queue. Call once, after
+    /// `StandardDescriptors.ensureOpen`, before any other thread logs.
     package func useBestSink(environment journalStream: String? = Log.environment("JOURNAL_STREAM")) {
-        sink = Self.bestSink(journalStream: journalStream, standardError: Self.status(of: 2))
+        let sink = Self.bestSink(journalStream: journalStream, standardError: Self.status(of: 2))
+        self.sink = sink
         if sink == .syslog { openlog(Self.syslogIdentifier, LOG_PID, LOG_DAEMON) }
+        writer = LogWriter { Self.write($0, to: sink) }
     }
+
+    /// Waits until the lines logged so far are written, for at most
+    /// `timeoutMilliseconds`: for the last lines before the process ends. A reader
+    /// that is still behind then loses them; the process does not wait for it.
+    @discardableResult
+    package func flush(timeoutMilliseconds: Int = Log.exitFlushMilliseconds) -> Bool {
+        writer?.flush(timeoutMilliseconds: timeoutMilliseconds) ?? true
+    }
+
+    /// How long a daemon that is ending waits for its last lines: long enough for
+    /// any reader that is reading, short beside a stop's deadline.
+    package static let exitFlushMilliseconds = 2_000
 
     /// openlog keeps the pointer it is given, so the identifier lives for good (a
     /// Swift string's C form lives for the call only). Never written.

@@ -131,11 +131,9 @@ public final class Daemon {
     static let stopDeadline = 15
 
     /// The stop has not ended the process by its deadline: the serving queue is held
-    /// (in the kernel, by a hung disk; by a log pipe nobody reads). Ends it anyway,
-    /// with a failure status: the store may not have been closed.
+    /// (in the kernel, by a hung disk under the store). Ends it anyway, with a
+    /// failure status: the store may not have been closed.
     private static func stopOverdue() -> Never {
-        // Said only if it can be at once: the log pipe may be what holds the queue.
-        _ = fcntl(2, F_SETFL, fcntl(2, F_GETFL) | O_NONBLOCK)
         logError("the stop did not end within \(stopDeadline) s (the serving queue is held: a hung disk?); "
                  + "exiting without it")
         endProcess(1)
@@ -151,9 +149,11 @@ public final class Daemon {
     /// plugin thread may still be inside dlopen (a constructor that never returns
     /// holds the dynamic loader's lock, which exit() takes to run destructors, so
     /// exit() would wait forever), or inside code a destructor would tear down.
-    /// Nothing of ours needs them: log lines are written unbuffered, and a decision
-    /// is on disk before its reply is sent.
+    /// Nothing of ours needs them: a decision is on disk before its reply is sent,
+    /// and the log's last lines are waited for here (for at most
+    /// `Log.exitFlushMilliseconds`: a reader that is behind does not hold the exit).
     private static func endProcess(_ status: Int32) -> Never {
+        Log.shared.flush()
         _exit(status)
     }
 
@@ -281,8 +281,8 @@ public final class Daemon {
     /// The store closes first (after the commit in progress, if any, whose writes
     /// are answered with their outcome, or as unknown if it has not ended within
     /// DecisionCommitter.stopWait; writes still waiting are not made), before
-    /// anything that can block (a log line to a
-    /// full pipe, a flush to the bus, a plugin's stop): its WAL goes into the file
+    /// anything that can block (a flush to the bus, a plugin's stop, the last log
+    /// lines to a reader that is behind): its WAL goes into the file
     /// and its EXCLUSIVE lock is released even if the process never finishes
     /// exiting (a resolver thread stuck on a caller's FUSE files keeps the fd table
     /// of an `_exit`ed process alive), so a new daemon can start meanwhile. Nothing

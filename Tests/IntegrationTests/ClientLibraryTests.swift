@@ -80,6 +80,27 @@ import Testing
         }
     }
 
+    /// A call past the user's share of the service's waiting calls throws
+    /// `.limitExceeded`, with the message quoting the limit.
+    @Test func aCallPastTheUsersLimitThrowsLimitExceeded() async throws {
+        try await onOwnThreads {
+            let limited = try DaemonUnderTest(bus: TestBus(), config: "[service]\npending-calls-per-user=1\n")
+            let client = try PermissionsClient(bus: .address(limited.bus.address))
+            let agent = try TestAgent(bus: limited.bus)  // never answers: the first request waits
+            let first = Task(executorPreference: testTasks) { try await client.request(.location) }
+            _ = try await prompt(agent)
+            do {
+                _ = try await client.request(.notifications)
+                Issue.record("a second request was taken past the limit of 1")
+            } catch let error as PermissionsClientError {
+                #expect(error.code == .limitExceeded, "\(error)")
+                #expect(error.message.contains("1"), "\(error)")
+            }
+            first.cancel()
+            _ = try? await first.value
+        }
+    }
+
     @Test func cancellingTheTaskCancelsThePrompt() async throws {
         try await onOwnThreads {
             let agent = try TestAgent(bus: bus)

@@ -118,3 +118,67 @@ final class SyslogListener {
         try? FileManager.default.removeItem(atPath: directory)
     }
 }
+
+/// A log reader that is behind: a pipe that nobody reads, full before the daemon
+/// starts, as its standard error (a stuck journald, a supervisor that stopped
+/// reading).
+extension LoggingTests {
+    /// The daemon owns its name and answers every caller while no line of its log
+    /// can be written; lines past what it keeps for the reader are dropped, and the
+    /// count is written once the reader reads again.
+    @Test(.timeLimit(.minutes(2))) func aLogReaderThatIsBehindHoldsNoCaller() throws {
+        let pipe = try FullPipe()
+        let daemon = try DaemonUnderTest(bus: bus, start: false)
+        daemon.standardError = pipe.writeHandle
+        // Waits for the name: with its lines written where it logs, the daemon never
+        // got past its first.
+        try daemon.start()
+        // Each agent registered and unregistered is two lines: 3 000 of them are
+        // about 500 KiB, more than the pipe and the daemon's 256 KiB hold.
+        let script = """
+            import dbus
+            bus = dbus.SystemBus()
+            service = dbus.Interface(bus.get_object("org.example.Permissions", "/org/example/Permissions"),
+                                     "org.example.Permissions")
+            for i in range(3000):
+                service.RegisterAgent(dbus.ObjectPath("/agent/%d" % i))
+                service.UnregisterAgent(dbus.ObjectPath("/agent/%d" % i))
+            print("done")
+            """
+        let registrations = try run("/usr/bin/python3", ["-c", script], environment: bus.environment)
+        #expect(registrations.status == 0 && registrations.stdout == "done\n", "\(registrations.stderr)")
+        #expect(try daemon.call("GetStatus", "s", "location").stdout == "s \"not-determined\"\n")
+
+        let reader = LineCollector(pipe.readHandle)
+        let notice = try reader.next(timeout: 30) { $0.contains(" log lines were dropped: the log's reader was behind") }
+        #expect(notice.hasPrefix("<4>permissionsd: "), "\(notice)")
+        let dropped = Int(notice.dropFirst("<4>permissionsd: ".count).prefix { $0.isNumber }) ?? 0
+        #expect(dropped > 0, "\(notice)")
+        // What was kept came through whole and in order: the first registration's
+        // line before the notice.
+        let lines = reader.all
+        let first = try #require(lines.firstIndex { $0.hasSuffix(" /agent/0 of uid 0 registered") }, "\(lines.prefix(20))")
+        #expect(first < lines.firstIndex(of: notice)!)
+        // Lines logged after the reader came back are written again.
+        #expect(try daemon.call("RegisterAgent", "o", "/agent/after").status == 0)
+        _ = try reader.next(timeout: 15) { $0.hasSuffix(" /agent/after of uid 0 registered") }
+    }
+}
+
+/// A pipe whose write end is full, so that the next write(2) to it blocks.
+final class FullPipe {
+    let readHandle: FileHandle
+    let writeHandle: FileHandle
+
+    init() throws {
+        var ends: [Int32] = [0, 0]
+        guard pipe(&ends) == 0 else { throw HarnessError(description: "pipe: \(errno)") }
+        let flags = fcntl(ends[1], F_GETFL)
+        _ = fcntl(ends[1], F_SETFL, flags | O_NONBLOCK)
+        let chunk = [UInt8](repeating: 0x2e, count: 4096)
+        while write(ends[1], chunk, chunk.count) > 0 {}
+        _ = fcntl(ends[1], F_SETFL, flags)
+        readHandle = FileHandle(fileDescriptor: ends[0], closeOnDealloc: true)
+        writeHandle = FileHandle(fileDescriptor: ends[1], closeOnDealloc: true)
+    }
+}

@@ -197,43 +197,40 @@ import PermissionsTestSupport
 }
 
 extension ShutdownTests {
-    /// A serving queue held in the kernel, where a stop cannot run: here by a log pipe
-    /// nobody reads (journald stuck); a hung disk under the store at start-up is the
-    /// other case. SIGTERM still ends the process, at the stop's deadline (15 s),
-    /// with status 1 (the store may not be closed).
+    /// A serving queue held in the kernel, where a stop cannot run: here by a hung
+    /// disk under the store at start-up (a state directory on a file system that
+    /// never answers, Tests/testenv/stallfs.c). SIGTERM still ends the process, at
+    /// the stop's deadline (15 s), with status 1 (the store may not be closed).
     @Test(.timeLimit(.minutes(2))) func sigtermEndsADaemonWhoseServingQueueIsHeld() throws {
-        var ends: [Int32] = [0, 0]
-        try #require(pipe(&ends) == 0)
-        defer { close(ends[0]) }
-        // Full before the daemon writes to it: its first log line blocks.
-        let flags = fcntl(ends[1], F_GETFL)
-        _ = fcntl(ends[1], F_SETFL, flags | O_NONBLOCK)
-        let chunk = [UInt8](repeating: 0x2e, count: 4096)
-        while write(ends[1], chunk, chunk.count) > 0 {}
-        _ = fcntl(ends[1], F_SETFL, flags)
+        let fs = try StallFS()
+        defer { fs.stop() }
         let bus = try TestBus()
         let daemon = try DaemonUnderTest(bus: bus, config: Self.config, start: false)
-        daemon.standardError = FileHandle(fileDescriptor: ends[1], closeOnDealloc: true)
+        try FileManager.default.createSymbolicLink(atPath: daemon.stateDirectory,
+                                                   withDestinationPath: fs.mountpoint + "/state")
         try daemon.start(waitForName: false)
         let pid = try #require(daemon.pid)
-        // A thread of the daemon waits in the kernel to write its log line: its wait
-        // channel is the pipe's write, or (where wchan reads 0) its system call is
-        // write(2) on descriptor 2.
-        let deadline = Date().addingTimeInterval(20)
-        func writingToThePipe() -> Bool {
-            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
-            return tasks.contains { task in
-                let read = { (name: String) in
-                    (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/\(name)", encoding: .utf8)) ?? ""
-                }
-                return read("wchan").hasSuffix("pipe_write") || read("syscall").hasPrefix("1 0x2 ")
-            }
-        }
-        while !writingToThePipe() {
-            guard Date() < deadline else { throw HarnessError(description: "the daemon never blocked on its log") }
-        }
-        let ending = daemon.terminate(timeout: 40)
-        #expect(ending == .init(reason: .exit, status: 1), "\(ending?.description ?? "still running 40 s after SIGTERM")")
+        // The serving queue's start-up looks the state directory up, and waits.
+        try fs.waitForStalls(1, by: pid)
+        kill(pid, SIGTERM)
+        _ = try daemon.waitForLog("the stop did not end within 15 s", timeout: 40)
+        // The thread that waits for the file system keeps the exited process from
+        // being gone until the file system answers: its server's end fails it.
+        fs.stop()
+        let ending = daemon.waitForExit(timeout: 20)
+        #expect(ending == .init(reason: .exit, status: 1), "\(ending?.description ?? "still running")")
+    }
+
+    /// A log reader that is behind does not hold a stop: the daemon waits a little
+    /// for its last lines, then ends cleanly (status 0) without them.
+    @Test(.timeLimit(.minutes(2))) func sigtermEndsADaemonWhoseLogReaderIsBehind() throws {
+        let pipe = try FullPipe()
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, config: Self.config, start: false)
+        daemon.standardError = pipe.writeHandle
+        try daemon.start()
+        let ending = daemon.terminate(timeout: 10)
+        #expect(ending == .init(reason: .exit, status: 0), "\(ending?.description ?? "still running 10 s after SIGTERM")")
     }
 }
 

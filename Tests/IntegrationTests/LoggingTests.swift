@@ -133,16 +133,18 @@ extension LoggingTests {
         // Waits for the name: with its lines written where it logs, the daemon never
         // got past its first.
         try daemon.start()
-        // Each agent registered and unregistered is two lines: 3 000 of them are
-        // about 500 KiB, more than the pipe and the daemon's 256 KiB hold.
+        // Each agent registered and unregistered is two lines with its path: 2 000
+        // of them, with a path of 200 bytes, are about 900 KiB, far more than the
+        // pipe (64 KiB) and the daemon's 256 KiB hold.
         let script = """
             import dbus
             bus = dbus.SystemBus()
             service = dbus.Interface(bus.get_object("org.example.Permissions", "/org/example/Permissions"),
                                      "org.example.Permissions")
-            for i in range(3000):
-                service.RegisterAgent(dbus.ObjectPath("/agent/%d" % i))
-                service.UnregisterAgent(dbus.ObjectPath("/agent/%d" % i))
+            for i in range(2000):
+                path = dbus.ObjectPath("/agent/%d/%s" % (i, "x" * 200))
+                service.RegisterAgent(path)
+                service.UnregisterAgent(path)
             print("done")
             """
         let registrations = try run("/usr/bin/python3", ["-c", script], environment: bus.environment)
@@ -157,7 +159,8 @@ extension LoggingTests {
         // What was kept came through whole and in order: the first registration's
         // line before the notice.
         let lines = reader.all
-        let first = try #require(lines.firstIndex { $0.hasSuffix(" /agent/0 of uid 0 registered") }, "\(lines.prefix(20))")
+        let first = try #require(lines.firstIndex { $0.contains(" /agent/0/x") && $0.hasSuffix(" of uid 0 registered") },
+                                 "\(lines.prefix(20))")
         #expect(first < lines.firstIndex(of: notice)!)
         // Lines logged after the reader came back are written again.
         #expect(try daemon.call("RegisterAgent", "o", "/agent/after").status == 0)

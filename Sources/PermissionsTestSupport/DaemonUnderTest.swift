@@ -22,6 +22,9 @@ public final class DaemonUnderTest {
     /// A command that runs the daemon (it must exec it, keeping the process id), such
     /// as `["/usr/bin/unshare", "-n", "--"]` for a network namespace of its own.
     public var launcher: [String] = []
+    /// The directory whose `permissionsd` runs: this build's (`binDir`), or another
+    /// build's, such as the release build that ships (`releaseBinDir`).
+    public var programDirectory = binDir
     /// Where the daemon's standard error (and output) go instead of `logFile`.
     public var standardError: FileHandle?
     /// Tells the daemon (JOURNAL_STREAM) that `logFile` is the journal's stream, as
@@ -48,7 +51,7 @@ public final class DaemonUnderTest {
     /// Starts permissionsd and, with `waitForName`, waits until it owns its name.
     public func start(waitForName: Bool = true) throws {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: binDir + "/permissionsd")
+        process.executableURL = URL(fileURLWithPath: programDirectory + "/permissionsd")
         process.arguments = ["--address", bus.address, "--config-dir", configDirectory, "--state-dir", stateDirectory,
                              "--verbose"] + (hostPID.isEmpty ? [] : ["--host-pid", hostPID])
             + pluginDirectories.flatMap { ["--plugin-dir", $0] }
@@ -57,7 +60,7 @@ public final class DaemonUnderTest {
                                                    ?? []).map({ configDirectory + "/" + $0 }) {
                 guard chown(path, 65534, 65534) == 0 else { throw HarnessError(description: "chown \(path) failed") }
             }
-            process.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", binDir + "/permissionsd"]
+            process.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", programDirectory + "/permissionsd"]
                 + process.arguments!
             process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
         }

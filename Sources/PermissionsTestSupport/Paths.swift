@@ -13,12 +13,20 @@ public let binDir: String = {
     return root.appendingPathComponent(".build/debug").path
 }()
 
-/// A fresh directory with symbolic links to the named plugins of this build.
-public func pluginDirectory(_ prefix: String, with names: [String]) -> String {
+/// The release build that scripts/test makes beside the debug one
+/// ($PERMISSIONS_RELEASE_BIN_DIR): what ships, for measurements of the daemon as
+/// installed. Nil when the tests run without scripts/test.
+public let releaseBinDir: String? = ProcessInfo.processInfo.environment["PERMISSIONS_RELEASE_BIN_DIR"]
+    .map { URL(fileURLWithPath: $0).resolvingSymlinksInPath().path }
+
+/// A fresh directory with symbolic links to the named plugins of the build in
+/// `buildDirectory` (this one's unless told).
+public func pluginDirectory(_ prefix: String, with names: [String], from buildDirectory: String = binDir) -> String {
     let dir = try! makeTemporaryDirectory(prefix)
     for name in names {
         let file = "libpermissions-\(name).so"
-        try! FileManager.default.createSymbolicLink(atPath: dir + "/" + file, withDestinationPath: binDir + "/" + file)
+        try! FileManager.default.createSymbolicLink(atPath: dir + "/" + file,
+                                                    withDestinationPath: buildDirectory + "/" + file)
     }
     return dir
 }

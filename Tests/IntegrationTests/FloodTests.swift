@@ -5,12 +5,14 @@ import PermissionsTestSupport
 
 /// A flood of large calls: 10 `Request`s sent at once from one connection, each
 /// with a 1 000 000-key options dictionary (about 24 MB on the wire, under the
-/// bus's 32 MiB message limit). The daemon runs with its own allocator settings
-/// (none of FuzzTests' MALLOC_* variables), as it runs when installed.
+/// bus's 32 MiB message limit). The daemon runs as it runs when installed: the
+/// release build (when scripts/test made one, else this build), with its own
+/// allocator settings (none of FuzzTests' MALLOC_* variables).
 ///
 /// Must hold: each flood call is answered InvalidArgument quoting the limit it
 /// broke; the daemon's peak RSS (VmHWM, reset just before the flood) stays within
-/// `peakBoundKiB` (64 MiB) of its RSS before the flood; afterwards its RSS comes
+/// `peakBoundKiB` (64 MiB) in all (libdbus holds each 24 MB message twice while it
+/// reads it: the loader's buffer and the message's copy); afterwards its RSS comes
 /// back within `settledBoundKiB` (2 MiB) of that, polled for up to 5 s; and the
 /// daemon answers a caller on another connection throughout (its longest wait for a
 /// GetStatus during the flood is printed, and how many of its calls the bus
@@ -30,7 +32,12 @@ import PermissionsTestSupport
 
     @Test(.timeLimit(.minutes(3))) func largeOptionsFloodLeavesMemoryAsItWas() throws {
         let bus = try TestBus()
-        let daemon = try DaemonUnderTest(bus: bus, config: "[location]\nno-agent=denied\n")
+        let build = releaseBinDir ?? binDir
+        let daemon = try DaemonUnderTest(bus: bus, config: "[location]\nno-agent=denied\n",
+                                         pluginDirectories: [pluginDirectory("flood-plugins", with: ["location", "notifications"], from: build)],
+                                         start: false)
+        daemon.programDirectory = build
+        try daemon.start()
         let pid = try #require(daemon.pid)
         let flooder = try BusClient(bus: bus, label: "flooder")
         let other = try BusClient(bus: bus, label: "other")
@@ -97,7 +104,7 @@ import PermissionsTestSupport
                 "\(otherErrors.snapshot.filter { !$0.hasPrefix(Self.busQueueFull) })")
         #expect(try other.call("GetStatus", [.string("location")]).get().first?.stringValue == "not-determined")
         #expect(daemon.isRunning)
-        #expect(peak - baseline <= Self.peakBoundKiB,
+        #expect(peak <= Self.peakBoundKiB,
                 "the flood took the daemon's RSS from \(baseline) KiB to a peak of \(peak) KiB")
         #expect(settled - baseline <= Self.settledBoundKiB,
                 "RSS \(settled) KiB 5 s after the flood, \(baseline) KiB before it")
@@ -105,7 +112,7 @@ import PermissionsTestSupport
         let longest = sortedWaits.last ?? 0
         let median = sortedWaits.isEmpty ? 0 : sortedWaits[sortedWaits.count / 2]
         reportFigures("large-options-flood", [
-            "calls": Self.calls, "keys": Self.keys, "rss-before-kib": baseline, "peak-rss-kib": peak,
+            "build": build == binDir ? "this" : "release", "calls": Self.calls, "keys": Self.keys, "rss-before-kib": baseline, "peak-rss-kib": peak,
             "peak-growth-kib": peak - baseline, "peak-bound-kib": Self.peakBoundKiB, "settled-rss-kib": settled,
             "settled-growth-kib": settled - baseline, "settled-bound-kib": Self.settledBoundKiB,
             "flood-seconds": String(format: "%.2f", floodSeconds),

@@ -108,8 +108,8 @@ let package = Package(
                 swiftSettings: strictSettings),
         // The org.example.Permissions object: statuses, methods, signals, requests, prompts.
         .target(name: "PermissionsService",
-                dependencies: ["PermissionsModel", "PermissionsSupport", "PermissionsStore", "PermissionsPluginHost",
-                               "PermissionsIdentity", "DBusKit", "CPermissionsData"],
+                dependencies: ["PermissionsModel", "PermissionsSupport", "PermissionsStore", "PermissionsIdentity",
+                               "DBusKit", "CPermissionsData"],
                 swiftSettings: strictSettings),
         // Process wiring: options, start-up order, configuration applied, signals, exit.
         .executableTarget(name: "permissionsd",

@@ -1,4 +1,5 @@
 internal import Glibc
+internal import PermissionsModel
 internal import PermissionsSupport
 
 // Which copy of a plugin serves its name: the first one, in directory order, that
@@ -134,7 +135,9 @@ extension PluginHost {
         plugin.infoChanged = { [unowned self] in self.providersCache = nil }
         plugin.drain = { [unowned self] p, batch in
             p.latest.merge(batch.map { ($0.permission, $0) }) { $1 }
-            if p.info.state == .loaded, plugins.contains(where: { $0 === p }) { self.onPublish?(p, batch) }
+            if p.info.state == .loaded, plugins.contains(where: { $0 === p }) {
+                self.onPublish?(p, batch.map { Publication($0, scope: .machine) })
+            }
         }
         plugin.misbehaved = { [unowned self] p, reason in self.makeUnavailable(p, reason) }
         return plugin

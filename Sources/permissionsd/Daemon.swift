@@ -205,10 +205,10 @@ public final class Daemon {
             let me = QueueConfined(self)
             self.queue.async { me.value.stop(status: 1) }
         }
-        host.onPublish = { [unowned self] _, batch in
-            for snapshot in batch { self.service.refresh(snapshot.permission) }
+        host.onPublish = { [unowned self] _, publications in self.service.publish(publications) }
+        host.onChange = { [unowned self] plugin in
+            self.service.pluginChanged(permissions: Set(plugin.info.permissions).union(plugin.latest.keys))
         }
-        host.onChange = { [unowned self] plugin in self.service.pluginChanged(plugin) }
         host.onListChange = { [unowned self] in self.service.pluginsChanged() }
         host.onConfigurationRefused = { [unowned self] problem in self.config.pluginRefused(problem) }
         service.expireDecisions()  // those that ran out while the daemon was stopped

@@ -108,14 +108,20 @@ let package = Package(
                 swiftSettings: strictSettings),
         // The org.example.Permissions object: statuses, methods, signals, requests, prompts.
         .target(name: "PermissionsService",
-                dependencies: ["PermissionsModel", "PermissionsSupport", "PermissionsStore", "PermissionsPluginHost",
-                               "PermissionsIdentity", "DBusKit", "CPermissionsData"],
+                dependencies: ["PermissionsModel", "PermissionsSupport", "PermissionsStore", "PermissionsIdentity",
+                               "DBusKit", "CPermissionsData"],
                 swiftSettings: strictSettings),
-        // Process wiring: options, start-up order, configuration applied, signals, exit.
+        // The daemon's wiring: start-up order, the configuration applied, signals, exit.
+        // A library, so that unit tests can drive the applier without a bus.
+        .target(name: "PermissionsDaemon",
+                dependencies: ["PermissionsModel", "PermissionsSupport", "PermissionsStore", "PermissionsPluginHost",
+                               "PermissionsIdentity", "PermissionsConfig", "PermissionsService", "DBusKit", "CShims"],
+                swiftSettings: strictSettings),
+        // The program: options, --check-config, then PermissionsDaemon.
         .executableTarget(name: "permissionsd",
-                          dependencies: ["PermissionsModel", "PermissionsSupport", "PermissionsStore",
-                                         "PermissionsPluginHost", "PermissionsIdentity", "PermissionsConfig",
-                                         "PermissionsService", "DBusKit", "CLISupport", "CInstallPaths", "CShims"],
+                          dependencies: ["PermissionsDaemon", "PermissionsModel", "PermissionsSupport",
+                                         "PermissionsPluginHost", "PermissionsConfig", "DBusKit", "CLISupport",
+                                         "CInstallPaths", "CShims"],
                           swiftSettings: strictSettings),
         .executableTarget(name: "permissionsctl",
                           dependencies: ["DBusKit", "CLISupport", "PermissionsModel", "PermissionsClient"],
@@ -144,7 +150,7 @@ let package = Package(
         .testTarget(name: "PermissionsCoreTests",
                     dependencies: ["PermissionsModel", "PermissionsSupport", "PermissionsStore", "PermissionsPluginHost",
                                    "PermissionsIdentity", "PermissionsConfig", "PermissionsService",
-                                   "PermissionsTestSupport"],
+                                   "PermissionsDaemon", "PermissionsTestSupport"],
                     swiftSettings: strictSettings),
         // The BlueZ plugin's pure parts and its HCI seam, without bus or kernel.
         .testTarget(name: "BluetoothPluginTests", dependencies: ["BluetoothPlugin", "PluginKit", "DBusKit"], swiftSettings: strictSettings),

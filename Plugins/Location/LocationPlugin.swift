@@ -12,12 +12,10 @@
 public import CPermissionsPlugin
 import PluginKit
 
-let accuracyLevels = ["none", "country", "city", "neighborhood", "street", "exact"]
-
 func locationExtraKey(_ key: String, _ value: String) throws(SwitchConfig.Invalid) -> String? {
     guard key == "max-accuracy" else { return nil }
-    guard accuracyLevels.contains(value) else {
-        throw SwitchConfig.Invalid(description: "expected one of \(accuracyLevels.joined(separator: ", "))")
+    guard LocationAccuracy.levels.contains(value) else {
+        throw SwitchConfig.Invalid(description: "expected one of \(LocationAccuracy.levels.joined(separator: ", "))")
     }
     return value
 }

@@ -141,6 +141,10 @@ public typealias PluginConfigEntry = ConfigEntry
 /// config-declared permissions.
 public typealias SwitchConfig = PermissionsModel.SwitchConfig
 
+/// geoclue's accuracy words (PermissionsModel), which the daemon also checks a
+/// request's "accuracy" option against.
+public typealias LocationAccuracy = PermissionsModel.LocationAccuracy
+
 /// Reports one problem of a configuration to the host, in a `validate` call: a line
 /// "FILE:LINE: reason". Does nothing when the host's struct has no reporter (an
 /// older host, or a `configure` call).

@@ -79,8 +79,9 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
     /// Names whose copy refused the configuration in force (PluginSelection).
     var configRefusals = Set<String>()
 
-    /// Publications, on the daemon queue.
-    package var onPublish: ((LoadedPlugin, [Snapshot]) -> Void)?
+    /// What a serving plugin published (each permission's snapshot, machine-wide: the
+    /// ABI has no per-user publication), handed on as it came; on the daemon queue.
+    package var onPublish: ((LoadedPlugin, [Publication]) -> Void)?
     /// A plugin changed state or came or went; on the daemon queue.
     package var onChange: ((LoadedPlugin) -> Void)?
     /// The refused files that stand for names changed (the Plugins property); on the

@@ -35,17 +35,17 @@ extension PermissionsService {
         }
     }
 
-    /// GetDetails' dictionary. The decision in force is, in order: an unassigned
-    /// deny (scope "unassigned": from a store without users, in force for every
-    /// user), the caller's user's stored one ("always"), their session grant ("session").
+    /// GetDetails' dictionary. The decision is the one in force
+    /// (StatusTracker.decisionInForce), with its scope: "unassigned" (a deny from a
+    /// store without users, in force for every user), "always" (the caller's user's
+    /// stored one) or "session" (their session grant).
     /// "policy" is the admin's entry as it counts for the caller: for a script, an
     /// allow= is "none", and "policy-ignored" says so.
     func details(identity: AppIdentity, permission: String) -> DBusValue {
         let s = snapshot(permission)
         let (uid, app) = (identity.uid, identity.appID)
-        let unassignedDeny = store.decision(DecisionKey(uid: nil, app, permission)).flatMap { $0.decision == .denied ? $0 : nil }
-        let stored = unassignedDeny ?? store.decision(DecisionKey(uid: uid, app, permission))
-        let policy = audience(of: identity).policy(s, for: app)
+        let audience = audience(of: identity)
+        let policy = audience.policy(s, for: app)
         var pairs: [(String, DBusValue)] = [
             ("app-id", .string(app)),
             ("identity-kind", .string(identity.kind.rawValue)),
@@ -56,19 +56,20 @@ extension PermissionsService {
         ]
         if policy != s.policy(for: app) { pairs.append(("policy-ignored", .string(s.policy(for: app).rawValue))) }
         if let interpreter = identity.interpreter { pairs.append(("interpreter", .string(interpreter))) }
-        if let stored {
+        switch tracker.decisionInForce(audience, app, permission) {
+        case .stored(let stored)?:
             pairs.append(("decision", .string(stored.decision.rawValue)))
             pairs.append(("decision-scope", .string(stored.uid == nil ? "unassigned" : "always")))
             pairs.append(("decision-set-by", .string(stored.setBy.escapedForLog)))
             pairs.append(("decision-set-at", .int64(stored.setAt)))
             if let expires = stored.expiresAt { pairs.append(("decision-expires-at", .int64(expires))) }
-        } else if tracker.hasSessionGrant(DecisionKey(uid: uid, app, permission)) {
+        case .session?:
             pairs.append(("decision", .string("authorized")))
             pairs.append(("decision-scope", .string("session")))
-        } else {
+        case nil:
             pairs.append(("decision", .string("none")))
         }
-        pairs.append(("plugin", .string(plugins.providers[permission]?.info.name ?? (declared[permission] != nil ? "config" : ""))))
+        pairs.append(("plugin", .string(plugins.pluginName(providing: permission) ?? (declared[permission] != nil ? "config" : ""))))
         pairs.append(("plugin-details", .stringDictionary(s.details.map { ($0.key, $0.value) })))
         pairs.append(("devices", .array(elementSignature: "a{ss}", s.devices.map { device in
             .stringDictionary(device.map { ($0.key, $0.value) })

@@ -5,7 +5,6 @@ internal import Glibc
 import Dispatch
 package import PermissionsSupport
 package import PermissionsStore
-package import PermissionsPluginHost
 package import PermissionsIdentity
 
 /// The org.example.Permissions object: combines plugin snapshots with stored
@@ -28,7 +27,8 @@ package final class PermissionsService {
     /// Statuses, snapshots, decisions and session grants, and which changes to signal.
     package let tracker: StatusTracker
     var store: any DecisionStoring { tracker.store }
-    let plugins: PluginHost
+    /// The plugins' permissions and list (the plugin host, through PluginProviders).
+    let plugins: any PluginProviders
     let callers: CallerCache
     let authorizer: Authorizer
     /// The daemon's calls to polkit and agents, with each user's share (OutgoingCalls).
@@ -91,7 +91,7 @@ package final class PermissionsService {
     /// Throws `SerialEpochError` when this start cannot have a serial epoch (the
     /// stored one has no next, or the new one cannot be stored): the daemon then
     /// refuses to start, since serials it sent could repeat earlier ones.
-    package init(connection: Connection, store: any DecisionStoring, plugins: PluginHost, callers: CallerCache,
+    package init(connection: Connection, store: any DecisionStoring, plugins: any PluginProviders, callers: CallerCache,
                  authorizer: Authorizer, outgoing: OutgoingCalls) throws {
         // First, before anything is exported or hooked: the only step that can fail.
         serials = ChangeSerials(epoch: try store.nextEpoch(clockSeconds: currentMicroseconds() / 1_000_000))
@@ -133,7 +133,7 @@ package final class PermissionsService {
     // MARK: State
 
     /// The value of the Plugins property last announced.
-    private var lastPlugins: [PluginInfo] = []
+    private var lastPlugins: [PluginEntry] = []
 
     package var declared: [String: Snapshot] { tracker.declared }
     package var permissions: [String] { tracker.permissions }
@@ -166,10 +166,15 @@ package final class PermissionsService {
         callers.setHostPID(pid)
     }
 
-    /// A plugin came, went or changed state: refresh its permissions and announce
-    /// the property changes.
-    package func pluginChanged(_ plugin: LoadedPlugin) {
-        for permission in Set(plugin.info.permissions).union(plugin.latest.keys) { refresh(permission) }
+    /// What plugins published: each snapshot is taken as it comes (StatusTracker.publish).
+    package func publish(_ publications: [Publication]) {
+        for publication in publications { tracker.publish(publication) }
+    }
+
+    /// A plugin came, went or changed state: its permissions (those it declares and
+    /// those it published) are looked at again, and the property changes announced.
+    package func pluginChanged(permissions: Set<String>) {
+        for permission in permissions { refresh(permission) }
         pluginsChanged()
     }
 
@@ -207,7 +212,7 @@ package final class PermissionsService {
     package func pluginsChanged() {
         if tracker.isHolding { return }  // announced after the held changes, by releaseChanges
         let now = permissions
-        let pluginsNow = plugins.infos.map(\.announced)
+        let pluginsNow = plugins.pluginList
         var changed: [String] = []
         if now != lastPermissions { changed.append("Permissions") }
         if pluginsNow != lastPlugins { changed.append("Plugins") }
@@ -246,9 +251,9 @@ package final class PermissionsService {
         ], properties: [
             Property("Permissions") { [unowned self] in .strings(self.permissions) },
             Property("Plugins") { [unowned self] in
-                .array(elementSignature: "(sssas)", self.plugins.infos.map { info in
-                    .structure([.string(info.name), .string(info.version), .string(info.state.rawValue),
-                                .strings(info.permissions)])
+                .array(elementSignature: "(sssas)", self.plugins.pluginList.map { entry in
+                    .structure([.string(entry.name), .string(entry.version), .string(entry.state),
+                                .strings(entry.permissions)])
                 })
             },
             Property("version") { .uint32(Self.interfaceVersion) },

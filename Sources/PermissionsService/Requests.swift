@@ -16,9 +16,6 @@ extension PermissionsService {
         var details: [(String, DBusValue)] = []
     }
 
-    /// geoclue's accuracy levels, the words of the location plugin's max-accuracy.
-    static let accuracyLevels = ["none", "country", "city", "neighborhood", "street", "exact"]
-
     /// An option of the wrong type: InvalidArgument naming the type given, so the
     /// caller sees what was wrong, not only what was wanted.
     static func optionTypeError(_ key: String, expected: String, given value: DBusValue) -> BusError {
@@ -44,10 +41,10 @@ extension PermissionsService {
                 guard case .variant(.string(let accuracy)) = value else {
                     return .failure(Self.optionTypeError("accuracy", expected: "a string (s)", given: value))
                 }
-                guard Self.accuracyLevels.contains(accuracy) else {
+                guard LocationAccuracy.levels.contains(accuracy) else {
                     return .failure(PermissionsError.invalidArgument(
                         "invalid accuracy \"\(accuracy.escapedForMessage)\": expected one of "
-                            + Self.accuracyLevels.joined(separator: ", ")))
+                            + LocationAccuracy.levels.joined(separator: ", ")))
                 }
                 options.details.append(("accuracy", .string(accuracy)))
             default:

@@ -31,11 +31,12 @@ package enum Audience: Hashable, Sendable {
     }
 }
 
-/// The service's logic without the bus: combines what a `SnapshotSource` (the
-/// plugin host) and the configuration say with stored decisions and session grants
-/// into statuses, and reports each real change of an app's status once per
-/// audience, through `emit`. PermissionsService owns one and puts it on the bus;
-/// unit tests drive one with an `InMemoryDecisionStore` and a fake source.
+/// The service's logic without the bus: combines what the plugins publish (pushed
+/// to `publish`; read from their `SnapshotSource` when a plugin's state changes)
+/// and what the configuration says with stored decisions and session grants into
+/// statuses, and reports each real change of an app's status once per audience,
+/// through `emit`. PermissionsService owns one and puts it on the bus; unit tests
+/// drive one with an `InMemoryDecisionStore` and a fake source.
 ///
 /// Users: a decision and a session grant belong to one (uid, app, permission) and
 /// count only in that user's view. Admin policy from the configuration is
@@ -118,7 +119,13 @@ package final class StatusTracker {
 
     /// What the permission's state is now, from the first source that declares it.
     func currentSnapshot(_ permission: String) -> Snapshot {
-        var snapshot = sources.lazy.compactMap { $0.snapshot(for: permission) }.first ?? .unpublished(permission)
+        inForce(sources.lazy.compactMap { $0.snapshot(for: permission) }.first ?? .unpublished(permission))
+    }
+
+    /// A source's snapshot as it counts: "disabled" instead of "available" while the
+    /// fail-safe holds.
+    private func inForce(_ snapshot: Snapshot) -> Snapshot {
+        var snapshot = snapshot
         if disabledForLackOfConfiguration, snapshot.service == .available { snapshot.service = .disabled }
         return snapshot
     }
@@ -136,21 +143,28 @@ package final class StatusTracker {
         status(.user(uid), app: app, permission: permission)
     }
 
-    /// The user decision in force for `audience`: an unassigned deny (for every
+    /// The user decision in force for `audience`.
+    func decision(_ audience: Audience, _ app: String, _ permission: String, asTold: Bool = false) -> Decision? {
+        decisionInForce(audience, app, permission, asTold: asTold)?.decision
+    }
+
+    /// The user decision in force for `audience`, and where it comes from (the one
+    /// home of the rule, which GetDetails shows too): an unassigned deny (for every
     /// user), else the user's own stored one, else their session grant. `asTold`
     /// counts rows that expired but are still stored: their removal, which tells
     /// clients, has not come yet (unless no read ever counted them).
-    func decision(_ audience: Audience, _ app: String, _ permission: String, asTold: Bool = false) -> Decision? {
+    package func decisionInForce(_ audience: Audience, _ app: String, _ permission: String,
+                                 asTold: Bool = false) -> DecisionInForce? {
         func row(_ uid: UInt32?) -> StoredDecision? {
             let key = DecisionKey(uid: uid, app, permission)
             // now: .min: whatever is stored, expired or not.
             if asTold, let stored = store.decision(key, now: .min), neverInForce[key] != stored.setAt { return stored }
             return store.decision(key, now: outcomeInstant ?? currentMicroseconds())
         }
-        if row(nil)?.decision == .denied { return .denied }
+        if let unassigned = row(nil), unassigned.decision == .denied { return .stored(unassigned) }
         guard let uid = audience.uid else { return nil }
-        if let stored = row(uid) { return stored.decision }
-        return hasSessionGrant(DecisionKey(uid: uid, app, permission)) ? .authorized : nil
+        if let stored = row(uid) { return .stored(stored) }
+        return hasSessionGrant(DecisionKey(uid: uid, app, permission)) ? .session : nil
     }
 
     /// Everyone, then each user with a subscriber, then each with a script's.
@@ -224,13 +238,38 @@ package final class StatusTracker {
         }
     }
 
-    /// Recomputes a permission's snapshot and signals what really changed for apps.
+    /// A plugin published: its snapshot is the permission's state now, where it
+    /// holds. Signals what really changed for apps.
+    package func publish(_ publication: Publication) {
+        switch publication.scope {
+        case .machine:
+            // While held, only the name is kept: its state is taken whole on release,
+            // with whatever else changed meanwhile.
+            if held != nil {
+                held?.insert(publication.permission)
+                return
+            }
+            show(publication.permission, inForce(publication.snapshot))
+        case .user:
+            // Nothing publishes for one user yet (the plugin ABI cannot say so), and the
+            // tracker keeps no per-user snapshots: this is where they would go.
+            assertionFailure("a publication for one user, which nothing makes yet")
+        }
+    }
+
+    /// Recomputes a permission's snapshot from its source (a plugin came, went or
+    /// changed state; the configuration changed) and signals what really changed for apps.
     package func refresh(_ permission: String) {
         if held != nil {
             held?.insert(permission)
             return
         }
-        let new = currentSnapshot(permission)
+        show(permission, currentSnapshot(permission))
+    }
+
+    /// `new` is the permission's state now: kept as what clients last heard about,
+    /// with a signal for each real change.
+    private func show(_ permission: String, _ new: Snapshot) {
         let old = snapshot(permission)
         guard old != new else { return }
         snapshots[permission] = isKnown(permission) ? new : nil

@@ -5,6 +5,7 @@ import PermissionsModel
 import PermissionsSupport
 import PermissionsPluginHost
 import PermissionsConfig
+import PermissionsDaemon
 import CLISupport
 
 /// `permissionsd --check-config`: checks the configuration as the running daemon

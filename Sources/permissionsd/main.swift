@@ -1,11 +1,11 @@
 // permissionsd: the permissions service. Options are permissionsd(8)'s (doc/man/); everything else
-// lives in Daemon.swift (start-up and wiring) and the Permissions* targets (Sources/README.md).
+// lives in PermissionsDaemon (start-up and wiring) and the other Permissions* targets (Sources/README.md).
 import CLISupport
 import CShims
 import DBusKit
 import Glibc
 import PermissionsModel
-import PermissionsService
+import PermissionsDaemon
 import PermissionsSupport
 
 // SIGTERM and SIGINT blocked first, before option parsing or anything else of ours,

@@ -6,11 +6,13 @@ import Testing
 /// imports, must be what the map allows.
 @Suite("Module graph") struct ModuleGraphTests {
     /// The daemon's own targets: none of them may reach the plugin SDK.
-    static let daemonTargets = ["permissionsd", "PermissionsModel", "PermissionsSupport", "PermissionsStore",
-                                "PermissionsPluginHost", "PermissionsIdentity", "PermissionsConfig", "PermissionsService"]
+    static let daemonTargets = ["permissionsd", "PermissionsDaemon", "PermissionsModel", "PermissionsSupport",
+                                "PermissionsStore", "PermissionsPluginHost", "PermissionsIdentity", "PermissionsConfig",
+                                "PermissionsService"]
     /// What permissionsctl must not reach: everything of the daemon but the vocabulary.
     static let daemonOnly: Set<String> = ["PermissionsSupport", "PermissionsStore", "PermissionsPluginHost",
-                                          "PermissionsIdentity", "PermissionsConfig", "PermissionsService"]
+                                          "PermissionsIdentity", "PermissionsConfig", "PermissionsService",
+                                          "PermissionsDaemon"]
 
     let graph: PackageGraph
     let allowed: [String: Set<String>]

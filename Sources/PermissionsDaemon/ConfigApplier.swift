@@ -2,9 +2,7 @@ import PermissionsModel
 internal import DBusKit
 internal import Dispatch
 import PermissionsSupport
-import PermissionsPluginHost
 import PermissionsConfig
-import PermissionsService
 
 /// Decides which configuration is in force, and applies each one whole or not at all.
 ///
@@ -33,14 +31,17 @@ import PermissionsService
 ///
 /// The outcome is the service's ConfigGeneration and ConfigStatus. Confined to the
 /// daemon queue.
-final class ConfigApplier {
+///
+/// It talks to the plugins, the service and the last good copy through protocols
+/// of its own (ConfigurablePlugins, ConfiguredService, LastGoodStore), so that unit
+/// tests drive it with fakes and no bus (Tests/PermissionsCoreTests/ConfigApplierTests.swift).
+final class ConfigApplier<Plugins: ConfigurablePlugins> {
     /// The host's process for [identity] host-pid= (nil: the key is absent); the
     /// daemon's --host-pid, when given, wins over the key.
     var hostPID: (CoreConfig.HostPID?) -> UInt32 = { _ in 1 }
-    let reader: ConfigReader
-    let lastGood: LastGoodConfiguration
-    let host: PluginHost
-    let service: PermissionsService
+    let lastGood: any LastGoodStore
+    let host: Plugins
+    let service: any ConfiguredService
     let queue: DispatchQueue
     /// Writes the last good copy, off the serving queue.
     private let saving = DispatchQueue(label: "org.example.Permissions.last-good", qos: .utility)
@@ -60,9 +61,7 @@ final class ConfigApplier {
     /// The latest reading that came meanwhile.
     private var waiting: ConfigReading?
 
-    init(reader: ConfigReader, lastGood: LastGoodConfiguration, host: PluginHost, service: PermissionsService,
-         queue: DispatchQueue) {
-        self.reader = reader
+    init(lastGood: any LastGoodStore, host: Plugins, service: any ConfiguredService, queue: DispatchQueue) {
         self.lastGood = lastGood
         self.host = host
         self.service = service
@@ -71,15 +70,14 @@ final class ConfigApplier {
 
     // MARK: Start-up
 
-    /// Once the plugins are loaded: puts the configuration files in force, else the
-    /// last good copy, else the fail-safe; then `done`.
-    func start(done: @escaping () -> Void) {
+    /// Once the plugins are loaded: puts start-up's reading of the configuration
+    /// files in force, else the last good copy, else the fail-safe; then `done`.
+    func start(_ reading: ConfigReading, done: @escaping () -> Void) {
         let finished = { [self] in
             applying = false
             done()
             tryWaiting()
         }
-        let reading = reader.start()
         switch reading.entries {
         case .failure(let error):
             startDegraded(error.description, finished)
@@ -185,17 +183,17 @@ final class ConfigApplier {
                           done: @escaping (Outcome) -> Void) {
         var problems: [String] = []
         let (newCore, forPlugins) = CoreConfig.split(entries, previous: core, reject: { problems.append($0) })
-        let declared = newCore.declaredSnapshots(entries: forPlugins, providedByPlugins: Set(host.providers.keys),
+        let declared = newCore.declaredSnapshots(entries: forPlugins, providedByPlugins: host.declaredPermissions,
                                                  previous: service.declared, reject: { problems.append($0) })
         if let problem = problems.first { return done(.rejected(problem)) }
         host.validateAll(forPlugins) { [self] problems in
             if let problem = problems.first { return done(.rejected(problem)) }
             service.holdChanges()
-            host.configureAll(forPlugins) { [self] results in
+            host.configure(forPlugins, only: nil) { [self] results in
                 if let rejection = results.lazy.compactMap(\.rejection).first {
                     // Undone: those that took it go back to the last good configuration.
                     let accepted = results.filter { $0.rejection == nil }.map(\.plugin)
-                    host.configureAll(appliedForPlugins, only: accepted) { [self] _ in
+                    host.configure(appliedForPlugins, only: accepted) { [self] _ in
                         service.releaseChanges()
                         done(.rejected(rejection))
                     }
@@ -204,11 +202,7 @@ final class ConfigApplier {
                 // The switch: one block on the serving queue, after the copy is kept.
                 let switchOver = { [self] in
                     core = newCore
-                    service.noAgentDefaults = newCore.noAgent
-                    service.agentTimeoutMilliseconds = Int32(newCore.agentTimeoutSeconds * 1000)
-                    service.callLimits = newCore.callLimits
-                    service.setInterpreters(newCore.interpreters)
-                    service.setHostPID(hostPID(newCore.hostPID))
+                    service.takeSettings(newCore, hostPID: hostPID(newCore.hostPID))
                     for warning in ConfigWarnings.of(entries, interpreters: newCore.interpreters) {
                         logWarning(warning.escapedForLog)
                     }

@@ -74,7 +74,9 @@ public final class Daemon {
     private var store: DecisionCommitter?
     private var host: PluginHost!
     private var pluginWatcher: PluginDirectoryWatcher?
-    private var config: ConfigApplier!
+    private var config: ConfigApplier<PluginHost>!
+    /// Reads the configuration files for `config`, on a queue of its own.
+    private var configReader: ConfigReader!
     private var signalSources: [any DispatchSourceSignal] = []
     /// The name is owned (start-up is over).
     private var serving = false
@@ -205,19 +207,19 @@ public final class Daemon {
             let me = QueueConfined(self)
             self.queue.async { me.value.stop(status: 1) }
         }
-        host.onPublish = { [unowned self] _, batch in
-            for snapshot in batch { self.service.refresh(snapshot.permission) }
+        host.onPublish = { [unowned self] _, publications in self.service.publish(publications) }
+        host.onChange = { [unowned self] plugin in
+            self.service.pluginChanged(permissions: Set(plugin.info.permissions).union(plugin.latest.keys))
         }
-        host.onChange = { [unowned self] plugin in self.service.pluginChanged(plugin) }
         host.onListChange = { [unowned self] in self.service.pluginsChanged() }
         host.onConfigurationRefused = { [unowned self] problem in self.config.pluginRefused(problem) }
         service.expireDecisions()  // those that ran out while the daemon was stopped
         service.quiet = true  // no signals for the first snapshots, before we own the name
         // Read and watched on a queue of their own; an edit made during start-up is
         // read again, and applied once the first configuration is in force.
-        let configReader = ConfigReader(files: ConfigFiles(directory: options.configDirectory), serving: queue)
-        config = ConfigApplier(reader: configReader, lastGood: LastGoodConfiguration(stateDirectory: stateDirectory),
-                               host: host, service: service, queue: queue)
+        configReader = ConfigReader(files: ConfigFiles(directory: options.configDirectory), serving: queue)
+        config = ConfigApplier(lastGood: LastGoodConfiguration(stateDirectory: stateDirectory), host: host,
+                               service: service, queue: queue)
         config.hostPID = { [options] configured in
             if let given = options.hostPID { return given }
             switch configured {
@@ -233,7 +235,7 @@ public final class Daemon {
         host.loadAll(from: directories, config: []) { [unowned self] in
             // Every plugin has started (or failed, or passed its deadline). Publications
             // made during init were queued before this runs, so they are in.
-            self.config.start {
+            self.config.start(self.configReader.start()) {
                 // The configuration has said which process is the host's by now.
                 callers.checkHostNamespace()
                 self.serve(directories: directories, stateDirectory: stateDirectory)

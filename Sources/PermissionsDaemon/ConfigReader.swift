@@ -15,8 +15,12 @@ struct ConfigReading: Sendable {
     let number: Int
 
     init(_ reading: ConfigFiles.Reading, number: Int) {
-        entries = reading.entries
-        settings = ConfigFiles.Settings((try? reading.entries.get()) ?? [])
+        self.init(entries: reading.entries, number: number)
+    }
+
+    init(entries: Result<[ConfigEntry], ConfigFiles.ParseError>, number: Int) {
+        self.entries = entries
+        settings = ConfigFiles.Settings((try? entries.get()) ?? [])
         self.number = number
     }
 }
@@ -37,7 +41,8 @@ struct ConfigReading: Sendable {
 ///   away before it writes the new one), or created and still open for writing,
 ///   puts the reading off until it is back (or closed), or until it has been gone
 ///   for a whole `settleWindow`: then it is really gone. Each file has its own
-///   window (one gone later waits its full window too).
+///   window (one gone later waits its full window too). The window's clock and
+///   timer are a `SettleClock`, which unit tests move by hand.
 ///
 /// Debug builds, for tests: with PERMISSIONS_DEBUG_CONFIG_GATE naming a Unix socket,
 /// each reading after start-up's waits there first (TestGate), as a slow disk would
@@ -56,6 +61,7 @@ final class ConfigReader: @unchecked Sendable {
     /// idle figure in one run of two; at nice 10 it stayed below it.)
     let queue = DispatchQueue(label: "org.example.Permissions.config", qos: .background)
     private let serving: DispatchQueue
+    private let clock: any SettleClock
     /// Where each reading after start-up's goes, on the serving queue.
     var deliver: (ConfigReading) -> Void = { _ in }
     private var watcher: ConfigWatcher?
@@ -73,9 +79,10 @@ final class ConfigReader: @unchecked Sendable {
     private let gate = TestGate(environment: "PERMISSIONS_DEBUG_CONFIG_GATE")
     #endif
 
-    init(files: ConfigFiles, serving: DispatchQueue) {
+    init(files: ConfigFiles, serving: DispatchQueue, clock: any SettleClock = DispatchClock()) {
         self.files = files
         self.serving = serving
+        self.clock = clock
     }
 
     /// Watches the files, then reads them, and returns that reading. Watched from
@@ -104,10 +111,10 @@ final class ConfigReader: @unchecked Sendable {
 
     private func read() -> ConfigFiles.Reading {
         readings += 1
-        let started = DispatchTime.now()
+        let started = clock.now
         let reading = files.read()
         logDebug("reading \(readings) of the configuration: \(reading.files.count) files in "
-                 + "\((DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1_000_000) ms")
+                 + "\((clock.now.uptimeNanoseconds - started.uptimeNanoseconds) / 1_000_000) ms")
         return reading
     }
 
@@ -130,7 +137,7 @@ final class ConfigReader: @unchecked Sendable {
             // read as it was before or after, whole. A file written in place may
             // have been read half-written: never used. The next reading (the edit
             // scheduled it) sees the rest.
-            let now = DispatchTime.now()
+            let now = clock.now
             let since = changingSince ?? now
             changingSince = since
             guard now >= since + Self.settleWindow, (watcher?.writes ?? 0) == writes else {
@@ -150,7 +157,7 @@ final class ConfigReader: @unchecked Sendable {
         // Each file waited for has its own window: applied as gone only when it has
         // been gone (or unfinished) for all of it, so the log line is true of each.
         let waiting = gone.union(unfinished)
-        let now = DispatchTime.now()
+        let now = clock.now
         missingSince = missingSince.filter { waiting.contains($0.key) }
         let newlyMissing = waiting.filter { missingSince[$0] == nil }
         for file in newlyMissing { missingSince[file] = now }
@@ -187,7 +194,7 @@ final class ConfigReader: @unchecked Sendable {
     private func wakeUp(at deadline: DispatchTime) {
         wakeUps += 1
         let wakeUp = wakeUps
-        queue.asyncAfter(deadline: deadline) { [self] in
+        clock.run(at: deadline, on: queue) { [self] in
             guard wakeUps == wakeUp else { return }
             reload()
         }

@@ -1,4 +1,4 @@
-import PermissionsModel
+package import PermissionsModel
 import PermissionsIdentity
 
 /// What a valid configuration says that cannot happen: an app id in allow= or
@@ -6,8 +6,8 @@ import PermissionsIdentity
 /// or that does less than it seems to (`AppIDReach`). Warnings, not errors: the
 /// configuration applies as written. `--check-config` prints them and still exits
 /// 0; the daemon logs them each time it applies a configuration.
-enum ConfigWarnings {
-    static func of(_ entries: [ConfigEntry], interpreters: [String]?) -> [String] {
+package enum ConfigWarnings {
+    package static func of(_ entries: [ConfigEntry], interpreters: [String]?) -> [String] {
         let interpreters = Interpreters(interpreters ?? Interpreters.defaultEntries)
         var warnings: [String] = []
         for entry in entries where ["allow", "deny"].contains(entry.key) && !Validate.reservedSections.contains(entry.section) {

@@ -1,0 +1,216 @@
+internal import Glibc
+internal import PermissionsModel
+internal import PermissionsSupport
+
+/// One resolution of a name (PluginSelection.swift): its copies tried in directory
+/// order until one takes over, or none is left. Each copy goes through the same
+/// steps, in this order, each one plugin call whose answer picks the next:
+///
+/// 1. `read`: the file read and checked (PluginFile), its content hash taken. A
+///    copy unchanged since it was loaded, or refused before with the same content,
+///    goes no further.
+/// 2. `open`: dlopen, the descriptor checked, its permissions claimed.
+/// 3. `initialize`: init.
+/// 4. `validate`: the configuration in force checked, without applying it.
+/// 5. `configure`: the configuration in force applied; the copy takes over
+///    (`PluginHost.takeOver`), and, if the configuration changed meanwhile, is
+///    given the new one too.
+///
+/// A copy refused at steps 1 or 2 gives way to the next one (`refuse`); from step 3
+/// on the copy takes over whatever happens, serving or unavailable. What init
+/// publishes is kept back until the copy takes over: an administrator's settings
+/// are in force from the first moment its permissions exist.
+///
+/// Confined to the daemon queue, like the host. Each pending call holds the
+/// resolution until it answers.
+final class PluginResolution {
+    /// The copy being tried.
+    struct Copy {
+        let path: String
+        let plugin: LoadedPlugin
+        /// The copy serving the name now, which this one would replace.
+        let current: LoadedPlugin?
+    }
+
+    private unowned let host: PluginHost
+    private let name: String
+    private var candidates: ArraySlice<String>
+    /// The first copy refused: what stands for the name when no copy loads.
+    private var firstRefusal: PluginInfo?
+    private let opened: () -> Void
+    private let finished: () -> Void
+
+    init(host: PluginHost, name: String, candidates: [String], opened: @escaping () -> Void,
+         finished: @escaping () -> Void) {
+        self.host = host
+        self.name = name
+        self.candidates = candidates[...]
+        self.opened = opened
+        self.finished = finished
+    }
+
+    /// Tries the next copy; with none left, nothing serves the name.
+    func next() {
+        let current = host.plugins.first { $0.name == name }
+        guard let path = candidates.popFirst() else {
+            host.noCopyLoads(name, current: current, standIn: firstRefusal)
+            return finished()
+        }
+        read(Copy(path: path, plugin: host.makePlugin(path: path, name: name), current: current))
+    }
+
+    /// The copy is not used (logged once while it stays the same); the next one is tried.
+    private func refuse(_ copy: Copy, _ reason: String, hash: UInt64?) {
+        let refusal = PluginHost.Refusal(reason: reason, hash: hash)
+        if host.refusals[copy.path] != refusal {
+            logWarning("plugin \(copy.path): skipped: \(reason)")
+            host.refusals[copy.path] = refusal
+        } else {
+            logDebug("plugin \(copy.path): still skipped, as before")
+        }
+        if firstRefusal == nil {
+            firstRefusal = PluginInfo(name: name, version: "", state: .unavailable, permissions: [], file: copy.path,
+                                      reason: reason)
+        }
+        next()
+    }
+
+    // MARK: 1. read
+
+    private func read(_ copy: Copy) {
+        let plugin = copy.plugin
+        host.call(plugin, "reading", { plugin.read() }, then: { self.wasRead(copy, $0) },
+                  timedOut: { self.refuse(copy, "reading did not return within the deadline", hash: nil) })
+    }
+
+    private func wasRead(_ copy: Copy, _ result: Result<UInt64, PluginFile.Failure>) {
+        let plugin = copy.plugin
+        let hash: UInt64
+        switch result {
+        case .failure(.missing):
+            host.refusals[copy.path] = nil
+            return next()
+        case .failure(.refused(let reason)): return refuse(copy, reason, hash: nil)
+        case .success(let read): hash = read
+        }
+        if let current = copy.current, current.path == copy.path, current.contentHash == hash {
+            // The copy serving, unchanged (touched, or written over with the same bytes).
+            logDebug("plugin \(copy.path): content unchanged; not loaded again")
+            // The call's deadline timer keeps the candidate for a while yet.
+            plugin.callQueue.async { plugin.discardRead() }
+            if host.refusedNames.removeValue(forKey: name) != nil { host.onListChange?() }
+            return finished()
+        }
+        if let refused = host.refusals[copy.path], refused.hash == hash {
+            plugin.callQueue.async { plugin.discardRead() }
+            return refuse(copy, refused.reason, hash: hash)
+        }
+        plugin.contentHash = hash
+        open(copy, hash: hash)
+    }
+
+    // MARK: 2. open
+
+    private func open(_ copy: Copy, hash: UInt64) {
+        let plugin = copy.plugin
+        host.call(plugin, "opening", { plugin.open() }, then: { self.wasOpened(copy, hash: hash, refusal: $0) },
+                  timedOut: { self.refuse(copy, "opening did not return within the deadline; plugin abandoned", hash: hash) })
+    }
+
+    private func wasOpened(_ copy: Copy, hash: UInt64, refusal: String?) {
+        if let refusal { return refuse(copy, refusal, hash: hash) }
+        // Every plugin opened before this one counts, started or not; the copy it
+        // is to replace does not.
+        let taken = host.plugins.filter { $0.name != name } + host.starting.values.filter { $0.name != name }
+        let claimed = Set(taken.flatMap(\.info.permissions))
+        if let clash = copy.plugin.info.permissions.first(where: claimed.contains),
+           let owner = taken.first(where: { $0.info.permissions.contains(clash) }) {
+            // Not remembered with its content: it may load once the other plugin goes.
+            return refuse(copy, "permission \"\(clash)\" is already provided by plugin \"\(owner.name)\"", hash: nil)
+        }
+        host.refusals[copy.path] = nil
+        host.starting[name] = copy.plugin
+        opened()
+        initialize(copy)
+    }
+
+    // MARK: 3. initialize
+
+    private func initialize(_ copy: Copy) {
+        let plugin = copy.plugin
+        host.call(plugin, "init", { plugin.start() }, then: { self.wasInitialized(copy, rc: $0) },
+                  timedOut: { self.takeOver(copy) })
+    }
+
+    private func wasInitialized(_ copy: Copy, rc: Int32) {
+        let plugin = copy.plugin
+        // It may have been given up on during init (it broke the ABI, say).
+        guard plugin.info.state == .loading else { return takeOver(copy) }
+        guard rc == 0 else {
+            let reason = rc == -ENOTSUP || rc == -ENODEV ? "its backend is not available on this system"
+                : rc > 0 ? "init returned \(rc), outside the ABI (0 or a negative errno)"
+                : "init failed: \(errnoName(-rc))"
+            plugin.info.state = .unavailable
+            plugin.info.reason = reason
+            plugin.closeHostCalls()
+            logInfo("plugin \(plugin.path): unavailable: \(reason)")
+            return takeOver(copy)
+        }
+        // Checked as a configuration change is: validate, then configure. A refusal
+        // means it never serves (never on its defaults, with the administrator's
+        // settings not in force).
+        validate(copy, host.config, generation: host.configGeneration)
+    }
+
+    // MARK: 4. validate
+
+    private func validate(_ copy: Copy, _ config: [ConfigEntry], generation: Int) {
+        let plugin = copy.plugin
+        host.call(plugin, "validate", { plugin.validate(config) }, then: { problems in
+            guard plugin.info.state == .loading else { return self.takeOver(copy) }
+            if let problem = problems.first { return self.refuseConfiguration(copy, problem) }
+            self.configure(copy, config, generation: generation)
+        }, timedOut: { self.takeOver(copy) })
+    }
+
+    // MARK: 5. configure
+
+    private func configure(_ copy: Copy, _ config: [ConfigEntry], generation: Int) {
+        let plugin = copy.plugin
+        host.configure(plugin, config, logRejection: false) { rejection in
+            if let rejection { return self.refuseConfiguration(copy, rejection) }
+            guard plugin.info.state == .loading else { return self.takeOver(copy) }
+            plugin.info.state = .loaded
+            logInfo("plugin \(plugin.name) \(plugin.info.version) loaded from \(plugin.path): "
+                    + plugin.info.permissions.joined(separator: ", "))
+            self.takeOver(copy)
+            if generation != self.host.configGeneration { self.configureAgain(plugin) }
+        }
+    }
+
+    /// The configuration changed while the copy was being configured: the applier
+    /// did not ask it, so a refusal now takes it out.
+    private func configureAgain(_ plugin: LoadedPlugin) {
+        let host = host
+        host.configure(plugin, host.config, logRejection: false) { [unowned host] rejection in
+            guard let rejection, plugin.info.state == .loaded,
+                  host.plugins.contains(where: { $0 === plugin }) else { return }
+            host.refuseConfiguration(plugin, rejection)
+            host.onChange?(plugin)
+        }
+    }
+
+    // MARK: The end
+
+    /// It refused the configuration in force: it takes over as unavailable (and
+    /// the copy it replaces stops all the same).
+    private func refuseConfiguration(_ copy: Copy, _ problem: String) {
+        guard copy.plugin.info.state == .loading else { return takeOver(copy) }
+        host.refuseConfiguration(copy.plugin, problem)
+        takeOver(copy)
+    }
+
+    private func takeOver(_ copy: Copy) {
+        host.takeOver(copy.plugin, from: copy.current, finished: finished)
+    }
+}

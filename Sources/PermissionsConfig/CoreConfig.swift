@@ -20,6 +20,7 @@ internal import PermissionsSupport
 ///                              calls of one connection waiting in the daemon, and
 ///     pending-calls-per-user=512  of one user's connections together (1-100000);
 ///                              see CallLimits
+///     agents-per-user=32       agents one user may have registered at once (1-100000)
 ///
 ///     [identity]
 ///     host-pid=self            the process whose mount namespace is the host's (1,
@@ -156,7 +157,9 @@ package struct CoreConfig: Equatable, Sendable {
          ServiceKey(name: "pending-calls-per-connection", range: CallLimits.range, unit: "calls",
                     value: \.callLimits.pendingCallsPerConnection),
          ServiceKey(name: "pending-calls-per-user", range: CallLimits.range, unit: "calls",
-                    value: \.callLimits.pendingCallsPerUser)]
+                    value: \.callLimits.pendingCallsPerUser),
+         ServiceKey(name: "agents-per-user", range: CallLimits.range, unit: "agents",
+                    value: \.callLimits.agentsPerUser)]
     }
 
     /// An entry of [identity] interpreters=: a file name (letters, digits, ".", "_",

@@ -1,6 +1,6 @@
 /// How much of the daemon one connection or one user may hold at once: the
 /// [service] keys of permissions.conf(5) of the same names, and their defaults.
-/// Each is a number of calls; a call over one gets
+/// Each is a number of calls (of agents, for agents-per-user); a call over one gets
 /// org.example.Permissions.Error.LimitExceeded, quoting it.
 public struct CallLimits: Equatable, Sendable {
     /// The daemon's calls pending for users, all together (outgoing-calls): polkit
@@ -16,6 +16,10 @@ public struct CallLimits: Equatable, Sendable {
     public var pendingCallsPerConnection = 64
     /// The same for all connections of one user (pending-calls-per-user).
     public var pendingCallsPerUser = 512
+    /// Agents registered by one user's connections at once (agents-per-user): a
+    /// desktop's agent, a terminal's, a few more; not one per object path a
+    /// client can make up (each is kept, checked and logged).
+    public var agentsPerUser = 32
 
     /// The range every key takes.
     public static let range = 1...100_000

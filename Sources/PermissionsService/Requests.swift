@@ -199,6 +199,12 @@ extension PermissionsService {
             guard self.callers.cached(call.sender) != nil else {
                 return call.fail(PermissionsError.unknownCaller("\(call.sender) left the bus while being authorized"))
             }
+            let registered = self.broker.agents.count { $0.uid == identity.uid }
+            guard registered < self.callLimits.agentsPerUser else {
+                return call.fail(PermissionsError.limitExceeded(
+                    "uid \(identity.uid) has \(registered) agents registered, the limit "
+                    + "(\(self.callLimits.agentsPerUser) per user, [service] agents-per-user); \(path) was not registered"))
+            }
             guard self.broker.register(owner: call.sender, path: path, uid: identity.uid) else {
                 return call.fail(PermissionsError.invalidArgument("agent \(path) is already registered"))
             }

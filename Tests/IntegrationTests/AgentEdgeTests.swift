@@ -91,3 +91,47 @@ import PermissionsTestSupport
         #expect(try stored().contains("\"location\" \"authorized\""))
     }
 }
+
+/// Agents one user may have registered at once: [service] agents-per-user.
+@Suite struct AgentLimitTests {
+    /// With agents-per-user=3, a user's fourth agent, on any of its connections, is
+    /// refused LimitExceeded quoting the limit; once one of the three goes (its
+    /// connection unregisters it, or leaves the bus), the next is taken.
+    @Test func aUsersAgentsPastTheLimitAreRefused() throws {
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, config: "[service]\nagents-per-user=3\n")
+        let script = """
+            import dbus
+            def service(bus):
+                return dbus.Interface(bus.get_object("org.example.Permissions", "/org/example/Permissions"),
+                                      "org.example.Permissions")
+            first, second = dbus.bus.BusConnection("\(bus.address)"), dbus.bus.BusConnection("\(bus.address)")
+            service(first).RegisterAgent(dbus.ObjectPath("/a/1"))
+            service(first).RegisterAgent(dbus.ObjectPath("/a/2"))
+            service(second).RegisterAgent(dbus.ObjectPath("/a/3"))
+            for connection, path in ((second, "/a/4"), (first, "/a/5")):
+                try:
+                    service(connection).RegisterAgent(dbus.ObjectPath(path))
+                    print("registered", path)
+                except dbus.DBusException as e:
+                    print("refused", path, e.get_dbus_name(), e.get_dbus_message())
+            service(first).UnregisterAgent(dbus.ObjectPath("/a/1"))
+            service(second).RegisterAgent(dbus.ObjectPath("/a/4"))
+            print("registered /a/4")
+            second.close()
+            third = dbus.bus.BusConnection("\(bus.address)")
+            service(third).RegisterAgent(dbus.ObjectPath("/a/6"))
+            print("registered /a/6")
+            """
+        let r = try run("/usr/bin/python3", ["-c", script])
+        #expect(r.status == 0, "\(r.stderr)")
+        let lines = r.stdout.split(separator: "\n").map(String.init)
+        let refusal = "org.example.Permissions.Error.LimitExceeded uid 0 has 3 agents registered, the limit "
+            + "(3 per user, [service] agents-per-user);"
+        #expect(lines.count == 4, "\(lines)")
+        #expect(lines.first == "refused /a/4 " + refusal + " /a/4 was not registered", "\(lines)")
+        #expect(lines.dropFirst().first == "refused /a/5 " + refusal + " /a/5 was not registered", "\(lines)")
+        #expect(Array(lines.suffix(2)) == ["registered /a/4", "registered /a/6"], "\(lines)")
+        #expect(daemon.isRunning)
+    }
+}

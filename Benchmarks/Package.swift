@@ -34,6 +34,7 @@ let package = Package(
         .executableTarget(name: "permissions-bench",
                           dependencies: [.product(name: "_PermissionsBenchSupport", package: "permissions")],
                           swiftSettings: [.enableUpcomingFeature("ExistentialAny"),
+                                          .enableUpcomingFeature("MemberImportVisibility"),
                                           .unsafeFlags(pipewireIncludes.flatMap { ["-Xcc", $0] })]),
     ],
     swiftLanguageModes: [.v6]

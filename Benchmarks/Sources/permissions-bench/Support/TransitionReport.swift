@@ -1,6 +1,7 @@
 // The report of the device benchmarks (pipewire, bluez, local-network): for each
 // transition, the latencies of its cycles in milliseconds, as a table and as one
 // JSON line whose keys later runs are compared by.
+import Foundation
 
 /// One row: what changed, its key in the JSON line, its latencies (ms).
 struct Transition {

@@ -61,9 +61,13 @@ let package = Package(
     products: [
         .executable(name: "permissionsd", targets: ["permissionsd"]),
         .executable(name: "permissionsctl", targets: ["permissionsctl"]),
-        .executable(name: "permissions-bench", targets: ["permissions-bench"]),
         // The library apps use: statuses, requests and change streams in Swift.
         .library(name: "PermissionsClient", targets: ["PermissionsClient"]),
+        // For Benchmarks/ (the benchmarks, a package of their own so that no build of
+        // the service compiles them) and nothing else: the underscore says it is no
+        // API. What the bench imports; what these depend on comes with them.
+        .library(name: "_PermissionsBenchSupport",
+                 targets: ["DBusKit", "PermissionsTestSupport", "CLISupport", "CPipeWireShims"]),
     ] + plugins.map(\.0),
     targets: [
         // C libraries from Debian, found through pkg-config.
@@ -130,18 +134,13 @@ let package = Package(
         .target(name: "PermissionsClient", dependencies: ["DBusKit", "PermissionsModel"],
                 swiftSettings: strictSettings),
 
-        // Benchmarks (not tests): scripts/bench runs them.
-        .executableTarget(name: "permissions-bench",
-                          dependencies: ["DBusKit", "CPipeWire", "CPipeWireShims", "PermissionsTestSupport", "CLISupport"],
-                          swiftSettings: [.enableUpcomingFeature("ExistentialAny")] + pipewireSwiftSettings),
-
         // Linked statically into each Swift plugin; never into the daemon.
         .target(name: "PluginKit", dependencies: ["CPermissionsPlugin", "PermissionsModel"], path: "Plugins/PluginKit",
                 swiftSettings: strictSettings),
 
         // What the integration tests and the benches start: a private bus, the
         // daemon under test, the clock. A library (not a test target), so that the
-        // bench executable can use it too.
+        // benchmarks (Benchmarks/) can use it too.
         .target(name: "PermissionsTestSupport", swiftSettings: strictSettings),
 
         .testTarget(name: "DBusKitTests", dependencies: ["DBusKit", "CDBus"], swiftSettings: strictSettings),

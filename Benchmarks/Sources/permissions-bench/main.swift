@@ -1,6 +1,8 @@
-// permissions-bench: benchmarks of the permissions service (not part of the test
-// suite). Each subcommand sets up what it needs on private buses/daemons, measures,
-// and prints a table and JSON lines.
+// permissions-bench: benchmarks of the permissions service, a tool of the
+// repository (scripts/bench), not a product. Each subcommand sets up what it needs
+// on private buses and daemons, measures, and prints tables and JSON lines; the
+// limits it judges by are read from Benchmarks/limits.json. It runs the daemon and
+// the plugins of a build of the main package: $PERMISSIONS_BIN_DIR, else .build/debug.
 import Foundation
 
 let usage = """
@@ -33,6 +35,5 @@ case "config-caller": runConfigCaller(Array(arguments.dropFirst()))  // started 
 case "memory": runMemoryBench(Array(arguments.dropFirst()))
 case "floor-service": runCoreFloorService(Array(arguments.dropFirst()))  // started by `core`
 default:
-    FileHandle.standardError.write(usage.data(using: .utf8)!)
-    exit(2)
+    fail(usage, code: 2)
 }

@@ -21,10 +21,13 @@ struct ConfigEditsOptions {
     var window = 4.0
     var rounds = 3
     var keep = false
+    /// --smoke: the smallest run, to show the bench works (CI), not to measure.
+    var smoke = false
 
     static let usage = """
-        usage: permissions-bench config-edits [--quick] [--drop-ins N] [--interval-ms N] [--window S] [--rounds N] [--keep]
+        usage: permissions-bench config-edits [--quick] [--smoke] [--drop-ins N] [--interval-ms N] [--window S] [--rounds N] [--keep]
           --quick          a few seconds: 1 000 drop-ins, one round of 1 s windows (figures are rougher)
+          --smoke          50 drop-ins, one round of 0.3 s windows, to check that the bench works (no figures)
           --drop-ins N     drop-in files in permissions.conf.d (default 5000)
           --interval-ms N  time between two edits in an edit window (default 200)
           --window S       length of each idle and each edit window (default 4)
@@ -35,12 +38,13 @@ struct ConfigEditsOptions {
     init(_ arguments: [String]) {
         var rest = arguments[...]
         func number(_ option: String) -> Double {
-            guard let v = rest.popFirst(), let n = Double(v), n > 0 else { Self.fail("\(option) needs a positive number") }
+            guard let v = rest.popFirst(), let n = Double(v), n > 0 else { Self.usageError("\(option) needs a positive number") }
             return n
         }
         while let option = rest.popFirst() {
             switch option {
             case "--quick": dropIns = 1_000; window = 1; rounds = 1
+            case "--smoke": smoke = true; dropIns = 50; window = 0.3; rounds = 1; intervalMilliseconds = 100
             case "--drop-ins": dropIns = Int(number(option))
             case "--interval-ms": intervalMilliseconds = Int(number(option))
             case "--window": window = number(option)
@@ -49,14 +53,13 @@ struct ConfigEditsOptions {
             case "-h", "--help":
                 print(Self.usage)
                 exit(0)
-            default: Self.fail("unknown option \(option)")
+            default: Self.usageError("unknown option \(option)")
             }
         }
     }
 
-    static func fail(_ message: String) -> Never {
-        FileHandle.standardError.write("permissions-bench config-edits: \(message)\n\(usage)\n".data(using: .utf8)!)
-        exit(2)
+    static func usageError(_ message: String) -> Never {
+        fail("\(message)\n\(usage)", code: 2)
     }
 }
 
@@ -70,14 +73,12 @@ private let configCallerUID = 65534
 final class ConfigEditsBench {
     let options: ConfigEditsOptions
     let root: String
-    private let report = CoreReport()
+    private let report = Report()
     private var edits = 0
 
     init(_ options: ConfigEditsOptions) {
         self.options = options
-        root = coreTemporaryDirectory()
-        CoreChildren.shared.setDirectory(root)
-        CoreChildren.shared.keepDirectory = options.keep
+        root = makeRunDirectory(keep: options.keep)
     }
 
     private var dropInDirectory: String { root + "/config/permissions.conf.d" }
@@ -89,7 +90,7 @@ final class ConfigEditsBench {
 
     private func write(_ text: String, to path: String) {
         guard (try? text.write(toFile: path, atomically: false, encoding: .utf8)) != nil else {
-            coreFail("cannot write \(path)")
+            fail("cannot write \(path)")
         }
     }
 
@@ -98,7 +99,7 @@ final class ConfigEditsBench {
         let fm = FileManager.default
         for dir in ["run", "config/permissions.conf.d", "state", "logs", "caller"] {
             do { try fm.createDirectory(atPath: root + "/" + dir, withIntermediateDirectories: true) } catch {
-                coreFail("cannot create \(root)/\(dir): \(error)")
+                fail("cannot create \(root)/\(dir): \(error)")
             }
         }
         // The caller runs as another user: it must reach its own directory.
@@ -112,46 +113,46 @@ final class ConfigEditsBench {
         }
         write("[notifications]\ndeny=org.example.Edit0\n", to: editedFile)
 
-        let bus = coreStartBus()
+        let bus = startBus()
         let names = CoreNameWatcher(address: bus.address)
         let mark = names.mark
-        let (daemon, spawned) = CoreSpawnSpec(
-            coreBinDirectory + "/permissionsd",
+        let (daemon, spawned) = SpawnSpec(
+            binDir + "/permissionsd",
             ["--address", bus.address, "--config-dir", root + "/config", "--state-dir", root + "/state",
-             "--plugin-dir", coreBinDirectory],
+             "--plugin-dir", binDir],
             environment: ["DBUS_SYSTEM_BUS_ADDRESS": bus.address, "DBUS_SESSION_BUS_ADDRESS": bus.address,
                           "XDG_RUNTIME_DIR": root + "/run"],
             removing: ["PIPEWIRE_", "DBUS_STARTER_"], log: root + "/logs/permissionsd.log").spawn()
         guard let owned = names.wait(from: mark, name: "org.example.Permissions", owned: true, seconds: 60) else {
-            coreFail("permissionsd did not take its name; see \(root)/logs/permissionsd.log (run with --keep)")
+            fail("permissionsd did not take its name; see \(root)/logs/permissionsd.log (run with --keep)")
         }
         let startup = Double(owned.at - spawned) / 1e6
-        let client = coreOpenBlocking(bus.address)
+        let client = openBlocking(bus.address)
         guard status(client, app: "org.example.Edit0") == "restricted" else {
-            coreFail("the edited drop-in is not in force at start-up; see \(root)/logs/permissionsd.log")
+            fail("the edited drop-in is not in force at start-up; see \(root)/logs/permissionsd.log")
         }
 
         // The other user, measuring from now until the last window has ended.
         let windows = Double(2 * options.rounds) * options.window
         var pipeFDs: [Int32] = [0, 0]
-        guard pipe(&pipeFDs) == 0 else { coreFail("pipe failed") }
+        guard pipe(&pipeFDs) == 0 else { fail("pipe failed") }
         let samplesFile = root + "/caller/samples"
-        let callerSpec = CoreSpawnSpec("/usr/bin/setpriv",
+        let callerSpec = SpawnSpec("/usr/bin/setpriv",
                                        ["--reuid=\(configCallerUID)", "--regid=\(configCallerUID)", "--clear-groups",
-                                        coreSelfExecutable, "config-caller", "--address", bus.address,
+                                        selfExecutable, "config-caller", "--address", bus.address,
                                         "--seconds", String(windows + 120), "--out", samplesFile,
                                         "--stop", root + "/caller/stop"],
                                        name: "config-caller", log: root + "/logs/caller.log")
         callerSpec.stdoutFD = pipeFDs[1]
         let (caller, _) = callerSpec.spawn()
         close(pipeFDs[1])
-        guard coreReadLine(pipeFDs[0], seconds: 30) == "ready" else {
-            coreFail("the caller did not start measuring; see \(root)/logs/caller.log (run with --keep)")
+        guard readChildLine(pipeFDs[0], seconds: 30) == "ready" else {
+            fail("the caller did not start measuring; see \(root)/logs/caller.log (run with --keep)")
         }
         print("permissions-bench config-edits: \(options.dropIns) drop-ins, an edit every \(options.intervalMilliseconds) ms "
-              + "in edit windows; \(options.rounds) rounds of \(coreFormat(options.window)) s idle + "
-              + "\(coreFormat(options.window)) s edits; GetStatus(location) back to back by uid \(configCallerUID); "
-              + "\(ProcessInfo.processInfo.activeProcessorCount) cores; binaries from \(coreBinDirectory); "
+              + "in edit windows; \(options.rounds) rounds of \(format(options.window)) s idle + "
+              + "\(format(options.window)) s edits; GetStatus(location) back to back by uid \(configCallerUID); "
+              + "\(ProcessInfo.processInfo.activeProcessorCount) cores; binaries from \(binDir); "
               + "permissionsd took its name after " + String(format: "%.0f ms", startup))
         fflush(nil)
 
@@ -162,7 +163,7 @@ final class ConfigEditsBench {
         var editCount = 0
         for _ in 0..<options.rounds {
             let idleStart = monotonicNanoseconds()
-            coreSleep(options.window)  // the window itself: the caller measures meanwhile
+            sleepSeconds(options.window)  // the window itself: the caller measures meanwhile
             idle.append((idleStart, monotonicNanoseconds()))
 
             let before = generation(client)
@@ -176,18 +177,18 @@ final class ConfigEditsBench {
                 let temporary = dropInDirectory + "/.edit.tmp"
                 write("[notifications]\ndeny=org.example.Edit\(edits)\n", to: temporary)
                 lastEdit = monotonicNanoseconds()
-                guard rename(temporary, editedFile) == 0 else { coreFail("rename onto \(editedFile) failed") }
+                guard rename(temporary, editedFile) == 0 else { fail("rename onto \(editedFile) failed") }
                 next += UInt64(options.intervalMilliseconds) * 1_000_000
                 guard next < end else { break }
                 let now = monotonicNanoseconds()
-                if next > now { coreSleep(Double(next - now) / 1e9) }  // the pace of the edits
+                if next > now { sleepSeconds(Double(next - now) / 1e9) }  // the pace of the edits
             }
             // The window lasts until the last edit is served (its reading and its
             // switch are in it), which the bench asks every 2 ms meanwhile.
             let deadline = monotonicNanoseconds() + 60_000_000_000
             while status(client, app: "org.example.Edit\(edits)") != "restricted" {
-                if monotonicNanoseconds() > deadline { coreFail("the last edit was not applied within 60 s") }
-                coreSleep(0.002)
+                if monotonicNanoseconds() > deadline { fail("the last edit was not applied within 60 s") }
+                sleepSeconds(0.002)
             }
             let served = monotonicNanoseconds()
             busy.append((busyStart, served))
@@ -198,31 +199,31 @@ final class ConfigEditsBench {
         write("", to: root + "/caller/stop")
         let stopDeadline = monotonicNanoseconds() + 10_000_000_000
         while caller.isRunning {
-            if monotonicNanoseconds() > stopDeadline { coreFail("the caller did not stop within 10 s") }
-            coreSleep(0.01)
+            if monotonicNanoseconds() > stopDeadline { fail("the caller did not stop within 10 s") }
+            sleepSeconds(0.01)
         }
         let samples = readSamples(samplesFile)
-        func within(_ windows: [(UInt64, UInt64)]) -> CoreSamples {
-            CoreSamples(samples.filter { s in windows.contains { s.0 >= $0.0 && s.0 < $0.1 } }.map { Double($0.1) / 1000 })
+        func within(_ windows: [(UInt64, UInt64)]) -> Samples {
+            Samples(samples.filter { s in windows.contains { s.0 >= $0.0 && s.0 < $0.1 } }.map { Double($0.1) / 1000 })
         }
         let i = within(idle)
         let b = within(busy)
-        let r50 = coreRatio(b.p50, i.p50)
-        let r99 = coreRatio(b.p99, i.p99)
-        let t = report.target("config edits: another user's GetStatus p99 under edits vs idle", .atMost, 2, r99, unit: "x")
-        var table = CoreTable("Configuration edits under load: GetStatus(location) by another user (µs), "
+        let r50 = ratio(b.p50, i.p50)
+        let r99 = ratio(b.p99, i.p99)
+        let t = report.check(.configEdits, r99)
+        var table = Table("Configuration edits under load: GetStatus(location) by another user (µs), "
                               + "\(options.dropIns) drop-ins, an edit every \(options.intervalMilliseconds) ms",
                               columns: ["window", "calls", "p50", "p99", "max", "target", "met"])
-        table.add(["idle", "\(i.count)", coreFormat(i.p50), coreFormat(i.p99), coreFormat(i.max), "", ""])
-        table.add(["edits", "\(b.count)", coreFormat(b.p50), coreFormat(b.p99), coreFormat(b.max), "", ""])
-        table.add(["edits vs idle", "", coreRatioText(r50), coreRatioText(r99), coreRatioText(coreRatio(b.max, i.max)),
-                   "p99 " + t.limitText, t.met ? "yes" : "NO"])
+        table.add(["idle", "\(i.count)", format(i.p50), format(i.p99), format(i.max), "", ""])
+        table.add(["edits", "\(b.count)", format(b.p50), format(b.p99), format(b.max), "", ""])
+        table.add(["edits vs idle", "", ratioText(r50), ratioText(r99), ratioText(ratio(b.max, i.max)),
+                   "p99 " + t.wanted, t.metText])
         table.print()
-        let appliedSamples = CoreSamples(applied)
+        let appliedSamples = Samples(applied)
         print("\(editCount) edits, \(generations) configurations applied (edits made during a reading share the next); "
-              + "the last edit of each window in force after " + applied.map { coreFormat($0) }.joined(separator: ", ")
+              + "the last edit of each window in force after " + applied.map { format($0) }.joined(separator: ", ")
               + " ms")
-        report.json("config_edits", [
+        printJSONLine("config_edits", [
             ("drop_ins", .int(options.dropIns)), ("interval_ms", .int(options.intervalMilliseconds)),
             ("rounds", .int(options.rounds)), ("window_s", .num(options.window)),
             ("idle_calls", .int(i.count)), ("idle_p50_us", .num(i.p50)), ("idle_p99_us", .num(i.p99)),
@@ -230,11 +231,11 @@ final class ConfigEditsBench {
             ("edit_calls", .int(b.count)), ("edit_p50_us", .num(b.p50)), ("edit_p99_us", .num(b.p99)),
             ("edit_max_us", .num(b.max)), ("ratio_p50", .num(r50)), ("ratio_p99", .num(r99)),
             ("edits", .int(editCount)), ("generations", .int(generations)),
-            ("last_edit_applied_ms", .strings(applied.map { coreFormat($0) })),
+            ("last_edit_applied_ms", .strings(applied.map { format($0) })),
             ("last_edit_applied_max_ms", .num(appliedSamples.max)), ("startup_ms", .num(startup)),
             ("met", .bool(t.met)),
         ])
-        report.printTargets()
+        report.printVerdicts(smoke: options.smoke)
         print(String(format: "total time %.1f s", Double(monotonicNanoseconds() - t0) / 1e9))
         if options.keep { print("kept \(root)") }
         fflush(nil)
@@ -242,30 +243,30 @@ final class ConfigEditsBench {
         names.close()
         daemon.kill()
         bus.kill()
-        CoreChildren.shared.killAll()
+        Children.shared.killAll()
     }
 
     /// GetStatusForApp(app, notifications) from the bench's own connection.
     private func status(_ client: Connection, app: String) -> String {
-        let target = CoreCallTarget("GetStatusForApp", destination: "org.example.Permissions",
+        let target = CallTarget("GetStatusForApp", destination: "org.example.Permissions",
                                     path: "/org/example/Permissions", interface: "org.example.Permissions",
                                     member: "GetStatusForApp", [.string(app), .string("notifications")])
-        return coreCall(client, target.message()).arguments().first?.stringValue ?? ""
+        return busCall(client, target.message()).arguments().first?.stringValue ?? ""
     }
 
     private func generation(_ client: Connection) -> Int {
-        let target = CoreCallTarget("Get", destination: "org.example.Permissions", path: "/org/example/Permissions",
+        let target = CallTarget("Get", destination: "org.example.Permissions", path: "/org/example/Permissions",
                                     interface: "org.freedesktop.DBus.Properties", member: "Get",
                                     [.string("org.example.Permissions"), .string("ConfigGeneration")])
-        guard case .variant(let value)? = coreCall(client, target.message()).arguments().first,
-              let generation = value.uint32Value else { coreFail("ConfigGeneration is not a uint32") }
+        guard case .variant(let value)? = busCall(client, target.message()).arguments().first,
+              let generation = value.uint32Value else { fail("ConfigGeneration is not a uint32") }
         return Int(generation)
     }
 
     /// The caller's samples: (start, duration) in nanoseconds, one call a line.
     private func readSamples(_ path: String) -> [(UInt64, UInt64)] {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
-            coreFail("the caller wrote no samples to \(path); see \(root)/logs/caller.log (run with --keep)")
+            fail("the caller wrote no samples to \(path); see \(root)/logs/caller.log (run with --keep)")
         }
         return text.split(separator: "\n").compactMap { line in
             let parts = line.split(separator: " ")
@@ -289,13 +290,13 @@ func runConfigCaller(_ arguments: [String]) {
         case "--out": out = value
         case "--stop": stop = value
         case "--seconds": seconds = Double(value) ?? seconds
-        default: coreFail("config-caller: unknown option \(option)")
+        default: fail("config-caller: unknown option \(option)")
         }
     }
-    guard !address.isEmpty, !out.isEmpty, !stop.isEmpty else { coreFail("config-caller: --address, --out and --stop are needed") }
-    let connection = coreOpenBlocking(address)
-    let target = CoreCallTarget.getStatus("location")
-    for _ in 0..<500 { coreCall(connection, target.message()) }
+    guard !address.isEmpty, !out.isEmpty, !stop.isEmpty else { fail("config-caller: --address, --out and --stop are needed") }
+    let connection = openBlocking(address)
+    let target = CallTarget.getStatus("location")
+    for _ in 0..<500 { busCall(connection, target.message()) }
     print("ready")
     fflush(nil)
     let end = monotonicNanoseconds() + UInt64(seconds * 1e9)
@@ -304,12 +305,12 @@ func runConfigCaller(_ arguments: [String]) {
     while monotonicNanoseconds() < end, samples.count % 100 != 0 || access(stop, F_OK) != 0 {
         let message = target.message()
         let t0 = monotonicNanoseconds()
-        coreCall(connection, message)
+        busCall(connection, message)
         samples.append((t0, monotonicNanoseconds() - t0))
     }
     let text = samples.map { "\($0.0) \($0.1)\n" }.joined()
     guard FileManager.default.createFile(atPath: out, contents: text.data(using: .utf8)) else {
-        coreFail("config-caller: cannot write \(out)")
+        fail("config-caller: cannot write \(out)")
     }
     exit(0)
 }

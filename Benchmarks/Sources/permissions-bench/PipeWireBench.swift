@@ -28,8 +28,7 @@ import PermissionsTestSupport
 func runPipeWireBench(_ arguments: [String]) {
     var cycles = 200
     var intervalMilliseconds = 10
-    var config = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("Tests/testenv/pipewire-test.conf").path
+    var config = packageRoot + "/Tests/testenv/pipewire-test.conf"
     var rest = arguments[...]
     while let option = rest.popFirst() {
         switch (option, rest.first) {
@@ -39,21 +38,20 @@ func runPipeWireBench(_ arguments: [String]) {
         case ("--interval-ms", let value?) where Int(value).map({ $0 >= 0 }) == true:
             intervalMilliseconds = Int(value)!
             rest.removeFirst()
+        case ("--smoke", _):
+            cycles = 3
+            intervalMilliseconds = 0
         case ("--pipewire-config", let value?):
             config = value
             rest.removeFirst()
         default:
-            benchFail("usage: permissions-bench pipewire [--cycles N] [--interval-ms MS] [--pipewire-config FILE]",
-                      code: 2)
+            fail("usage: permissions-bench pipewire [--cycles N] [--interval-ms MS] [--pipewire-config FILE] [--smoke]",
+                 code: 2)
         }
     }
     let world = BenchWorld(pipewireConfig: config)
-    benchCleanup = { world.tearDown() }
     world.start()
-    defer {
-        benchCleanup = nil
-        world.tearDown()
-    }
+    defer { world.tearDown() }
 
     let kinds: [(permission: String, camera: Bool)] = [("camera", true), ("microphone", false)]
     // One unmeasured cycle: the plugin has connected and the match rule is in force.
@@ -75,63 +73,15 @@ func runPipeWireBench(_ arguments: [String]) {
             ["registry", "request"].map { "\(kind.permission) \(event), from \($0)" }
         }
     }
-    printBenchReport(cycles: cycles, interval: intervalMilliseconds, rows: rows.map { ($0, BenchStats(samples[$0]!)) })
-}
-
-// MARK: Report
-
-private struct BenchStats {
-    let p50, p99, min, max, mean: Double
-
-    /// Nearest-rank percentiles of `values` (milliseconds).
-    init(_ values: [Double]) {
-        let sorted = values.sorted()
-        func rank(_ p: Double) -> Double { sorted[Swift.max(0, Int((p * Double(sorted.count)).rounded(.up)) - 1)] }
-        p50 = rank(0.50)
-        p99 = rank(0.99)
-        min = sorted.first!
-        max = sorted.last!
-        mean = sorted.reduce(0, +) / Double(sorted.count)
-    }
-}
-
-private func printBenchReport(cycles: Int, interval: Int, rows: [(String, BenchStats)]) {
-    func ms(_ v: Double) -> String { String(format: "%.3f", v) }
-    print("PipeWire node -> StatusChanged received, \(cycles) cycles \(interval) ms apart (ms)")
-    print("transition".padding(toLength: 40, withPad: " ", startingAt: 0)
-          + ["p50", "p99", "min", "max", "mean"].map { $0.leftPadded(9) }.joined())
-    for (name, s) in rows {
-        print(name.padding(toLength: 40, withPad: " ", startingAt: 0)
-              + [s.p50, s.p99, s.min, s.max, s.mean].map { ms($0).leftPadded(9) }.joined())
-    }
-    let fields = rows.map { name, s in
-        "\"\(name.replacingOccurrences(of: ", from ", with: "-from-").replacingOccurrences(of: " ", with: "-"))\":"
-            + "{\"p50\":\(ms(s.p50)),\"p99\":\(ms(s.p99)),"
-            + "\"min\":\(ms(s.min)),\"max\":\(ms(s.max)),\"mean\":\(ms(s.mean))}"
-    }
-    print("{\"bench\":\"pipewire\",\"cycles\":\(cycles),\"interval_ms\":\(interval),\"unit\":\"ms\","
-          + fields.joined(separator: ",") + "}")
-    fflush(nil)
-}
-
-extension String {
-    fileprivate func leftPadded(_ width: Int) -> String {
-        String(repeating: " ", count: Swift.max(0, width - count)) + self
-    }
-}
-
-/// What a failure must undo before exiting (the processes and the temporary
-/// directory), set once they exist. Main thread only; a failure on another thread
-/// exits without it.
-nonisolated(unsafe) private var benchCleanup: (() -> Void)?
-
-private func benchFail(_ message: String, code: Int32 = 1) -> Never {
-    FileHandle.standardError.write(("permissions-bench pipewire: " + message + "\n").data(using: .utf8)!)
-    if Thread.isMainThread, let cleanup = benchCleanup {
-        benchCleanup = nil
-        cleanup()
-    }
-    exit(code)
+    printTransitions(bench: "pipewire", title: "PipeWire node -> StatusChanged received, \(cycles) cycles "
+                     + "\(intervalMilliseconds) ms apart (ms)",
+                     fields: [("cycles", .int(cycles)), ("interval_ms", .int(intervalMilliseconds))],
+                     rows.map { row in
+                         // The JSON key of "camera appears, from registry" is "camera-appears-from-registry".
+                         let key = row.replacingOccurrences(of: ", from ", with: "-from-")
+                             .replacingOccurrences(of: " ", with: "-")
+                         return Transition(label: row, key: key, samples: Samples(samples[row]!))
+                     })
 }
 
 // MARK: What happened, when
@@ -147,9 +97,9 @@ private typealias BenchTimeline = Timeline<PWEvent>
 
 private extension Timeline where Event == PWEvent {
     /// The first matching event from `from` on, within 5 s, or the bench fails
-    /// (outside the lock, which PipeWire's thread needs to finish).
+    /// (outside the timeline's lock).
     func first<T>(from: Int, _ what: String, _ match: (Event) -> T?) -> T {
-        guard let found = first(from: from, timeout: 5, match) else { benchFail("no \(what) within 5 s") }
+        guard let found = first(from: from, timeout: 5, match) else { fail("no \(what) within 5 s") }
         return found
     }
 }
@@ -181,7 +131,7 @@ private final class BenchPipeWire {
         threadLoop = pw_thread_loop_new("bench-pw", nil)!
         context = pw_context_new(pw_thread_loop_get_loop(threadLoop), nil, 0)!
         guard let core = pw_context_connect(context, nil, 0) else {
-            benchFail("cannot connect to the bench's PipeWire: \(String(cString: strerror(errno)))")
+            fail("cannot connect to the bench's PipeWire: \(String(cString: strerror(errno)))")
         }
         self.core = core
         registry = pw_core_get_registry(core, UInt32(PW_VERSION_REGISTRY), 0)
@@ -207,7 +157,7 @@ private final class BenchPipeWire {
         defer { pw_properties_free(props) }
         guard let proxy = pw_core_create_object(core, "adapter", cpw_type_interface_node(), UInt32(PW_VERSION_NODE),
                                                 cpw_properties_dict(props), 0)
-        else { benchFail("pw_core_create_object failed") }
+        else { fail("pw_core_create_object failed") }
         return OpaquePointer(proxy)
     }
 
@@ -254,7 +204,7 @@ private final class BenchWorld {
     let pipewireConfig: String
     let root: String
     let timeline = BenchTimeline()
-    private var processes: [Process] = []
+    private var daemon: Child?
     /// Killed last, after every process on it.
     private var bus: TestBus?
     private var pipewire: BenchPipeWire?
@@ -263,123 +213,77 @@ private final class BenchWorld {
 
     init(pipewireConfig: String) {
         self.pipewireConfig = pipewireConfig
-        var template = Array((NSTemporaryDirectory() + "/permissions-bench.XXXXXX").utf8CString)
-        guard let made = mkdtemp(&template) else { benchFail("mkdtemp failed") }
-        root = String(cString: made)
+        root = makeRunDirectory()
     }
 
     func start() {
         guard FileManager.default.fileExists(atPath: pipewireConfig) else {
-            benchFail("no PipeWire config at \(pipewireConfig) (--pipewire-config FILE)")
+            fail("no PipeWire config at \(pipewireConfig) (--pipewire-config FILE)")
         }
-        makeDaemonDirectories(root, plugin: "pipewire", extra: ["run"]) { benchFail($0) }
-        let busAddress = startBus()
+        makeDaemonDirectories(root, plugin: "pipewire", extra: ["run"])
+        let bus = startBus()
+        self.bus = bus
+        let busAddress = bus.address
         startPipeWire()
         pipewire = BenchPipeWire(runtimeDirectory: root + "/run", timeline: timeline)
-        startDaemon(busAddress)
+        daemon = startDaemon(root: root, address: busAddress, environment: ["XDG_RUNTIME_DIR": root + "/run"])
         subscribe(busAddress)
     }
 
-    private func launch(_ path: String, _ arguments: [String], environment: [String: String] = [:],
-                        stdout: Any? = nil, stderr: Any? = nil) -> Process {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: path)
-        p.arguments = arguments
-        var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PIPEWIRE_") }
-        env.merge(environment) { $1 }
-        p.environment = env
-        p.standardInput = FileHandle.nullDevice
-        p.standardOutput = stdout ?? FileHandle.nullDevice
-        p.standardError = stderr ?? FileHandle.nullDevice
-        do { try p.run() } catch { benchFail("cannot run \(path): \(error)") }
-        processes.append(p)
-        return p
-    }
-
-    /// Reads `handle` line by line on a thread of its own, for as long as it is
-    /// open (a child blocked on a full pipe would skew the measurement); returns the
-    /// first line containing `marker`, or fails the bench after 10 s.
-    private func waitForLine(_ handle: FileHandle, containing marker: String, what: String) -> String {
+    /// Reads `fd` line by line on a thread of its own, for as long as it is open (a
+    /// child blocked on a full pipe would skew the measurement); returns once a line
+    /// contains `marker`, or fails the bench after 10 s.
+    private func waitForLine(_ fd: Int32, containing marker: String, what: String) {
         let found = DispatchSemaphore(value: 0)
-        nonisolated(unsafe) var line = ""
         Thread.detachNewThread {
+            let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
             var pending = Data()
             var signalled = false
             while case let chunk = handle.availableData, !chunk.isEmpty {
                 guard !signalled else { continue }
                 pending.append(chunk)
                 while let nl = pending.firstIndex(of: UInt8(ascii: "\n")) {
-                    let text = String(decoding: pending[pending.startIndex..<nl], as: UTF8.self)
+                    let line = String(decoding: pending[pending.startIndex..<nl], as: UTF8.self)
                     pending.removeSubrange(pending.startIndex...nl)
-                    if !signalled, text.contains(marker) {
-                        line = text
+                    if !signalled, line.contains(marker) {
                         signalled = true
                         found.signal()
                     }
                 }
             }
         }
-        guard found.wait(timeout: .now() + 10) == .success else { benchFail("\(what) did not start") }
-        return line
-    }
-
-    private func startBus() -> String {
-        do {
-            let bus = try TestBus(diesWithParent: true)
-            self.bus = bus
-            return bus.address
-        } catch {
-            benchFail("dbus-daemon: \(error)")
-        }
+        guard found.wait(timeout: .now() + 10) == .success else { fail("\(what) did not start") }
     }
 
     /// PipeWire prints "Listening on" (protocol-native, info level) after listen(2).
     private func startPipeWire() {
-        let err = Pipe()
-        _ = launch("/usr/bin/pipewire", ["-c", pipewireConfig],
-                   environment: ["XDG_RUNTIME_DIR": root + "/run", "PIPEWIRE_DEBUG": "2,mod.protocol-native:3"],
-                   stderr: err)
-        _ = waitForLine(err.fileHandleForReading, containing: "Listening on", what: "PipeWire")
-    }
-
-    private func startDaemon(_ address: String) {
-        _ = FileManager.default.createFile(atPath: root + "/permissionsd.log", contents: nil)
-        let log = FileHandle(forWritingAtPath: root + "/permissionsd.log")!
-        _ = launch(benchBinDirectory + "/permissionsd",
-                   ["--address", address, "--config-dir", root + "/config", "--state-dir", root + "/state",
-                    "--plugin-dir", root + "/plugins"],
-                   environment: ["XDG_RUNTIME_DIR": root + "/run"], stderr: log)
-        let wait = launch("/usr/bin/gdbus",
-                          ["wait", "--address", address, "--timeout", "20", "org.example.Permissions"])
-        wait.waitUntilExit()
-        guard wait.terminationStatus == 0 else {
-            let log = (try? String(contentsOfFile: root + "/permissionsd.log", encoding: .utf8)) ?? ""
-            benchFail("permissionsd did not take its name; its log:\n\(log)")
-        }
+        let err = ChildPipe()
+        let spec = SpawnSpec("/usr/bin/pipewire", ["-c", pipewireConfig],
+                             environment: ["XDG_RUNTIME_DIR": root + "/run", "PIPEWIRE_DEBUG": "2,mod.protocol-native:3"],
+                             removing: ["PIPEWIRE_"])
+        spec.stderrFD = err.write
+        _ = spec.spawn()
+        close(err.write)
+        waitForLine(err.read, containing: "Listening on", what: "PipeWire")
     }
 
     /// Subscribes to StatusChanged and waits for a round trip to the bus, after
     /// which the match rule is in force.
     private func subscribe(_ address: String) {
         let timeline = timeline
-        let opened: Result<Connection, BusError> = queue.sync {
-            do throws(BusError) {
-                let c = try Connection.open(.address(address), queue: queue)
-                c.subscribe(SignalMatch(sender: "org.example.Permissions", path: "/org/example/Permissions",
-                                        interface: "org.example.Permissions", member: "StatusChanged")) { message in
-                    let at = monotonicNanoseconds()
-                    let a = message.arguments().map { $0.stringValue ?? "" }
-                    guard a.count >= 3, a[0].isEmpty else { return }
-                    timeline.record(.signal(permission: a[1], status: a[2], at: at))
-                }
-                return .success(c)
-            } catch {
-                return .failure(error)
+        let connection: Connection = queue.sync {
+            let c = openConnection(address, queue: queue)
+            c.subscribe(SignalMatch(sender: "org.example.Permissions", path: "/org/example/Permissions",
+                                    interface: "org.example.Permissions", member: "StatusChanged")) { message in
+                let at = monotonicNanoseconds()
+                let a = message.arguments().map { $0.stringValue ?? "" }
+                guard a.count >= 3, a[0].isEmpty else { return }
+                timeline.record(.signal(permission: a[1], status: a[2], at: at))
             }
+            return c
         }
-        guard case .success(let connection) = opened else { benchFail("cannot connect to the bench's bus") }
         self.connection = connection
-        guard busAnswers(connection, on: queue) else { benchFail("the bus did not answer") }
+        pingBus([connection])
     }
 
     /// The latencies of one device coming and going, in milliseconds.
@@ -422,16 +326,9 @@ private final class BenchWorld {
         if let connection { queue.sync { connection.close() } }
         pipewire?.close()
         // permissionsd first, by SIGTERM: its plugin's fini runs; then the others.
-        for p in processes.reversed() where p.isRunning {
-            if p.executableURL?.lastPathComponent == "permissionsd" {
-                p.terminate()
-            } else {
-                kill(p.processIdentifier, SIGKILL)
-            }
-            p.waitUntilExit()
-        }
+        daemon?.kill(SIGTERM)
+        Children.shared.killAll()
         bus?.kill()
         bus = nil
-        try? FileManager.default.removeItem(atPath: root)
     }
 }

@@ -5,95 +5,99 @@
 // free) from /proc/PID/smaps_rollup, and the largest mappings by resident size
 // from /proc/PID/smaps, grouped by file (anonymous ones by their kind).
 import Foundation
+import PermissionsTestSupport
 
 func runMemoryBench(_ arguments: [String]) {
     var top = 25
     var environment: [String: String] = [:]
+    var settle = 1.0
     var rest = arguments[...]
     while let option = rest.popFirst() {
         switch option {
         case "--top":
-            guard let v = rest.popFirst(), let n = Int(v), n > 0 else { coreFail("--top needs a number") }
+            guard let v = rest.popFirst(), let n = Int(v), n > 0 else { fail("--top needs a number") }
             top = n
+        case "--smoke":
+            settle = 0.1  // shows the bench works (CI); the figures need the full second
         case "--daemon-env":
             guard let v = rest.popFirst(), let eq = v.firstIndex(of: "="), eq != v.startIndex else {
-                coreFail("--daemon-env: expected K=V")
+                fail("--daemon-env: expected K=V")
             }
             environment[String(v[..<eq])] = String(v[v.index(after: eq)...])
         default:
-            FileHandle.standardError.write("usage: permissions-bench memory [--top N] [--daemon-env K=V]\n".data(using: .utf8)!)
-            exit(2)
+            fail("usage: permissions-bench memory [--top N] [--daemon-env K=V] [--smoke]", code: 2)
         }
     }
-    let root = coreTemporaryDirectory()
-    CoreChildren.shared.setDirectory(root)
+    let root = makeRunDirectory()
     for dir in ["run", "config", "state", "peer-data", "logs"] {
         try? FileManager.default.createDirectory(atPath: root + "/" + dir, withIntermediateDirectories: true)
     }
     chmod(root + "/run", 0o700)
     try? "[location]\nenabled=true\nmax-accuracy=exact\n\n[notifications]\nenabled=true\n"
         .write(toFile: root + "/config/permissions.conf", atomically: true, encoding: .utf8)
-    let bus = coreStartBus()
+    let bus = startBus()
     let names = CoreNameWatcher(address: bus.address)
-    func start(_ spec: CoreSpawnSpec, owning name: String) -> CoreChild {
+    func start(_ spec: SpawnSpec, owning name: String) -> Child {
         let mark = names.mark
         let (child, _) = spec.spawn()
         guard names.wait(from: mark, name: name, owned: true, seconds: 20) != nil else {
-            coreFail("\(spec.name) did not take \(name); see \(root)/logs")
+            fail("\(spec.name) did not take \(name); see \(root)/logs")
         }
         return child
     }
-    let daemon = start(CoreSpawnSpec(coreBinDirectory + "/permissionsd",
+    let daemon = start(SpawnSpec(binDir + "/permissionsd",
                                      ["--address", bus.address, "--config-dir", root + "/config",
-                                      "--state-dir", root + "/state", "--plugin-dir", coreBinDirectory],
+                                      "--state-dir", root + "/state", "--plugin-dir", binDir],
                                      environment: environment.merging(
                                         ["DBUS_SYSTEM_BUS_ADDRESS": bus.address, "DBUS_SESSION_BUS_ADDRESS": bus.address,
                                          "XDG_RUNTIME_DIR": root + "/run"]) { $1 },
                                      removing: ["PIPEWIRE_", "DBUS_STARTER_"], log: root + "/logs/permissionsd.log"),
                        owning: "org.example.Permissions")
     let atStart = MemoryRollup(pid: daemon.pid)
-    let peer = start(CoreSpawnSpec("/usr/libexec/xdg-permission-store", [],
+    let peer = start(SpawnSpec("/usr/libexec/xdg-permission-store", [],
                                    environment: ["DBUS_SESSION_BUS_ADDRESS": bus.address,
                                                  "XDG_DATA_HOME": root + "/peer-data", "XDG_RUNTIME_DIR": root + "/run"],
                                    log: root + "/logs/xdg-permission-store.log"),
                      owning: corePeerBusName)
-    coreSleep(1)  // idle: let start-up's threads and timers settle (a measuring pause, not a synchronisation)
-    print("permissions-bench memory: idle, right after start-up (+1 s); binaries from \(coreBinDirectory)"
+    sleepSeconds(settle)  // idle: let start-up's threads and timers settle (a measuring pause, not a synchronisation)
+    print("permissions-bench memory: idle, right after start-up (+1 s); binaries from \(binDir)"
           + (environment.isEmpty ? "" : "; permissionsd environment "
              + environment.map { "\($0.key)=\($0.value)" }.sorted().joined(separator: " ")))
-    var table = CoreTable("Idle memory (MiB): RSS, PSS, USS (private clean + private dirty), anonymous, threads",
+    var table = Table("Idle memory (MiB): RSS, PSS, USS (private clean + private dirty), anonymous, threads",
                           columns: ["process", "RSS", "PSS", "USS", "anonymous", "file-backed", "threads"])
-    var json: [(String, CoreJSON)] = []
+    var json: [(String, JSONValue)] = []
     for (label, child) in [("permissionsd", daemon), ("xdg-permission-store", peer)] {
         let r = MemoryRollup(pid: child.pid)
-        table.add([label, coreFormat(coreMiB(r.rss)), coreFormat(coreMiB(r.pss)), coreFormat(coreMiB(r.uss)),
-                   coreFormat(coreMiB(r.anonymous)), coreFormat(coreMiB(r.rss - r.anonymous)), "\(child.threads)"])
+        table.add([label, format(mebibytes(r.rss)), format(mebibytes(r.pss)), format(mebibytes(r.uss)),
+                   format(mebibytes(r.anonymous)), format(mebibytes(r.rss - r.anonymous)), "\(child.threads)"])
         let key = label == "permissionsd" ? "" : "peer_"
         json += [("\(key)rss_kib", .int(r.rss)), ("\(key)pss_kib", .int(r.pss)), ("\(key)uss_kib", .int(r.uss)),
                  ("\(key)anon_kib", .int(r.anonymous))]
     }
     table.print()
-    print("permissionsd right when it owned its name: RSS \(coreFormat(coreMiB(atStart.rss))) MiB, USS "
-          + "\(coreFormat(coreMiB(atStart.uss))) MiB, anonymous \(coreFormat(coreMiB(atStart.anonymous))) MiB "
+    print("permissionsd right when it owned its name: RSS \(format(mebibytes(atStart.rss))) MiB, USS "
+          + "\(format(mebibytes(atStart.uss))) MiB, anonymous \(format(mebibytes(atStart.anonymous))) MiB "
           + "(start-up's threads and its second read of the plugin files still about)")
     json += [("at_start_rss_kib", .int(atStart.rss)), ("at_start_uss_kib", .int(atStart.uss))]
-    var mappings = CoreTable("permissionsd's largest mappings by resident size (KiB), grouped by file",
+    var mappings = Table("permissionsd's largest mappings by resident size (KiB), grouped by file",
                              columns: ["mapping", "RSS", "private", "anonymous"])
     let groups = memoryMappings(pid: daemon.pid)
     for g in groups.prefix(top) {
         mappings.add([g.name, "\(g.rss)", "\(g.privateKiB)", "\(g.anonymous)"])
     }
-    let rest2 = groups.dropFirst(top)
-    mappings.add(["(\(rest2.count) others)", "\(rest2.reduce(0) { $0 + $1.rss })",
-                  "\(rest2.reduce(0) { $0 + $1.privateKiB })", "\(rest2.reduce(0) { $0 + $1.anonymous })"])
+    let others = groups.dropFirst(top)
+    let othersRSS = others.reduce(0) { $0 + $1.rss }
+    let othersPrivate = others.reduce(0) { $0 + $1.privateKiB }
+    let othersAnonymous = others.reduce(0) { $0 + $1.anonymous }
+    mappings.add(["(\(others.count) others)", "\(othersRSS)", "\(othersPrivate)", "\(othersAnonymous)"])
     mappings.print()
     json.append(("mappings", .strings(groups.prefix(top).map { "\($0.name)=\($0.rss)" })))
-    CoreReport().json("memory", json)
+    printJSONLine("memory", json)
     daemon.kill()
     peer.kill()
     names.close()
     bus.kill()
-    CoreChildren.shared.killAll()
+    Children.shared.killAll()
 }
 
 /// /proc/PID/smaps_rollup, in KiB.

@@ -25,8 +25,7 @@ let coreFloorStatusWord = "not-determined"
 
 func runCoreFloorService(_ arguments: [String]) -> Never {
     guard arguments.count == 2, arguments[0] == "--address" else {
-        FileHandle.standardError.write("usage: permissions-bench floor-service --address ADDRESS\n".data(using: .utf8)!)
-        exit(2)
+        fail("usage: permissions-bench floor-service --address ADDRESS", code: 2)
     }
     do throws(BusError) {
         let connection = try Connection.open(.address(arguments[1]))
@@ -65,13 +64,11 @@ func runCoreFloorService(_ arguments: [String]) -> Never {
             return call.reply(string: coreFloorStatusWord)
         }
         guard try connection.requestName(coreFloorBusName) == .primaryOwner else {
-            FileHandle.standardError.write("floor-service: \(coreFloorBusName) is taken\n".data(using: .utf8)!)
-            exit(1)
+            fail("\(coreFloorBusName) is taken")
         }
         while connection.readWriteDispatch(timeoutMilliseconds: -1) {}
         exit(0)
     } catch {
-        FileHandle.standardError.write("floor-service: \(error)\n".data(using: .utf8)!)
-        exit(1)
+        fail("\(error)")
     }
 }

@@ -42,16 +42,19 @@ struct CoreOptions {
     var scaleWarmup = 200
     var rssCalls = 1_000_000
     var keep = false
+    /// --smoke: the smallest run of every section, to show the bench works (CI), not to measure.
+    var smoke = false
     static let allSections = ["startup", "identity", "latency", "throughput", "writes", "fanout", "rss"]
     var sections = Set(allSections)
     /// Extra environment for permissionsd (experiments: MALLOC_ARENA_MAX=2, …).
     var daemonEnvironment: [String: String] = [:]
 
     static let usage = """
-        usage: permissions-bench core [--quick] [--calls N] [--warmup N] [--seconds S] [--connections 1,8,64]
+        usage: permissions-bench core [--quick] [--smoke] [--calls N] [--warmup N] [--seconds S] [--connections 1,8,64]
                                       [--in-flight K] [--subscribers 1,10,100] [--triggers N] [--startups N]
                                       [--decisions N] [--rss-calls N] [--keep] [--sections L]
           --quick          a few seconds: fewer calls, shorter windows, fewer starts (figures are rougher)
+          --smoke          the smallest run of every section, to check that the bench works (no figures)
           --calls N        measured GetStatus/Ping/Lookup round trips per target (default 20000)
           --warmup N       unmeasured round trips per target first (default 2000)
           --seconds S      throughput window per target and connection count (default 2)
@@ -70,18 +73,18 @@ struct CoreOptions {
     init(_ arguments: [String]) {
         var rest = arguments[...]
         func value(_ option: String) -> String {
-            guard let v = rest.popFirst() else { Self.fail("\(option) needs a value") }
+            guard let v = rest.popFirst() else { Self.usageError("\(option) needs a value") }
             return v
         }
         func int(_ option: String, min: Int = 1) -> Int {
             let v = value(option)
-            guard let n = Int(v), n >= min else { Self.fail("\(option): not a number >= \(min): \(v)") }
+            guard let n = Int(v), n >= min else { Self.usageError("\(option): not a number >= \(min): \(v)") }
             return n
         }
         func list(_ option: String) -> [Int] {
             let v = value(option)
             let items = v.split(separator: ",").compactMap { Int($0) }.filter { $0 > 0 }
-            guard !items.isEmpty else { Self.fail("\(option): expected a list like 1,8,64: \(v)") }
+            guard !items.isEmpty else { Self.usageError("\(option): expected a list like 1,8,64: \(v)") }
             return items
         }
         while let option = rest.popFirst() {
@@ -90,11 +93,16 @@ struct CoreOptions {
                 calls = 2_000; warmup = 300; seconds = 0.3; rounds = 1
                 triggers = 20; triggersLarge = 10; startups = 3; scaleCalls = 300; scaleWarmup = 100
                 rssCalls = 60_000
+            case "--smoke":
+                smoke = true
+                calls = 100; warmup = 20; seconds = 0.05; rounds = 1; connections = [1, 4]; subscribers = [1, 4]
+                triggers = 3; triggersLarge = 3; startups = 1; decisions = 1_000; scaleCalls = 20; scaleWarmup = 10
+                rssCalls = 2_000
             case "--calls": calls = int(option)
             case "--warmup": warmup = int(option, min: 0)
             case "--seconds":
                 let v = value(option)
-                guard let s = Double(v), s > 0 else { Self.fail("--seconds: not a positive number: \(v)") }
+                guard let s = Double(v), s > 0 else { Self.usageError("--seconds: not a positive number: \(v)") }
                 seconds = s
             case "--connections": connections = list(option)
             case "--in-flight": inFlight = int(option)
@@ -106,25 +114,24 @@ struct CoreOptions {
             case "--keep": keep = true
             case "--daemon-env":
                 let v = value(option)
-                guard let eq = v.firstIndex(of: "="), eq != v.startIndex else { Self.fail("--daemon-env: expected K=V: \(v)") }
+                guard let eq = v.firstIndex(of: "="), eq != v.startIndex else { Self.usageError("--daemon-env: expected K=V: \(v)") }
                 daemonEnvironment[String(v[..<eq])] = String(v[v.index(after: eq)...])
             case "--sections":
                 let v = value(option).split(separator: ",").map(String.init)
-                guard !v.isEmpty, v.allSatisfy(Self.allSections.contains) else { Self.fail("--sections: \(v)") }
+                guard !v.isEmpty, v.allSatisfy(Self.allSections.contains) else { Self.usageError("--sections: \(v)") }
                 sections = Set(v)
             case "-h", "--help":
                 print(Self.usage)
                 exit(0)
-            default: Self.fail("unknown option \(option)")
+            default: Self.usageError("unknown option \(option)")
             }
         }
         roundSize = min(roundSize, calls)
         if seconds < 1 { rounds = 1 }
     }
 
-    static func fail(_ message: String) -> Never {
-        FileHandle.standardError.write("permissions-bench core: \(message)\n\(usage)\n".data(using: .utf8)!)
-        exit(2)
+    static func usageError(_ message: String) -> Never {
+        fail("\(message)\n\(usage)", code: 2)
     }
 }
 
@@ -138,14 +145,14 @@ let coreFanoutApp = "org.example.BenchApp"
 
 final class CoreBench {
     let options: CoreOptions
-    let report = CoreReport()
+    let report = Report()
     let root: String
     private var bus: TestBus!
     private var names: CoreNameWatcher!
     private var client: Connection!
-    private var floor: CoreChild!
-    private var peer: CoreChild?
-    private var daemon: CoreChild?
+    private var floor: Child!
+    private var peer: Child?
+    private var daemon: Child?
     /// GetStatus calls answered by the long-lived daemon, for the RSS-over-calls figure.
     private var daemonCalls = 0
     /// The bench's own app id, as the daemon identifies it.
@@ -155,14 +162,12 @@ final class CoreBench {
 
     init(_ options: CoreOptions) {
         self.options = options
-        root = coreTemporaryDirectory()
-        CoreChildren.shared.setDirectory(root)
-        CoreChildren.shared.keepDirectory = options.keep
+        root = makeRunDirectory(keep: options.keep)
         // Ctrl-C or SIGTERM: stop the children and remove the directory, then exit.
         for number in [SIGINT, SIGTERM] {
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { coreFail("interrupted", code: 130) }
+            source.setEventHandler { fail("interrupted", code: 130) }
             source.resume()
             signalSources.append(source)
         }
@@ -173,7 +178,7 @@ final class CoreBench {
     func run() {
         setUp()
         print("permissions-bench core: one private bus (\(bus.address)); \(ProcessInfo.processInfo.activeProcessorCount) cores; "
-              + "binaries from \(coreBinDirectory)"
+              + "binaries from \(binDir)"
               + (options.daemonEnvironment.isEmpty ? "" : "; permissionsd environment "
                  + options.daemonEnvironment.map { "\($0.key)=\($0.value)" }.sorted().joined(separator: " ")))
         fflush(nil)
@@ -193,7 +198,7 @@ final class CoreBench {
         section("writes") { writes() }
         section("fanout") { fanout() }
         section("rss") { rssOverCalls() }
-        report.printTargets()
+        report.printVerdicts(smoke: options.smoke)
         print(String(format: "total time %.1f s", Double(monotonicNanoseconds() - started) / 1e9) + " (" + timings.joined(separator: ", ") + ")")
         if options.keep { print("kept \(root)") }
         fflush(nil)
@@ -206,7 +211,7 @@ final class CoreBench {
         let fm = FileManager.default
         for dir in ["run", "config", "state-main", "state-empty", "state-big", "peer-data", "logs"] {
             do { try fm.createDirectory(atPath: root + "/" + dir, withIntermediateDirectories: true) } catch {
-                coreFail("cannot create \(root)/\(dir): \(error)")
+                fail("cannot create \(root)/\(dir): \(error)")
             }
         }
         chmod(root + "/run", 0o700)
@@ -214,21 +219,21 @@ final class CoreBench {
         try? config.write(toFile: root + "/config/permissions.conf", atomically: true, encoding: .utf8)
         for p in ["permissionsd", "libpermissions-location.so", "libpermissions-notifications.so",
                   "libpermissions-pipewire.so", "libpermissions-bluetooth.so"]
-        where !fm.fileExists(atPath: coreBinDirectory + "/" + p) {
-            coreFail("\(coreBinDirectory)/\(p) is missing: build the whole package (swift build -c release)")
+        where !fm.fileExists(atPath: binDir + "/" + p) {
+            fail("\(binDir)/\(p) is missing: build the whole package (swift build -c release)")
         }
         guard fm.isExecutableFile(atPath: "/usr/libexec/xdg-permission-store") else {
-            coreFail("/usr/libexec/xdg-permission-store is missing: apt-get install xdg-desktop-portal")
+            fail("/usr/libexec/xdg-permission-store is missing: apt-get install xdg-desktop-portal")
         }
-        bus = coreStartBus()
+        bus = startBus()
         names = CoreNameWatcher(address: bus.address)
         let mark = names.mark
-        floor = CoreSpawnSpec(coreSelfExecutable, ["floor-service", "--address", bus.address], name: "floor",
+        floor = SpawnSpec(selfExecutable, ["floor-service", "--address", bus.address], name: "floor",
                               log: root + "/logs/floor.log").spawn().0
         guard names.wait(from: mark, name: coreFloorBusName, owned: true, seconds: 10) != nil else {
-            coreFail("the floor service did not take its name; see \(root)/logs/floor.log")
+            fail("the floor service did not take its name; see \(root)/logs/floor.log")
         }
-        client = coreOpenBlocking(bus.address)
+        client = openBlocking(bus.address)
     }
 
     private func tearDown() {
@@ -238,22 +243,22 @@ final class CoreBench {
         daemon?.kill()
         floor.kill()
         bus.kill()
-        CoreChildren.shared.killAll()
+        Children.shared.killAll()
     }
 
-    private func daemonSpec(state: String) -> CoreSpawnSpec {
+    private func daemonSpec(state: String) -> SpawnSpec {
         daemonLogs += 1
-        return CoreSpawnSpec(coreBinDirectory + "/permissionsd",
+        return SpawnSpec(binDir + "/permissionsd",
                              ["--address", bus.address, "--config-dir", root + "/config", "--state-dir", root + "/" + state,
-                              "--plugin-dir", coreBinDirectory],
+                              "--plugin-dir", binDir],
                              environment: options.daemonEnvironment.merging(
                                 ["DBUS_SYSTEM_BUS_ADDRESS": bus.address, "DBUS_SESSION_BUS_ADDRESS": bus.address,
                                  "XDG_RUNTIME_DIR": root + "/run"]) { $1 },
                              removing: ["PIPEWIRE_", "DBUS_STARTER_"], log: root + "/logs/permissionsd-\(daemonLogs).log")
     }
 
-    private func peerSpec() -> CoreSpawnSpec {
-        CoreSpawnSpec("/usr/libexec/xdg-permission-store", [],
+    private func peerSpec() -> SpawnSpec {
+        SpawnSpec("/usr/libexec/xdg-permission-store", [],
                       environment: ["DBUS_SESSION_BUS_ADDRESS": bus.address, "XDG_DATA_HOME": root + "/peer-data",
                                     "XDG_RUNTIME_DIR": root + "/run"],
                       log: root + "/logs/xdg-permission-store.log")
@@ -261,7 +266,7 @@ final class CoreBench {
 
     /// Starts a process and waits until it owns `name`; returns it with the time
     /// from just before posix_spawn to the NameOwnerChanged, in milliseconds.
-    private func start(_ spec: CoreSpawnSpec, owning name: String) -> (CoreChild, Double) {
+    private func start(_ spec: SpawnSpec, owning name: String) -> (Child, Double) {
         let mark = names.mark
         let (child, t0) = spec.spawn()
         for _ in 0..<60 {
@@ -270,15 +275,15 @@ final class CoreBench {
             }
             if !child.isRunning { break }
         }
-        coreFail("\(spec.name) did not take \(name); see its log under \(root)/logs (run with --keep)")
+        fail("\(spec.name) did not take \(name); see its log under \(root)/logs (run with --keep)")
     }
 
     /// SIGKILL, and wait until the bus has released the name.
-    private func stop(_ child: CoreChild, owning name: String) {
+    private func stop(_ child: Child, owning name: String) {
         let mark = names.mark
         child.kill()
         guard names.wait(from: mark, name: name, owned: false, seconds: 10) != nil else {
-            coreFail("\(name) was not released after \(child.name) was killed")
+            fail("\(name) was not released after \(child.name) was killed")
         }
     }
 
@@ -286,9 +291,9 @@ final class CoreBench {
 
     private func call(_ destination: String, _ path: String, _ interface: String, _ member: String,
                       _ arguments: [DBusValue] = []) -> [DBusValue] {
-        let message = CoreCallTarget(member, destination: destination, path: path, interface: interface, member: member,
+        let message = CallTarget(member, destination: destination, path: path, interface: interface, member: member,
                                      arguments).message()
-        return coreCall(client, message).arguments()
+        return busCall(client, message).arguments()
     }
 
     private func daemonCall(_ member: String, _ arguments: [DBusValue] = []) -> [DBusValue] {
@@ -310,12 +315,12 @@ final class CoreBench {
     @discardableResult
     private func checkPlugins() -> [(String, String)] {
         let pluginList = plugins()
-        let files = ((try? FileManager.default.contentsOfDirectory(atPath: coreBinDirectory)) ?? [])
+        let files = ((try? FileManager.default.contentsOfDirectory(atPath: binDir)) ?? [])
             .filter { $0.hasPrefix("libpermissions-") && $0.hasSuffix(".so") }.sorted()
         let loaded = pluginList.filter { $0.1 == "loaded" }
         guard loaded.count == files.count else {
             let log = (try? String(contentsOfFile: root + "/logs/permissionsd-\(daemonLogs).log", encoding: .utf8)) ?? ""
-            coreFail("permissionsd loaded \(loaded.count) of the \(files.count) plugins in \(coreBinDirectory) "
+            fail("permissionsd loaded \(loaded.count) of the \(files.count) plugins in \(binDir) "
                      + "(\(pluginList.map { "\($0.0): \($0.1)" }.joined(separator: ", "))); its log:\n\(log)")
         }
         return pluginList
@@ -325,7 +330,7 @@ final class CoreBench {
 
     private func startupAndScale() {
         let n = options.startups
-        let getStatus = [CoreCallTarget.getStatus("location"), CoreCallTarget.getStatus("notifications")]
+        let getStatus = [CallTarget.getStatus("location"), CallTarget.getStatus("notifications")]
         // Unmeasured starts: the page cache, the bench's app id, the plugins, and the
         // big store's schema, made by the daemon itself before it is filled.
         var (d, _) = start(daemonSpec(state: "state-empty"), owning: "org.example.Permissions")
@@ -333,7 +338,7 @@ final class CoreBench {
         let details = daemonCall("GetDetails", [.string("location")]).first?.stringKeyedEntries ?? []
         appID = details.first { $0.0 == "app-id" }?.1.stringValue ?? ""
         stop(d, owning: "org.example.Permissions")
-        guard !appID.isEmpty else { coreFail("GetDetails gave no app-id") }
+        guard !appID.isEmpty else { fail("GetDetails gave no app-id") }
         (d, _) = start(daemonSpec(state: "state-big"), owning: "org.example.Permissions")
         stop(d, owning: "org.example.Permissions")
         let t0 = monotonicNanoseconds()
@@ -373,72 +378,71 @@ final class CoreBench {
             }
         }
         // Start-up and idle RSS.
-        let s = startup.mapValues { CoreSamples($0) }
+        let s = startup.mapValues { Samples($0) }
         func medianKiB(_ v: String, _ key: KeyPath<(rss: Int, anon: Int, file: Int), Int>) -> Int {
             let values = (rss[v] ?? []).map { $0[keyPath: key] }.sorted()
             return values.isEmpty ? 0 : values[values.count / 2]
         }
         let floorMemory = floor.memory
-        var table = CoreTable("Start-up: process start -> bus name owned (\(n) starts each), idle RSS right after",
+        var table = Table("Start-up: process start -> bus name owned (\(n) starts each), idle RSS right after",
                               columns: ["measurement", "permissionsd", "floor", "xdg-permission-store", "vs peer",
                                         "target", "met"])
-        let startupMedian = s["empty"]!.median
-        let startupTarget = report.target("start-up median, every plugin loaded", .below, 20, startupMedian, unit: " ms")
-        table.add(["start-up median (ms)", coreFormat(startupMedian), "-", coreFormat(s["peer"]!.median),
-                   coreRatioText(coreRatio(startupMedian, s["peer"]!.median)), startupTarget.limitText,
-                   startupTarget.met ? "yes" : "NO"])
-        table.add(["start-up max (ms)", coreFormat(s["empty"]!.max), "-", coreFormat(s["peer"]!.max), "", "", ""])
-        let idle = coreMiB(medianKiB("empty", \.rss))
-        let rssTarget = report.target("idle RSS, every plugin loaded", .below, 12, idle, unit: " MiB")
-        table.add(["idle RSS (MiB)", coreFormat(idle), floorMemory.map { coreFormat(coreMiB($0.rss)) } ?? "-",
-                   coreFormat(coreMiB(medianKiB("peer", \.rss))),
-                   coreRatioText(coreRatio(idle, coreMiB(medianKiB("peer", \.rss)))), rssTarget.limitText,
-                   rssTarget.met ? "yes" : "NO"])
-        table.add(["  anonymous (MiB)", coreFormat(coreMiB(medianKiB("empty", \.anon))),
-                   floorMemory.map { coreFormat(coreMiB($0.anon)) } ?? "-", coreFormat(coreMiB(medianKiB("peer", \.anon))),
+        let startupMedian = s["empty"]!.p50
+        let startupTarget = report.check(.startup, startupMedian)
+        table.add(["start-up median (ms)", format(startupMedian), "-", format(s["peer"]!.p50),
+                   ratioText(ratio(startupMedian, s["peer"]!.p50)), startupTarget.wanted,
+                   startupTarget.metText])
+        table.add(["start-up max (ms)", format(s["empty"]!.max), "-", format(s["peer"]!.max), "", "", ""])
+        let idle = mebibytes(medianKiB("empty", \.rss))
+        let rssTarget = report.check(.idleRSS, idle)
+        table.add(["idle RSS (MiB)", format(idle), floorMemory.map { format(mebibytes($0.rss)) } ?? "-",
+                   format(mebibytes(medianKiB("peer", \.rss))),
+                   ratioText(ratio(idle, mebibytes(medianKiB("peer", \.rss)))), rssTarget.wanted,
+                   rssTarget.metText])
+        table.add(["  anonymous (MiB)", format(mebibytes(medianKiB("empty", \.anon))),
+                   floorMemory.map { format(mebibytes($0.anon)) } ?? "-", format(mebibytes(medianKiB("peer", \.anon))),
                    "", "", ""])
-        table.add(["  file-backed (MiB)", coreFormat(coreMiB(medianKiB("empty", \.file))),
-                   floorMemory.map { coreFormat(coreMiB($0.file)) } ?? "-", coreFormat(coreMiB(medianKiB("peer", \.file))),
+        table.add(["  file-backed (MiB)", format(mebibytes(medianKiB("empty", \.file))),
+                   floorMemory.map { format(mebibytes($0.file)) } ?? "-", format(mebibytes(medianKiB("peer", \.file))),
                    "", "", ""])
         table.add(["threads after start-up", "\(threads["empty"] ?? 0)", "\(floor.threads)", "\(threads["peer"] ?? 0)",
                    "", "", ""])
         table.print()
         print("plugins: " + pluginList.map { "\($0.0) (\($0.1))" }.joined(separator: ", ")
               + "; the floor is this bench's own binary (it links Foundation), so its RSS is no Dispatch-only floor")
-        report.json("startup", [
+        printJSONLine("startup", [
             ("runs", .int(n)), ("median_ms", .num(startupMedian)), ("max_ms", .num(s["empty"]!.max)),
             ("min_ms", .num(s["empty"]!.min)),
-            ("peer_median_ms", .num(s["peer"]!.median)), ("peer_max_ms", .num(s["peer"]!.max)),
-            ("ratio_peer", .num(coreRatio(startupMedian, s["peer"]!.median))),
+            ("peer_median_ms", .num(s["peer"]!.p50)), ("peer_max_ms", .num(s["peer"]!.max)),
+            ("ratio_peer", .num(ratio(startupMedian, s["peer"]!.p50))),
             ("plugins", .strings(pluginList.map { "\($0.0):\($0.1)" })),
-            ("target_ms", .num(20)), ("met", .bool(startupTarget.met)),
+            ("target_ms", .num(startupTarget.limit.value)), ("met", .bool(startupTarget.met)),
         ])
-        report.json("idle_rss", [
+        printJSONLine("idle_rss", [
             ("rss_kib", .int(medianKiB("empty", \.rss))), ("anon_kib", .int(medianKiB("empty", \.anon))),
             ("file_kib", .int(medianKiB("empty", \.file))), ("threads", .int(threads["empty"] ?? 0)),
             ("peer_rss_kib", .int(medianKiB("peer", \.rss))), ("peer_anon_kib", .int(medianKiB("peer", \.anon))),
             ("floor_rss_kib", .int(floorMemory?.rss ?? 0)),
-            ("target_mib", .num(12)), ("met", .bool(rssTarget.met)),
+            ("target_mib", .num(rssTarget.limit.value)), ("met", .bool(rssTarget.met)),
         ])
 
         // Scale.
-        let l = latency.mapValues { CoreSamples($0) }
-        var scale = CoreTable("Scale: \(options.decisions) stored decisions against an empty store (\(n) starts each, "
+        let l = latency.mapValues { Samples($0) }
+        var scale = Table("Scale: \(options.decisions) stored decisions against an empty store (\(n) starts each, "
                               + "GetStatus interleaved with the starts, \(options.scaleCalls) calls per start)",
                               columns: ["measurement", "empty store", "\(options.decisions) decisions", "change",
                                         "target", "met"])
-        let startupDelta = s["big"]!.median - s["empty"]!.median
-        let startupScale = report.target("scale: start-up increase with \(options.decisions) decisions", .below, 150,
-                                         startupDelta, unit: " ms")
-        scale.add(["start-up median (ms)", coreFormat(s["empty"]!.median), coreFormat(s["big"]!.median),
-                   "+" + coreFormat(startupDelta) + " ms", startupScale.limitText, startupScale.met ? "yes" : "NO"])
-        scale.add(["start-up max (ms)", coreFormat(s["empty"]!.max), coreFormat(s["big"]!.max), "", "", ""])
-        scale.add(["idle RSS (MiB)", coreFormat(coreMiB(medianKiB("empty", \.rss))), coreFormat(coreMiB(medianKiB("big", \.rss))),
-                   "+" + coreFormat(coreMiB(medianKiB("big", \.rss) - medianKiB("empty", \.rss))) + " MiB", "", ""])
-        var scaleJSON: [(String, CoreJSON)] = [
+        let startupDelta = s["big"]!.p50 - s["empty"]!.p50
+        let startupScale = report.check(.scaleStartup, startupDelta, detail: "\(options.decisions) decisions")
+        scale.add(["start-up median (ms)", format(s["empty"]!.p50), format(s["big"]!.p50),
+                   "+" + format(startupDelta) + " ms", startupScale.wanted, startupScale.metText])
+        scale.add(["start-up max (ms)", format(s["empty"]!.max), format(s["big"]!.max), "", "", ""])
+        scale.add(["idle RSS (MiB)", format(mebibytes(medianKiB("empty", \.rss))), format(mebibytes(medianKiB("big", \.rss))),
+                   "+" + format(mebibytes(medianKiB("big", \.rss) - medianKiB("empty", \.rss))) + " MiB", "", ""])
+        var scaleJSON: [(String, JSONValue)] = [
             ("decisions", .int(options.decisions)), ("fill_s", .num(fillSeconds)),
-            ("startup_median_ms", .num(s["big"]!.median)), ("startup_max_ms", .num(s["big"]!.max)),
-            ("empty_startup_median_ms", .num(s["empty"]!.median)), ("startup_delta_ms", .num(startupDelta)),
+            ("startup_median_ms", .num(s["big"]!.p50)), ("startup_max_ms", .num(s["big"]!.max)),
+            ("empty_startup_median_ms", .num(s["empty"]!.p50)), ("startup_delta_ms", .num(startupDelta)),
             ("rss_kib", .int(medianKiB("big", \.rss))), ("empty_rss_kib", .int(medianKiB("empty", \.rss))),
         ]
         for (permission, label, key) in [("location", "GetStatus p50 (µs), app with a decision", "decision"),
@@ -446,11 +450,11 @@ final class CoreBench {
             let empty = l["empty " + permission]!
             let big = l["big " + permission]!
             let change = (big.p50 - empty.p50) / empty.p50 * 100
-            let t = report.target("scale: GetStatus p50 change, \(key == "decision" ? "app with a decision" : "no decision")",
-                                  .below, 10, abs(change), unit: " %")
-            scale.add([label, coreFormat(empty.p50), coreFormat(big.p50), String(format: "%+.1f %%", change),
-                       "|change| < 10 %", t.met ? "yes" : "NO"])
-            scale.add(["  p99 (µs)", coreFormat(empty.p99), coreFormat(big.p99), "", "", ""])
+            let t = report.check(key == "decision" ? .scaleWithDecision : .scaleNoDecision, abs(change),
+                                 detail: "\(options.decisions) decisions")
+            scale.add([label, format(empty.p50), format(big.p50), String(format: "%+.1f %%", change),
+                       "|change| " + t.wanted, t.metText])
+            scale.add(["  p99 (µs)", format(empty.p99), format(big.p99), "", "", ""])
             scaleJSON += [("\(key)_p50_us", .num(big.p50)), ("\(key)_p99_us", .num(big.p99)),
                           ("\(key)_empty_p50_us", .num(empty.p50)), ("\(key)_empty_p99_us", .num(empty.p99)),
                           ("\(key)_change_pct", .num(change, 2))]
@@ -460,7 +464,7 @@ final class CoreBench {
               + "other apps' decisions; no decision: the same app for notifications. The store was filled in "
               + String(format: "%.2f s", fillSeconds) + " by /usr/bin/python3.")
         scaleJSON += [("startup_met", .bool(startupScale.met)), ("samples_per_target", .int(l["big location"]!.count))]
-        report.json("scale", scaleJSON)
+        printJSONLine("scale", scaleJSON)
     }
 
     /// Fills the daemon's own (schema-made) store with `count` decisions of the
@@ -486,10 +490,10 @@ final class CoreBench {
         let scriptPath = root + "/fill-store.py"
         try? script.write(toFile: scriptPath, atomically: true, encoding: .utf8)
         let log = root + "/logs/fill-store.log"
-        let status = coreRun("/usr/bin/python3", [scriptPath, path, String(count), ownApp, String(getuid())], log: log)
+        let status = SpawnSpec("/usr/bin/python3", [scriptPath, path, String(count), ownApp, String(getuid())], log: log).run()
         let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
         guard status == 0, Int(output.trimmingCharacters(in: .whitespacesAndNewlines)) == count else {
-            coreFail("filling the store failed (status \(status)): \(output)")
+            fail("filling the store failed (status \(status)): \(output)")
         }
     }
 
@@ -502,7 +506,7 @@ final class CoreBench {
                  [.string("bench"), .boolean(true), .string("camera"), .string("org.example.App"), .strings(["yes"])])
         let looked = call(corePeerBusName, corePeerPath, corePeerBusName, "Lookup", [.string("bench"), .string("camera")])
         guard looked.first?.stringKeyedEntries?.first?.0 == "org.example.App" else {
-            coreFail("xdg-permission-store's Lookup did not return the entry just set: \(looked)")
+            fail("xdg-permission-store's Lookup did not return the entry just set: \(looked)")
         }
         let (d, _) = start(daemonSpec(state: "state-main"), owning: "org.example.Permissions")
         daemon = d
@@ -513,7 +517,7 @@ final class CoreBench {
         fflush(nil)
         let status = daemonCall("GetStatus", [.string("location")]).first?.stringValue
         daemonCalls += 1
-        guard status == "not-determined" else { coreFail("GetStatus(location) gave \(status ?? "nothing")") }
+        guard status == "not-determined" else { fail("GetStatus(location) gave \(status ?? "nothing")") }
     }
 
     private var idleMemory: (rss: Int, anon: Int, file: Int)?
@@ -526,7 +530,7 @@ final class CoreBench {
         let owner = call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetNameOwner",
                          [.string("org.example.Permissions")]).first?.stringValue ?? ""
         let out = root + "/logs/monitor.log"
-        let (monitor, _) = CoreSpawnSpec("/usr/bin/dbus-monitor",
+        let (monitor, _) = SpawnSpec("/usr/bin/dbus-monitor",
                                          ["--address", bus.address,
                                           try! MatchRule(["type": "method_call", "sender": owner,
                                                           "destination": "org.freedesktop.DBus"]).text],
@@ -536,19 +540,19 @@ final class CoreBench {
         func waitFor(_ needle: String) -> Bool {
             for _ in 0..<500 {
                 if text().contains(needle) { return true }
-                coreSleep(0.01)
+                sleepSeconds(0.01)
             }
             return false
         }
-        guard waitFor("member=NameLost") else { coreFail("dbus-monitor did not start; see \(out)") }
+        guard waitFor("member=NameLost") else { fail("dbus-monitor did not start; see \(out)") }
         let count = 1000
-        let b = coreOpenBlocking(bus.address)
-        let target = CoreCallTarget.getStatus("location")
-        for _ in 0..<count { coreCall(b, target.message()) }
-        let c = coreOpenBlocking(bus.address)
-        coreCall(c, target.message())
+        let b = openBlocking(bus.address)
+        let target = CallTarget.getStatus("location")
+        for _ in 0..<count { busCall(b, target.message()) }
+        let c = openBlocking(bus.address)
+        busCall(c, target.message())
         daemonCalls += count + 1
-        guard waitFor("string \"\(c.uniqueName)\"") else { coreFail("dbus-monitor did not see the second connection") }
+        guard waitFor("string \"\(c.uniqueName)\"") else { fail("dbus-monitor did not see the second connection") }
         // The daemon's calls (each a "method call" line and its argument lines) before
         // the first one about the second connection.
         var calls: [String] = []
@@ -560,15 +564,14 @@ final class CoreBench {
         let aboutB = before.filter { $0.contains("string \"\(b.uniqueName)\"") }.count
         b.close()
         c.close()
-        let t = report.target("caller identity: daemon's bus calls for \(count) GetStatus on a new connection",
-                              .atMost, 2, Double(during), unit: "")
-        var table = CoreTable("Caller identity: the daemon's method calls to the bus (dbus-monitor)",
+        let t = report.check(.identity, Double(during), detail: "\(count) calls")
+        var table = Table("Caller identity: the daemon's method calls to the bus (dbus-monitor)",
                               columns: ["measurement", "value", "target", "met"])
         table.add(["bus calls for \(count) GetStatus on one new connection", "\(during)",
-                   "<= 2 (first call only)", t.met ? "yes" : "NO"])
+                   t.wanted + " (first call only)", t.metText])
         table.add(["  of them about that connection", "\(aboutB)", "", ""])
         table.print()
-        report.json("identity_bus_calls", [("getstatus_calls", .int(count)), ("bus_calls", .int(during)),
+        printJSONLine("identity_bus_calls", [("getstatus_calls", .int(count)), ("bus_calls", .int(during)),
                                            ("about_caller", .int(aboutB)), ("met", .bool(t.met))])
     }
 
@@ -577,30 +580,30 @@ final class CoreBench {
     private func latency() {
         // Index 0 permissionsd, 1 the floor's Status(s) (the floor the targets use: the
         // same request and reply shape), 2 the floor's Ping (no body: a reference), 3 the peer.
-        let targets = [CoreCallTarget.getStatus("location"), CoreCallTarget.floorStatus, CoreCallTarget.floorPing,
-                       CoreCallTarget.peerLookup]
+        let targets = [CallTarget.getStatus("location"), CallTarget.floorStatus, CallTarget.floorPing,
+                       CallTarget.peerLookup]
         let pids = [daemon?.pid ?? 0, floor.pid, peer?.pid ?? 0, Int32(bus.processIdentifier ?? 0)]
-        let cpuBefore = pids.map(coreCPUNanoseconds)
+        let cpuBefore = pids.map(cpuNanoseconds)
         let samples = coreLatency(client, targets, warmup: options.warmup, calls: options.calls,
                                   roundSize: options.roundSize)
-        let cpu = zip(pids.map(coreCPUNanoseconds), cpuBefore).map { Double($0 - $1) / 1000 }
+        let cpu = zip(pids.map(cpuNanoseconds), cpuBefore).map { Double($0 - $1) / 1000 }
         daemonCalls += options.warmup + options.calls
-        let (d, f, g, p) = (CoreSamples(samples[0]), CoreSamples(samples[1]), CoreSamples(samples[2]),
-                            CoreSamples(samples[3]))
+        let (d, f, g, p) = (Samples(samples[0]), Samples(samples[1]), Samples(samples[2]),
+                            Samples(samples[3]))
         let rounds = (options.calls + options.roundSize - 1) / options.roundSize
-        var table = CoreTable("GetStatus latency: one connection, blocking round trips, \(options.calls) per target "
+        var table = Table("GetStatus latency: one connection, blocking round trips, \(options.calls) per target "
                               + "after \(options.warmup) warm-up, interleaved in \(rounds) rounds (µs)",
                               columns: ["measurement", "permissionsd", "floor Status(s)", "floor Ping", "peer Lookup",
                                         "vs floor", "vs Ping", "vs peer", "target", "met"])
-        let r50 = coreRatio(d.p50, f.p50)
-        let r99 = coreRatio(d.p99, f.p99)
-        let t50 = report.target("GetStatus p50 vs floor Status(s)", .atMost, 1.15, r50, unit: "x")
-        let t99 = report.target("GetStatus p99 vs floor Status(s)", .atMost, 1.2, r99, unit: "x")
-        func row(_ name: String, _ value: (CoreSamples) -> Double, _ target: CoreTarget?) -> [String] {
-            [name, coreFormat(value(d)), coreFormat(value(f)), coreFormat(value(g)), coreFormat(value(p)),
-             coreRatioText(coreRatio(value(d), value(f))), coreRatioText(coreRatio(value(d), value(g))),
-             coreRatioText(coreRatio(value(d), value(p))), target?.limitText ?? "",
-             target.map { $0.met ? "yes" : "NO" } ?? ""]
+        let r50 = ratio(d.p50, f.p50)
+        let r99 = ratio(d.p99, f.p99)
+        let t50 = report.check(.latencyP50, r50)
+        let t99 = report.check(.latencyP99, r99)
+        func row(_ name: String, _ value: (Samples) -> Double, _ target: Verdict?) -> [String] {
+            [name, format(value(d)), format(value(f)), format(value(g)), format(value(p)),
+             ratioText(ratio(value(d), value(f))), ratioText(ratio(value(d), value(g))),
+             ratioText(ratio(value(d), value(p))), target?.wanted ?? "",
+             target?.metText ?? ""]
         }
         table.add(row("p50 (µs)", \.p50, t50))
         table.add(row("p99 (µs)", \.p99, t99))
@@ -613,20 +616,20 @@ final class CoreBench {
         let served = Double(options.warmup + options.calls)
         let perCall = [cpu[0] / served, cpu[1] / (2 * served), cpu[2] / served, cpu[3] / (4 * served)]
         print("CPU per call (µs, on-CPU time of every thread / calls served): permissionsd "
-              + "\(coreFormat(perCall[0])), floor \(coreFormat(perCall[1])) (its Status and Ping calls alike), "
-              + "xdg-permission-store \(coreFormat(perCall[2])); dbus-daemon \(coreFormat(perCall[3])) per call routed "
+              + "\(format(perCall[0])), floor \(format(perCall[1])) (its Status and Ping calls alike), "
+              + "xdg-permission-store \(format(perCall[2])); dbus-daemon \(format(perCall[3])) per call routed "
               + "(call and reply)")
-        report.json("cpu_per_call", [("permissionsd_us", .num(perCall[0])), ("floor_us", .num(perCall[1])),
+        printJSONLine("cpu_per_call", [("permissionsd_us", .num(perCall[0])), ("floor_us", .num(perCall[1])),
                                      ("peer_us", .num(perCall[2])), ("dbus_daemon_us", .num(perCall[3]))])
-        report.json("getstatus_latency", [
+        printJSONLine("getstatus_latency", [
             ("calls", .int(options.calls)), ("warmup", .int(options.warmup)), ("rounds", .int(rounds)),
             ("p50_us", .num(d.p50)), ("p99_us", .num(d.p99)), ("p999_us", .num(d.percentile(99.9))), ("max_us", .num(d.max)),
             ("floor_p50_us", .num(f.p50)), ("floor_p99_us", .num(f.p99)), ("floor_max_us", .num(f.max)),
             ("ping_p50_us", .num(g.p50)), ("ping_p99_us", .num(g.p99)),
             ("peer_p50_us", .num(p.p50)), ("peer_p99_us", .num(p.p99)), ("peer_max_us", .num(p.max)),
             ("ratio_p50", .num(r50)), ("ratio_p99", .num(r99)),
-            ("ping_ratio_p50", .num(coreRatio(d.p50, g.p50))), ("ping_ratio_p99", .num(coreRatio(d.p99, g.p99))),
-            ("peer_ratio_p50", .num(coreRatio(d.p50, p.p50))), ("peer_ratio_p99", .num(coreRatio(d.p99, p.p99))),
+            ("ping_ratio_p50", .num(ratio(d.p50, g.p50))), ("ping_ratio_p99", .num(ratio(d.p99, g.p99))),
+            ("peer_ratio_p50", .num(ratio(d.p50, p.p50))), ("peer_ratio_p99", .num(ratio(d.p99, p.p99))),
             ("met_p50", .bool(t50.met)), ("met_p99", .bool(t99.met)),
         ])
     }
@@ -635,16 +638,16 @@ final class CoreBench {
 
     private func throughput() {
         // The same four as in latency(): permissionsd, floor Status(s), floor Ping, peer.
-        let targets = [CoreCallTarget.getStatus("location"), CoreCallTarget.floorStatus, CoreCallTarget.floorPing,
-                       CoreCallTarget.peerLookup]
+        let targets = [CallTarget.getStatus("location"), CallTarget.floorStatus, CallTarget.floorPing,
+                       CallTarget.peerLookup]
         let k = options.inFlight
-        var table = CoreTable("Throughput: N connections, each on its own queue with \(k) calls in flight, "
-                              + "\(coreFormat(options.seconds)) s per target and N in \(options.rounds) interleaved "
+        var table = Table("Throughput: N connections, each on its own queue with \(k) calls in flight, "
+                              + "\(format(options.seconds)) s per target and N in \(options.rounds) interleaved "
                               + "windows (calls/s)",
                               columns: ["connections", "permissionsd", "floor Status(s)", "floor Ping", "peer Lookup",
                                         "vs floor", "vs Ping", "vs peer", "target", "met"])
         let window = options.seconds / Double(options.rounds)
-        var lines: [[(String, CoreJSON)]] = []
+        var lines: [[(String, JSONValue)]] = []
         for n in options.connections {
             let pool = CoreLoadPool(address: bus.address, connections: n)
             // Warm-up: first calls (the daemon identifies each new connection once).
@@ -663,12 +666,12 @@ final class CoreBench {
             }
             pool.close()
             let rates = totals.map { $0 / Double(options.rounds) }
-            let rf = coreRatio(rates[0], rates[1])
-            let rg = coreRatio(rates[0], rates[2])
-            let rp = coreRatio(rates[0], rates[3])
+            let rf = ratio(rates[0], rates[1])
+            let rg = ratio(rates[0], rates[2])
+            let rp = ratio(rates[0], rates[3])
             var target = ""
             var met = ""
-            var fields: [(String, CoreJSON)] = [
+            var fields: [(String, JSONValue)] = [
                 ("connections", .int(n)), ("in_flight", .int(k)), ("seconds", .num(options.seconds)),
                 ("calls_per_s", .num(rates[0], 0)), ("floor_calls_per_s", .num(rates[1], 0)),
                 ("ping_calls_per_s", .num(rates[2], 0)), ("peer_calls_per_s", .num(rates[3], 0)),
@@ -677,17 +680,17 @@ final class CoreBench {
             if n == 64 {
                 // Against the floor only: all are bounded by dbus-daemon, and the Ping's
                 // and the peer's ratios are printed beside it.
-                let tf = report.target("throughput at 64 connections vs floor Status(s)", .atLeast, 0.9, rf, unit: "x")
-                target = "\(tf.limitText) floor"
-                met = tf.met ? "yes" : "NO"
+                let tf = report.check(.throughput, rf)
+                target = "\(tf.wanted) floor"
+                met = tf.metText
                 fields += [("met_floor", .bool(tf.met))]
             }
-            table.add(["\(n)", coreFormat(rates[0]), coreFormat(rates[1]), coreFormat(rates[2]), coreFormat(rates[3]),
-                       coreRatioText(rf), coreRatioText(rg), coreRatioText(rp), target, met])
+            table.add(["\(n)", format(rates[0]), format(rates[1]), format(rates[2]), format(rates[3]),
+                       ratioText(rf), ratioText(rg), ratioText(rp), target, met])
             lines.append(fields)
         }
         table.print()
-        for fields in lines { report.json("throughput", fields) }
+        for fields in lines { printJSONLine("throughput", fields) }
     }
 
     // MARK: Writes
@@ -698,13 +701,13 @@ final class CoreBench {
     /// is a write. permissionsd acknowledges after its commit (WAL, synchronous=FULL:
     /// fsync before the reply).
     private func writes() {
-        let targets = [CoreCallTarget.setDecision, CoreCallTarget.peerSetPermission]
-        var table = CoreTable("Writes: N writers, each a connection with 1 call in flight, each flipping its own entry, "
-                              + "\(coreFormat(options.seconds)) s per target and N in \(options.rounds) interleaved windows "
+        let targets = [CallTarget.setDecision, CallTarget.peerSetPermission]
+        var table = Table("Writes: N writers, each a connection with 1 call in flight, each flipping its own entry, "
+                              + "\(format(options.seconds)) s per target and N in \(options.rounds) interleaved windows "
                               + "(writes/s)",
                               columns: ["writers", "SetDecision", "peer SetPermission", "vs peer"])
         let window = options.seconds / Double(options.rounds)
-        var lines: [[(String, CoreJSON)]] = []
+        var lines: [[(String, JSONValue)]] = []
         for n in options.connections {
             let pool = CoreLoadPool(address: bus.address, connections: n)
             for t in targets { _ = pool.run(t, inFlight: 1, seconds: min(0.1, window), settle: 0) }
@@ -717,13 +720,13 @@ final class CoreBench {
             }
             pool.close()
             let rates = totals.map { $0 / Double(options.rounds) }
-            let rp = coreRatio(rates[0], rates[1])
-            table.add(["\(n)", coreFormat(rates[0]), coreFormat(rates[1]), coreRatioText(rp)])
+            let rp = ratio(rates[0], rates[1])
+            table.add(["\(n)", format(rates[0]), format(rates[1]), ratioText(rp)])
             lines.append([("writers", .int(n)), ("seconds", .num(options.seconds)), ("writes_per_s", .num(rates[0], 0)),
                           ("peer_writes_per_s", .num(rates[1], 0)), ("ratio_peer", .num(rp))])
         }
         table.print()
-        for fields in lines { report.json("writes", fields) }
+        for fields in lines { printJSONLine("writes", fields) }
     }
 
     // MARK: Fan-out
@@ -752,16 +755,16 @@ final class CoreBench {
         // The plugin follows org.bluez appearing: wait until it serves the adapter.
         let deadline = monotonicNanoseconds() + 20_000_000_000
         while daemonCall("GetStatus", [.string("bluetooth")]).first?.stringValue != "not-determined" {
-            if monotonicNanoseconds() > deadline { coreFail("the bluetooth plugin did not follow the bench's bluetoothd") }
-            coreSleep(0.01)
+            if monotonicNanoseconds() > deadline { fail("the bluetooth plugin did not follow the bench's bluetoothd") }
+            sleepSeconds(0.01)
         }
-        var table = CoreTable("Signal fan-out: trigger sent -> the last of S subscribers has the signal (µs); broadcast: "
+        var table = Table("Signal fan-out: trigger sent -> the last of S subscribers has the signal (µs); broadcast: "
                               + "adapter Powered flipped -> StatusChanged vs floor Emit -> Tick; unicast: SetDecision -> "
                               + "StatusChanged, from the commit, vs floor EmitEach -> Tick",
                               columns: ["kind", "subscribers", "permissionsd p50", "floor p50", "vs floor",
                                         "permissionsd p99", "floor p99", "vs floor", "commit p50", "with commit p50",
                                         "target", "met"])
-        var lines: [[(String, CoreJSON)]] = []
+        var lines: [[(String, JSONValue)]] = []
         for unicast in [false, true] {
             for s in options.subscribers {
                 let mode: CoreSubscriber.Mode = unicast ? .unicast(daemon: daemonOwner, floor: floorOwner) : .broadcast
@@ -770,11 +773,11 @@ final class CoreBench {
                     subscribers.append(CoreSubscriber(address: bus.address, index: i, app: coreFanoutApp, mode: mode,
                                                       collector: collector))
                 }
-                corePingBus(subscribers.map(\.connection))
+                pingBus(subscribers.map(\.connection))
                 if unicast {
                     let group = DispatchGroup()
                     for sub in subscribers { sub.subscribe(group: group) }
-                    guard group.wait(timeout: .now() + 30) == .success else { coreFail("Subscribe did not answer") }
+                    guard group.wait(timeout: .now() + 30) == .success else { fail("Subscribe did not answer") }
                 }
                 let count = s >= 100 ? options.triggersLarge : options.triggers
                 var total: [[Double]] = [[], []]
@@ -792,21 +795,21 @@ final class CoreBench {
                             label = target.label
                             let message = target.message()
                             t0 = monotonicNanoseconds()
-                            coreCall(client, message)
+                            busCall(client, message)
                         } else if unicast {
                             decisions += 1
                             let target = setDecisionTrigger(decisions)
                             label = target.label
                             let message = target.message()
                             t0 = monotonicNanoseconds()
-                            coreCall(client, message)
+                            busCall(client, message)
                         } else {
                             label = "PropertiesChanged(Powered)"
                             flips += 1
                             t0 = bluetoothd.setPowered(flips % 2 == 0)  // odd flips power off
                         }
                         guard let arrival = collector.wait(seconds: 10) else {
-                            coreFail("\(label): only \(collector.arrivedCount) of \(s) subscribers got the signal "
+                            fail("\(label): only \(collector.arrivedCount) of \(s) subscribers got the signal "
                                      + "within 10 s")
                         }
                         if i >= warm {
@@ -818,59 +821,58 @@ final class CoreBench {
                 }
                 if unicast { _ = call(coreFloorBusName, coreFloorPath, coreFloorInterface, "UnsubscribeAll") }
                 for sub in subscribers { sub.close() }
-                let floorHop = CoreSamples(first[1]).p50
-                let commit = unicast ? max(0, CoreSamples(first[0]).p50 - floorHop) : 0
-                let withCommit = CoreSamples(total[0])
-                let d = unicast ? CoreSamples(spread[0].map { $0 + floorHop }) : withCommit
-                let f = CoreSamples(total[1])
-                let r50 = coreRatio(d.p50, f.p50)
-                let r99 = coreRatio(d.p99, f.p99)
+                let floorHop = Samples(first[1]).p50
+                let commit = unicast ? max(0, Samples(first[0]).p50 - floorHop) : 0
+                let withCommit = Samples(total[0])
+                let d = unicast ? Samples(spread[0].map { $0 + floorHop }) : withCommit
+                let f = Samples(total[1])
+                let r50 = ratio(d.p50, f.p50)
+                let r99 = ratio(d.p99, f.p99)
                 let kindName = unicast ? "unicast" : "broadcast"
                 var target = ""
                 var met = ""
-                var fields: [(String, CoreJSON)] = [
+                var fields: [(String, JSONValue)] = [
                     ("kind", .string(kindName)), ("subscribers", .int(s)), ("triggers", .int(count)),
                     ("p50_us", .num(d.p50)), ("p99_us", .num(d.p99)), ("floor_p50_us", .num(f.p50)),
                     ("floor_p99_us", .num(f.p99)), ("ratio_p50", .num(r50)), ("ratio_p99", .num(r99)),
                     ("with_commit_p50_us", .num(withCommit.p50)), ("commit_p50_us", .num(commit)),
-                    ("first_p50_us", .num(CoreSamples(first[0]).p50)), ("floor_first_p50_us", .num(floorHop)),
+                    ("first_p50_us", .num(Samples(first[0]).p50)), ("floor_first_p50_us", .num(floorHop)),
                     ("strays", .int(collector.strays)),
                 ]
                 if s == 100 {
-                    let t = report.target("fan-out (\(kindName)) to 100 subscribers p50 vs floor", .atMost, 1.3, r50,
-                                          unit: "x")
-                    target = t.limitText
-                    met = t.met ? "yes" : "NO"
+                    let t = report.check(unicast ? .fanoutUnicast : .fanoutBroadcast, r50)
+                    target = t.wanted
+                    met = t.metText
                     fields.append(("met", .bool(t.met)))
                 }
-                table.add([kindName, "\(s)", coreFormat(d.p50), coreFormat(f.p50), coreRatioText(r50), coreFormat(d.p99),
-                           coreFormat(f.p99), coreRatioText(r99), unicast ? coreFormat(commit) : "-",
-                           unicast ? coreFormat(withCommit.p50) : "-", target, met])
+                table.add([kindName, "\(s)", format(d.p50), format(f.p50), ratioText(r50), format(d.p99),
+                           format(f.p99), ratioText(r99), unicast ? format(commit) : "-",
+                           unicast ? format(withCommit.p50) : "-", target, met])
                 lines.append(fields)
             }
         }
         table.print()
         print("unicast, from the commit: (last - first arrival) + the floor's median (first arrival - EmitEach sent); "
               + "commit: the daemon's median (first arrival - SetDecision sent) less the floor's")
-        for fields in lines { report.json("fanout", fields) }
+        for fields in lines { printJSONLine("fanout", fields) }
         if collector.strays > 0 { print("note: \(collector.strays) signals arrived that no trigger asked for") }
     }
 
     private func busOwner(_ name: String) -> String {
         guard let owner = call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetNameOwner",
-                               [.string(name)]).first?.stringValue else { coreFail("\(name) has no owner") }
+                               [.string(name)]).first?.stringValue else { fail("\(name) has no owner") }
         return owner
     }
 
-    private func setDecisionTrigger(_ i: Int) -> CoreCallTarget {
-        CoreCallTarget("SetDecision", destination: "org.example.Permissions", path: "/org/example/Permissions",
+    private func setDecisionTrigger(_ i: Int) -> CallTarget {
+        CallTarget("SetDecision", destination: "org.example.Permissions", path: "/org/example/Permissions",
                        interface: "org.example.Permissions", member: "SetDecision",
                        [.string(coreFanoutApp), .string("location"), .string(i % 2 == 0 ? "authorized" : "denied")])
     }
 
-    private let floorTrigger = CoreCallTarget("Emit", destination: coreFloorBusName, path: coreFloorPath,
+    private let floorTrigger = CallTarget("Emit", destination: coreFloorBusName, path: coreFloorPath,
                                               interface: coreFloorInterface, member: "Emit", [.string(coreFanoutApp)])
-    private let floorEachTrigger = CoreCallTarget("EmitEach", destination: coreFloorBusName, path: coreFloorPath,
+    private let floorEachTrigger = CallTarget("EmitEach", destination: coreFloorBusName, path: coreFloorPath,
                                                   interface: coreFloorInterface, member: "EmitEach",
                                                   [.string(coreFanoutApp)])
 
@@ -884,7 +886,7 @@ final class CoreBench {
         var blasted = 0
         if daemonCalls < options.rssCalls {
             let pool = CoreLoadPool(address: bus.address, connections: 8)
-            blasted = pool.runUntil(CoreCallTarget.getStatus("location"), inFlight: 16, total: options.rssCalls - daemonCalls)
+            blasted = pool.runUntil(CallTarget.getStatus("location"), inFlight: 16, total: options.rssCalls - daemonCalls)
             pool.close()
             daemonCalls += blasted
         }
@@ -894,23 +896,22 @@ final class CoreBench {
         let warmKiB = warm?.rss ?? 0
         let afterKiB = after?.rss ?? 0
         let growth = afterKiB - warmKiB
-        let t = report.target("RSS growth from \(warmCalls) to \(daemonCalls) GetStatus calls", .below, 1, coreMiB(growth),
-                              unit: " MiB")
-        var table = CoreTable("RSS of the long-lived permissionsd over \(daemonCalls) GetStatus calls",
+        let t = report.check(.rssGrowth, mebibytes(growth), detail: "from \(warmCalls) to \(daemonCalls) calls")
+        var table = Table("RSS of the long-lived permissionsd over \(daemonCalls) GetStatus calls",
                               columns: ["point", "GetStatus calls", "VmRSS (MiB)", "RssAnon (MiB)", "RssFile (MiB)"])
-        table.add(["idle, right after start-up", "0", coreFormat(coreMiB(idleKiB)), coreFormat(coreMiB(idleMemory?.anon ?? 0)),
-                   coreFormat(coreMiB(idleMemory?.file ?? 0))])
-        table.add(["after the other sections", "\(warmCalls)", coreFormat(coreMiB(warmKiB)),
-                   coreFormat(coreMiB(warm?.anon ?? 0)), coreFormat(coreMiB(warm?.file ?? 0))])
-        table.add(["after the top-up blast", "\(daemonCalls)", coreFormat(coreMiB(afterKiB)),
-                   coreFormat(coreMiB(after?.anon ?? 0)), coreFormat(coreMiB(after?.file ?? 0))])
+        table.add(["idle, right after start-up", "0", format(mebibytes(idleKiB)), format(mebibytes(idleMemory?.anon ?? 0)),
+                   format(mebibytes(idleMemory?.file ?? 0))])
+        table.add(["after the other sections", "\(warmCalls)", format(mebibytes(warmKiB)),
+                   format(mebibytes(warm?.anon ?? 0)), format(mebibytes(warm?.file ?? 0))])
+        table.add(["after the top-up blast", "\(daemonCalls)", format(mebibytes(afterKiB)),
+                   format(mebibytes(after?.anon ?? 0)), format(mebibytes(after?.file ?? 0))])
         table.print()
         let perCall = Double(growth * 1024) / Double(max(1, daemonCalls - warmCalls))
         print("growth over the last \(daemonCalls - warmCalls) calls: \(growth) KiB (\(String(format: "%.3f", perCall)) "
-              + "bytes per call), target < 1 MiB: \(t.met ? "met" : "MISSED"); since idle: \(afterKiB - idleKiB) KiB. "
+              + "bytes per call), limit \(t.wanted): \(t.met ? "met" : "MISSED"); since idle: \(afterKiB - idleKiB) KiB. "
               + "Top-up: \(blasted) calls on 8 connections (16 in flight each) in " + String(format: "%.1f s", blastSeconds)
               + "; the peer's RSS now: \(peer?.memory.map { "\($0.rss) KiB" } ?? "-")")
-        report.json("rss", [
+        printJSONLine("rss", [
             ("idle_kib", .int(idleKiB)), ("warm_calls", .int(warmCalls)), ("warm_kib", .int(warmKiB)),
             ("calls", .int(daemonCalls)), ("after_kib", .int(afterKiB)), ("growth_kib", .int(growth)),
             ("growth_since_idle_kib", .int(afterKiB - idleKiB)), ("bytes_per_call", .num(perCall)),

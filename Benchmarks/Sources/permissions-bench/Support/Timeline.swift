@@ -1,4 +1,3 @@
-import DBusKit
 import Foundation
 
 /// Events with their times, recorded from several threads (a PipeWire loop, a bus
@@ -39,16 +38,4 @@ final class Timeline<Event>: @unchecked Sendable {
             if !condition.wait(until: deadline) { return nil }
         }
     }
-}
-
-/// Waits (10 s at most) until the bus answers a Ping on `connection`, an attached
-/// connection on `queue`: its match rules, sent before, are then in force.
-func busAnswers(_ connection: Connection, on queue: DispatchQueue) -> Bool {
-    let answered = DispatchSemaphore(value: 0)
-    queue.sync {
-        let ping = try! Message.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-                                           interface: "org.freedesktop.DBus.Peer", member: "Ping")
-        connection.call(ping) { _ in answered.signal() }
-    }
-    return answered.wait(timeout: .now() + 10) == .success
 }

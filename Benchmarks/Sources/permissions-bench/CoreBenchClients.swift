@@ -7,101 +7,13 @@ import Foundation
 import PermissionsTestSupport
 import Synchronization
 
-/// One method to call over and over.
-final class CoreCallTarget: Sendable {
-    let label: String
-    let destination: String
-    let path: String
-    let interface: String
-    let member: String
-    let arguments: [DBusValue]
-    /// For writes: the arguments of a writer's `n`th call, so that each call changes
-    /// something (a write that changes nothing is not written); nil: always `arguments`.
-    let write: (@Sendable (_ writer: Int, _ n: Int) -> [DBusValue])?
-
-    init(_ label: String, destination: String, path: String, interface: String, member: String,
-         _ arguments: [DBusValue] = [], write: (@Sendable (Int, Int) -> [DBusValue])? = nil) {
-        self.label = label
-        self.destination = destination
-        self.path = path
-        self.interface = interface
-        self.member = member
-        self.arguments = arguments
-        self.write = write
-    }
-
-    func message(writer: Int = 0, n: Int = 0) -> Message {
-        do throws(BusError) {
-            let m = try Message.methodCall(destination: destination, path: path, interface: interface, member: member)
-            try m.append(write?(writer, n) ?? arguments)
-            return m
-        } catch {
-            coreFail("cannot build \(member): \(error)")
-        }
-    }
-
-    /// SetDecision by writer `w`: its own app, flipped on each call (one connection's
-    /// calls are answered in order, so each is a change, and a durable write).
-    static let setDecision = CoreCallTarget("permissionsd SetDecision", destination: "org.example.Permissions",
-                                            path: "/org/example/Permissions", interface: "org.example.Permissions",
-                                            member: "SetDecision") { w, n in
-        [.string("org.example.Writer\(w)"), .string("location"), .string(n % 2 == 0 ? "authorized" : "denied")]
-    }
-
-    /// xdg-permission-store's SetPermission by writer `w`: its own entry, flipped.
-    static let peerSetPermission = CoreCallTarget("xdg-permission-store SetPermission", destination: corePeerBusName,
-                                                  path: corePeerPath, interface: corePeerBusName,
-                                                  member: "SetPermission") { w, n in
-        [.string("bench"), .boolean(true), .string("writer\(w)"), .string("org.example.App"),
-         .strings([n % 2 == 0 ? "yes" : "no"])]
-    }
-
-    static func getStatus(_ permission: String) -> CoreCallTarget {
-        CoreCallTarget("permissionsd GetStatus(\(permission))", destination: "org.example.Permissions",
-                       path: "/org/example/Permissions", interface: "org.example.Permissions", member: "GetStatus",
-                       [.string(permission)])
-    }
-
-    static let floorPing = CoreCallTarget("floor Peer.Ping", destination: coreFloorBusName, path: coreFloorPath,
-                                          interface: "org.freedesktop.DBus.Peer", member: "Ping")
-
-    static let floorStatus = CoreCallTarget("floor Status(s)", destination: coreFloorBusName, path: coreFloorPath,
-                                            interface: coreFloorInterface, member: "Status", [.string("location")])
-
-    static let peerLookup = CoreCallTarget("xdg-permission-store Lookup", destination: corePeerBusName,
-                                           path: corePeerPath, interface: corePeerBusName, member: "Lookup",
-                                           [.string("bench"), .string("camera")])
-}
-
-let corePeerBusName = "org.freedesktop.impl.portal.PermissionStore"
-let corePeerPath = "/org/freedesktop/impl/portal/PermissionStore"
-
-/// Opens an unattached connection (blocking calls only), or fails the bench.
-func coreOpenBlocking(_ address: String) -> Connection {
-    do throws(BusError) {
-        return try Connection.open(.address(address))
-    } catch {
-        coreFail("cannot connect to the bench's bus: \(error)")
-    }
-}
-
-/// Calls and checks the reply kind; fails the bench on an error reply.
-@discardableResult
-func coreCall(_ connection: Connection, _ message: Message, timeoutMilliseconds: Int32 = 25_000) -> Message {
-    do throws(BusError) {
-        return try connection.callBlocking(message, timeoutMilliseconds: timeoutMilliseconds)
-    } catch {
-        coreFail("\(message.member ?? "call") to \(message.destination ?? "?") failed: \(error)")
-    }
-}
-
 /// Round trips on one connection, in microseconds: `warmup` unmeasured calls to each
 /// target, then `calls` measured calls to each, in rounds of `roundSize` that rotate
 /// the order so that drift (other load on the machine) hits every target alike.
-func coreLatency(_ connection: Connection, _ targets: [CoreCallTarget], warmup: Int, calls: Int,
+func coreLatency(_ connection: Connection, _ targets: [CallTarget], warmup: Int, calls: Int,
                  roundSize: Int) -> [[Double]] {
     for target in targets {
-        for _ in 0..<warmup { coreCall(connection, target.message()) }
+        for _ in 0..<warmup { busCall(connection, target.message()) }
     }
     var samples = [[Double]](repeating: [], count: targets.count)
     for i in samples.indices { samples[i].reserveCapacity(calls) }
@@ -115,7 +27,7 @@ func coreLatency(_ connection: Connection, _ targets: [CoreCallTarget], warmup: 
             for _ in 0..<n {
                 let message = target.message()
                 let t0 = monotonicNanoseconds()
-                coreCall(connection, message)
+                busCall(connection, message)
                 let t1 = monotonicNanoseconds()
                 samples[index].append(Double(t1 - t0) / 1000)
             }
@@ -145,7 +57,7 @@ final class CoreLoadClient: @unchecked Sendable {
     let group: DispatchGroup
     let completed = Atomic<Int>(0)
     let failed = Atomic<Int>(0)
-    private var target: CoreCallTarget?
+    private var target: CallTarget?
     /// This client's index (its writer number) and calls built so far (queue only).
     private let index: Int
     private var built = 0
@@ -161,12 +73,12 @@ final class CoreLoadClient: @unchecked Sendable {
                 return .failure(error)
             }
         }
-        guard case .success(let c) = opened else { coreFail("cannot connect a load client to the bus") }
+        guard case .success(let c) = opened else { fail("cannot connect a load client to the bus") }
         connection = c
     }
 
     /// Starts `inFlight` chains of calls to `target` (control.running must be true).
-    func start(_ target: CoreCallTarget, inFlight: Int) {
+    func start(_ target: CallTarget, inFlight: Int) {
         for _ in 0..<inFlight { group.enter() }
         queue.async {
             self.target = target
@@ -207,45 +119,39 @@ final class CoreLoadPool {
 
     /// Runs `target` for `seconds` after `settle` seconds; returns (calls per second
     /// in the measured window, every call completed from start to drain).
-    func run(_ target: CoreCallTarget, inFlight: Int, seconds: Double, settle: Double) -> (Double, Int) {
+    func run(_ target: CallTarget, inFlight: Int, seconds: Double, settle: Double) -> (Double, Int) {
         let before = completed
         control.running.store(true, ordering: .relaxed)
         for c in clients { c.start(target, inFlight: inFlight) }
-        if settle > 0 { coreSleep(settle) }
+        if settle > 0 { sleepSeconds(settle) }
         let c0 = completed
         let t0 = monotonicNanoseconds()
-        coreSleep(seconds)  // the measuring window, not a synchronisation
+        sleepSeconds(seconds)  // the measuring window, not a synchronisation
         let c1 = completed
         let t1 = monotonicNanoseconds()
         control.running.store(false, ordering: .relaxed)
-        guard group.wait(timeout: .now() + 60) == .success else { coreFail("\(target.label): calls did not drain") }
-        if failed > 0 { coreFail("\(target.label): \(failed) calls failed") }
+        guard group.wait(timeout: .now() + 60) == .success else { fail("\(target.label): calls did not drain") }
+        if failed > 0 { fail("\(target.label): \(failed) calls failed") }
         return (Double(c1 - c0) / (Double(t1 - t0) / 1e9), completed - before)
     }
 
     /// Runs `target` until at least `total` calls have completed; returns how many did.
-    func runUntil(_ target: CoreCallTarget, inFlight: Int, total: Int) -> Int {
+    func runUntil(_ target: CallTarget, inFlight: Int, total: Int) -> Int {
         let before = completed
         control.running.store(true, ordering: .relaxed)
         for c in clients { c.start(target, inFlight: inFlight) }
         let deadline = monotonicNanoseconds() + 600 * 1_000_000_000
         while completed - before < total {
-            if monotonicNanoseconds() > deadline { coreFail("\(target.label): \(total) calls took more than 10 minutes") }
-            coreSleep(0.005)
+            if monotonicNanoseconds() > deadline { fail("\(target.label): \(total) calls took more than 10 minutes") }
+            sleepSeconds(0.005)
         }
         control.running.store(false, ordering: .relaxed)
-        guard group.wait(timeout: .now() + 60) == .success else { coreFail("\(target.label): calls did not drain") }
-        if failed > 0 { coreFail("\(target.label): \(failed) calls failed") }
+        guard group.wait(timeout: .now() + 60) == .success else { fail("\(target.label): calls did not drain") }
+        if failed > 0 { fail("\(target.label): \(failed) calls failed") }
         return completed - before
     }
 
     func close() { for c in clients { c.close() } }
-}
-
-func coreSleep(_ seconds: Double) {
-    var ts = timespec(tv_sec: Int(seconds), tv_nsec: Int((seconds - Double(Int(seconds))) * 1e9))
-    var left = timespec()
-    while nanosleep(&ts, &left) != 0, errno == EINTR { ts = left }
 }
 
 // MARK: Fan-out
@@ -344,7 +250,7 @@ final class CoreSubscriber: @unchecked Sendable {
                 return .failure(error)
             }
         }
-        guard case .success(let c) = opened else { coreFail("cannot connect a subscriber to the bus") }
+        guard case .success(let c) = opened else { fail("cannot connect a subscriber to the bus") }
         connection = c
     }
 
@@ -363,7 +269,7 @@ final class CoreSubscriber: @unchecked Sendable {
                                                 member: "Subscribe")
                 try! m.append(arguments)
                 c.call(m) { result in
-                    if case .failure(let error) = result { coreFail("Subscribe to \(destination) failed: \(error)") }
+                    if case .failure(let error) = result { fail("Subscribe to \(destination) failed: \(error)") }
                     group.leave()
                 }
             }

@@ -11,6 +11,7 @@
 // location portal in front of them) must not ask for more. Default: exact.
 public import CPermissionsPlugin
 import PluginKit
+import PermissionsModel
 
 let accuracyLevels = ["none", "country", "city", "neighborhood", "street", "exact"]
 

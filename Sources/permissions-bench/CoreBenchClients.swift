@@ -6,6 +6,7 @@ import DBusKit
 import Foundation
 import PermissionsTestSupport
 import Synchronization
+import SystemPrimitives
 
 /// One method to call over and over.
 final class CoreCallTarget: Sendable {
@@ -243,9 +244,7 @@ final class CoreLoadPool {
 }
 
 func coreSleep(_ seconds: Double) {
-    var ts = timespec(tv_sec: Int(seconds), tv_nsec: Int((seconds - Double(Int(seconds))) * 1e9))
-    var left = timespec()
-    while nanosleep(&ts, &left) != 0, errno == EINTR { ts = left }
+    sleepNanoseconds(UInt64(seconds * 1e9))
 }
 
 // MARK: Fan-out

@@ -10,6 +10,7 @@
 import DBusKit
 import Foundation
 import PermissionsTestSupport
+import SystemPrimitives
 
 /// Exits with a message after killing every child and removing the temporary
 /// directory. Callable from any thread.
@@ -155,7 +156,7 @@ final class CoreSpawnSpec {
         let rc = argv.withUnsafeBufferPointer { a in
             envp.withUnsafeBufferPointer { e in posix_spawn(&pid, path, &actions, &attributes, a.baseAddress!, e.baseAddress!) }
         }
-        guard rc == 0 else { coreFail("cannot start \(path): \(String(cString: strerror(rc)))") }
+        guard rc == 0 else { coreFail("cannot start \(path): \(errnoName(rc))") }
         return (CoreChild(pid: pid, name: name), started)
     }
 }
@@ -164,7 +165,7 @@ final class CoreSpawnSpec {
 func coreRun(_ path: String, _ arguments: [String], log: String) -> Int32 {
     let (child, _) = CoreSpawnSpec(path, arguments, log: log).spawn()
     var status: Int32 = 0
-    while waitpid(child.pid, &status, 0) < 0, errno == EINTR {}
+    _ = valueOrErrno { waitpid(child.pid, &status, 0) }
     CoreChildren.shared.remove(child.pid)
     // WIFEXITED/WEXITSTATUS are macros: exited normally when the low 7 bits are 0.
     return status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
@@ -196,6 +197,8 @@ func coreReadLine(_ fd: Int32, seconds: Double) -> String? {
         guard now < deadline else { return nil }
         var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         let r = poll(&p, 1, Int32((deadline - now) / 1_000_000) + 1)
+        // Not valueOrErrno: after a signal the wait is shortened to what is left of
+        // the deadline, at the top of the loop.
         if r < 0, errno == EINTR { continue }
         guard r > 0 else { continue }
         var byte: UInt8 = 0

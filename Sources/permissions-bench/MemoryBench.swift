@@ -5,6 +5,7 @@
 // free) from /proc/PID/smaps_rollup, and the largest mappings by resident size
 // from /proc/PID/smaps, grouped by file (anonymous ones by their kind).
 import Foundation
+import PermissionsTestSupport
 
 func runMemoryBench(_ arguments: [String]) {
     var top = 25

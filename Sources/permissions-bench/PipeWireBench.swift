@@ -24,6 +24,7 @@ import CPipeWireShims
 import DBusKit
 import Foundation
 import PermissionsTestSupport
+import SystemPrimitives
 
 func runPipeWireBench(_ arguments: [String]) {
     var cycles = 200
@@ -181,7 +182,7 @@ private final class BenchPipeWire {
         threadLoop = pw_thread_loop_new("bench-pw", nil)!
         context = pw_context_new(pw_thread_loop_get_loop(threadLoop), nil, 0)!
         guard let core = pw_context_connect(context, nil, 0) else {
-            benchFail("cannot connect to the bench's PipeWire: \(String(cString: strerror(errno)))")
+            benchFail("cannot connect to the bench's PipeWire: \(errnoName(errno))")
         }
         self.core = core
         registry = pw_core_get_registry(core, UInt32(PW_VERSION_REGISTRY), 0)

@@ -5,6 +5,7 @@ import PermissionsSupport
 import PermissionsPluginHost
 import PermissionsConfig
 import PermissionsService
+internal import SystemPrimitives
 
 /// Decides which configuration is in force, and applies each one whole or not at all.
 ///

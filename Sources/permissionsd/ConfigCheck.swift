@@ -6,6 +6,7 @@ import PermissionsSupport
 import PermissionsPluginHost
 import PermissionsConfig
 import CLISupport
+internal import SystemPrimitives
 
 /// `permissionsd --check-config`: checks the configuration as the running daemon
 /// would before applying it (ConfigApplier.tryApply), and applies nothing: every

@@ -1,5 +1,6 @@
 internal import CInstallPaths
 import CLISupport
+internal import DBusKit
 
 /// The default directories scripts/install wrote into this copy of the daemon
 /// (`CInstallPaths`): SYSCONFDIR/permissions, LOCALSTATEDIR/lib/permissions and

@@ -141,8 +141,8 @@ let package = Package(
         // Linked statically into each Swift plugin; never into the daemon.
         .target(name: "PluginKit", dependencies: ["CPermissionsPlugin", "PermissionsModel"], path: "Plugins/PluginKit"),
 
-        // What the integration tests and the benches start: a private bus, the
-        // daemon under test, the clock. A library (not a test target), so that the
+        // What the integration tests and the benches start: a private bus and the
+        // daemon under test. A library (not a test target), so that the
         // bench executable can use it too.
         .target(name: "PermissionsTestSupport"),
 

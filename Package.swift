@@ -134,8 +134,8 @@ let package = Package(
 
         // Benchmarks (not tests): scripts/bench runs them.
         .executableTarget(name: "permissions-bench",
-                          dependencies: ["DBusKit", "CPipeWire", "CPipeWireShims", "PermissionsTestSupport", "CLISupport",
-                                         "SystemPrimitives"],
+                          dependencies: ["DBusKit", "CPipeWire", "CPipeWireShims", "PermissionsTestSupport",
+                                         "CLISupport", "SystemPrimitives"],
                           swiftSettings: pipewireSwiftSettings),
 
         // Linked statically into each Swift plugin; never into the daemon.

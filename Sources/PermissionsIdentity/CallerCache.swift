@@ -190,14 +190,16 @@ package final class CallerCache {
     /// its credentials and us reading /proc. Its connection then closed with it:
     /// asking the bus whether the name still exists, after reading /proc, closes
     /// that window (the check polkit added for CVE-2021-3560).
-    private func confirm(_ sender: String, _ identity: AppIdentity, done: @escaping (Result<AppIdentity, IdentityError>) -> Void) {
+    private func confirm(_ sender: String, _ identity: AppIdentity,
+                         done: @escaping (Result<AppIdentity, IdentityError>) -> Void) {
         let message: Message
         do {
             message = try Message.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
                                              interface: "org.freedesktop.DBus", member: "NameHasOwner")
             try message.append(.string(sender))
         } catch {
-            return done(.failure(IdentityError("cannot ask the bus whether \(sender) is still there: \(error.message)")))
+            let why = "cannot ask the bus whether \(sender) is still there: \(error.message)"
+            return done(.failure(IdentityError(why)))
         }
         connection.call(message, timeoutMilliseconds: 5000) { [unowned self] result in
             guard case .success(let reply) = result, reply.arguments().first?.boolValue == true else {

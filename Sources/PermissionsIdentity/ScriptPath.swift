@@ -53,7 +53,9 @@ extension IdentityReader {
         var bytes = [UInt8](repeating: 0, count: limit)
         var count = 0
         while count < limit {
-            let read = valueOrErrno { bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + count, limit - count) } }
+            let read = valueOrErrno {
+                bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + count, limit - count) }
+            }
             guard case .success(let n) = read, n > 0 else { break }
             count += n
         }

@@ -75,8 +75,11 @@ struct PluginFile {
         var done = 0
         while done < bytes.count {
             let n: Int
-            switch valueOrErrno({ bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + done, $0.count - done) } }) {
-            case .success(let read): n = read
+            let read = valueOrErrno {
+                bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + done, $0.count - done) }
+            }
+            switch read {
+            case .success(let bytesRead): n = bytesRead
             case .failure(let error): return .failure(.refused("cannot read: \(error)"))
             }
             if n == 0 { break }

@@ -46,8 +46,11 @@ package enum Files {
         while true {
             if count == data.count { data.append(contentsOf: repeatElement(0, count: data.count)) }
             let n: Int
-            switch valueOrErrno({ data.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + count, $0.count - count) } }) {
-            case .success(let read): n = read
+            let read = valueOrErrno {
+                data.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + count, $0.count - count) }
+            }
+            switch read {
+            case .success(let bytesRead): n = bytesRead
             case .failure(let error): return .failure(.system(error.rawValue))
             }
             if n == 0 { break }

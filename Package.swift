@@ -5,10 +5,15 @@
 import Foundation
 import PackageDescription
 
-/// Settings every Swift target shares (the swift-log habit of one loop over all targets).
-let strictSettings: [SwiftSetting] = [
+/// Settings every Swift target shares, added by the loop at the end (swift-log's
+/// habit): a target added or moved later gets them without saying so.
+/// MemberImportVisibility: a file sees an extension's members (`escapedForMessage`)
+/// only from modules it imports itself, so every dependency shows in an import line
+/// that ModuleGraphTests can read.
+let commonSwiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("InternalImportsByDefault"),
+    .enableUpcomingFeature("MemberImportVisibility"),
 ]
 
 /// The package's root, for the linker script path below.
@@ -41,8 +46,10 @@ let pipewireSwiftSettings: [SwiftSetting] = [.unsafeFlags(pipewireIncludes.flatM
 func plugin(_ name: String, target: String, dir: String, dependencies: [Target.Dependency] = [],
             exclude: [String] = [], swiftSettings: [SwiftSetting] = []) -> (Product, Target) {
     (.library(name: "permissions-\(name)", type: .dynamic, targets: [target]),
-     .target(name: target, dependencies: ["PluginKit", "CPermissionsPlugin"] + dependencies, path: "Plugins/\(dir)", exclude: exclude,
-             swiftSettings: strictSettings + swiftSettings,
+     .target(name: target,
+             dependencies: ["PluginKit", "CPermissionsPlugin", "PermissionsModel", "SystemPrimitives"] + dependencies,
+             path: "Plugins/\(dir)", exclude: exclude,
+             swiftSettings: swiftSettings,
              linkerSettings: [.unsafeFlags(["-Xlinker", "--version-script=\(root)/Plugins/plugin.map"])]))
 }
 
@@ -67,7 +74,7 @@ let package = Package(
         // the service compiles them) and nothing else: the underscore says it is no
         // API. What the bench imports; what these depend on comes with them.
         .library(name: "_PermissionsBenchSupport",
-                 targets: ["DBusKit", "PermissionsTestSupport", "CLISupport", "CPipeWireShims"]),
+                 targets: ["DBusKit", "PermissionsTestSupport", "CLISupport", "CPipeWireShims", "SystemPrimitives"]),
     ] + plugins.map(\.0),
     targets: [
         // C libraries from Debian, found through pkg-config.
@@ -87,76 +94,81 @@ let package = Package(
         .target(name: "CShims"),
         // The installed daemon's default directories, written in by scripts/install.
         .target(name: "CInstallPaths"),
-        .target(name: "CLISupport", dependencies: ["CShims"], swiftSettings: strictSettings),
-        .target(name: "DBusKit", dependencies: ["CDBus"], swiftSettings: strictSettings),
+        .target(name: "CLISupport", dependencies: ["CShims"]),
+        // Locks, queue confinement, escaping, errno and the EINTR retry, the clock:
+        // Glibc only, so that every target (the plugins too) may use it.
+        .target(name: "SystemPrimitives"),
+        .target(name: "DBusKit", dependencies: ["CDBus", "SystemPrimitives"]),
         // The shared vocabulary: status words and precedence, names and their checks,
         // configuration entries, bus names. Imports nothing, so plugins can use it.
-        .target(name: "PermissionsModel", swiftSettings: strictSettings),
+        .target(name: "PermissionsModel"),
         // The daemon, one target per concern (Sources/README.md is the module map, and
         // ModuleGraphTests holds these dependencies to it). None of them imports PluginKit.
-        // Logging, file reading, inotify, the named bus errors: what every part shares.
-        .target(name: "PermissionsSupport", dependencies: ["PermissionsModel", "DBusKit"],
-                swiftSettings: strictSettings),
+        // Logging, file reading, inotify: what every part shares.
+        .target(name: "PermissionsSupport", dependencies: ["PermissionsModel", "SystemPrimitives"]),
         // Stored decisions: DecisionStore over SQLite.
-        .target(name: "PermissionsStore", dependencies: ["PermissionsModel", "PermissionsSupport", "DBusKit", "CSQLite"],
-                swiftSettings: strictSettings),
+        .target(name: "PermissionsStore",
+                dependencies: ["PermissionsModel", "PermissionsSupport", "SystemPrimitives", "CSQLite"]),
         // Loads, isolates and watches the plugins; keeps each one's snapshots.
         .target(name: "PermissionsPluginHost",
-                dependencies: ["PermissionsModel", "PermissionsSupport", "DBusKit", "CPermissionsPlugin", "CShims"],
-                swiftSettings: strictSettings),
-        // Who is calling: credentials, /proc, flatpak/snap, the caller cache, polkit.
-        .target(name: "PermissionsIdentity", dependencies: ["PermissionsModel", "PermissionsSupport", "DBusKit", "CGLib"],
-                swiftSettings: strictSettings),
+                dependencies: ["PermissionsModel", "PermissionsSupport", "SystemPrimitives", "CPermissionsPlugin",
+                               "CShims"]),
+        // Who is calling: credentials, /proc, flatpak/snap, the caller cache.
+        .target(name: "PermissionsIdentity",
+                dependencies: ["PermissionsModel", "PermissionsSupport", "SystemPrimitives", "DBusKit", "CGLib"]),
         // The configuration files: reading, watching, the daemon's own keys, the last good one.
-        .target(name: "PermissionsConfig", dependencies: ["PermissionsModel", "PermissionsSupport", "CGLib"],
-                swiftSettings: strictSettings),
-        // The org.example.Permissions object: statuses, methods, signals, requests, prompts.
+        .target(name: "PermissionsConfig",
+                dependencies: ["PermissionsModel", "PermissionsSupport", "SystemPrimitives", "CGLib"]),
+        // The org.example.Permissions object: statuses, methods, signals, requests,
+        // prompts, polkit, the named bus errors.
         .target(name: "PermissionsService",
                 dependencies: ["PermissionsModel", "PermissionsSupport", "PermissionsStore", "PermissionsIdentity",
-                               "DBusKit", "CPermissionsData"],
-                swiftSettings: strictSettings),
+                               "SystemPrimitives", "DBusKit", "CPermissionsData"]),
         // The daemon's wiring: start-up order, the configuration applied, signals, exit.
         // A library, so that unit tests can drive the applier without a bus.
         .target(name: "PermissionsDaemon",
                 dependencies: ["PermissionsModel", "PermissionsSupport", "PermissionsStore", "PermissionsPluginHost",
-                               "PermissionsIdentity", "PermissionsConfig", "PermissionsService", "DBusKit", "CShims"],
-                swiftSettings: strictSettings),
+                               "PermissionsIdentity", "PermissionsConfig", "PermissionsService", "SystemPrimitives",
+                               "DBusKit", "CShims"]),
         // The program: options, --check-config, then PermissionsDaemon.
         .executableTarget(name: "permissionsd",
                           dependencies: ["PermissionsDaemon", "PermissionsModel", "PermissionsSupport",
-                                         "PermissionsPluginHost", "PermissionsConfig", "DBusKit", "CLISupport",
-                                         "CInstallPaths", "CShims"],
-                          swiftSettings: strictSettings),
+                                         "PermissionsPluginHost", "PermissionsConfig", "SystemPrimitives", "DBusKit",
+                                         "CLISupport", "CInstallPaths", "CShims"]),
         .executableTarget(name: "permissionsctl",
-                          dependencies: ["DBusKit", "CLISupport", "PermissionsModel", "PermissionsClient"],
-                          swiftSettings: strictSettings),
+                          dependencies: ["DBusKit", "CLISupport", "PermissionsModel", "PermissionsClient",
+                                         "SystemPrimitives"]),
         // The Swift client library for apps (the product PermissionsClient).
-        .target(name: "PermissionsClient", dependencies: ["DBusKit", "PermissionsModel"],
-                swiftSettings: strictSettings),
+        .target(name: "PermissionsClient", dependencies: ["DBusKit", "PermissionsModel", "SystemPrimitives"]),
 
         // Linked statically into each Swift plugin; never into the daemon.
-        .target(name: "PluginKit", dependencies: ["CPermissionsPlugin", "PermissionsModel"], path: "Plugins/PluginKit",
-                swiftSettings: strictSettings),
+        .target(name: "PluginKit", dependencies: ["CPermissionsPlugin", "PermissionsModel"], path: "Plugins/PluginKit"),
 
-        // What the integration tests and the benches start: a private bus, the
-        // daemon under test, the clock. A library (not a test target), so that the
+        // What the integration tests and the benches start: a private bus and the
+        // daemon under test. A library (not a test target), so that the
         // benchmarks (Benchmarks/) can use it too.
-        .target(name: "PermissionsTestSupport", swiftSettings: strictSettings),
+        .target(name: "PermissionsTestSupport"),
 
-        .testTarget(name: "DBusKitTests", dependencies: ["DBusKit", "CDBus"], swiftSettings: strictSettings),
+        .testTarget(name: "SystemPrimitivesTests", dependencies: ["SystemPrimitives"]),
+        .testTarget(name: "DBusKitTests", dependencies: ["DBusKit", "CDBus", "SystemPrimitives"]),
         // Holds the dependencies above to the module map in Sources/README.md.
-        .testTarget(name: "ModuleGraphTests", swiftSettings: strictSettings),
+        .testTarget(name: "ModuleGraphTests"),
         .testTarget(name: "PermissionsCoreTests",
                     dependencies: ["PermissionsModel", "PermissionsSupport", "PermissionsStore", "PermissionsPluginHost",
                                    "PermissionsIdentity", "PermissionsConfig", "PermissionsService",
-                                   "PermissionsDaemon", "PermissionsTestSupport"],
-                    swiftSettings: strictSettings),
+                                   "PermissionsDaemon", "PermissionsTestSupport"]),
         // The BlueZ plugin's pure parts and its HCI seam, without bus or kernel.
-        .testTarget(name: "BluetoothPluginTests", dependencies: ["BluetoothPlugin", "PluginKit", "DBusKit"], swiftSettings: strictSettings),
+        .testTarget(name: "BluetoothPluginTests",
+                    dependencies: ["BluetoothPlugin", "PluginKit", "PermissionsModel", "DBusKit", "SystemPrimitives"]),
         .testTarget(name: "IntegrationTests",
                     dependencies: ["DBusKit", "CPermissionsPlugin", "PermissionsTestSupport", "PermissionsClient",
-                                   "PermissionsModel"],
-                    swiftSettings: strictSettings),
+                                   "PermissionsModel", "SystemPrimitives"]),
     ] + plugins.map(\.1),
     swiftLanguageModes: [.v6]
 )
+
+// The common settings on every Swift target, whatever its kind or directory (a
+// system library has no Swift to compile).
+for target in package.targets where target.type != .system {
+    target.swiftSettings = (target.swiftSettings ?? []) + commonSwiftSettings
+}

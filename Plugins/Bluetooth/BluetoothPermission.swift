@@ -1,6 +1,7 @@
 import Dispatch
 import PluginKit
 import Synchronization
+import PermissionsModel
 
 /// The `bluetooth` permission: combines the follower's adapter view with the
 /// `[bluetooth]` configuration and publishes the result whenever it changes.

@@ -6,6 +6,7 @@
 public import CPermissionsPlugin
 import Glibc
 import PluginKit
+import PermissionsModel
 
 func bluetoothInit(_ host: UnsafePointer<permissions_host>?,
                    _ state: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> Int32 {

@@ -1,4 +1,5 @@
 import PluginKit
+import PermissionsModel
 
 // From adapters to what the daemon is told: the whole mapping, as pure functions.
 //

@@ -1,5 +1,6 @@
 import CBluetooth
 import Glibc
+import SystemPrimitives
 
 /// The kernel's HCI device list through libbluetooth: what the bus cannot say while
 /// bluetoothd is not running. "Powered" is the device's HCI_UP flag.
@@ -41,7 +42,7 @@ struct HCIDeviceList: KernelAdapterProbe {
         defer { buffer.deallocate() }
         buffer.initializeMemory(as: UInt8.self, repeating: 0, count: size)
         buffer.storeBytes(of: UInt16(capacity), as: UInt16.self)
-        guard ioctl(fd, hciGetDeviceList, buffer) >= 0 else { return .failure(Errno(rawValue: errno)) }
+        guard ioctl(fd, hciGetDeviceList, buffer) >= 0 else { return .failure(.current) }
         let count = min(Int(buffer.load(as: UInt16.self)), capacity)
         return .success((0..<count).map { i in
             buffer.load(fromByteOffset: firstEntry + i * entry.stride, as: hci_dev_req.self).dev_id
@@ -59,11 +60,6 @@ struct HCIDeviceList: KernelAdapterProbe {
         return Adapter(path: name, address: address, name: name,
                        powered: hci_test_bit(Int32(HCI_UP), &info.flags) != 0)
     }
-}
-
-/// An errno value, for `Result`.
-struct Errno: Error {
-    let rawValue: Int32
 }
 
 /// `HCIGETDEVLIST`, `_IOR('H', 210, int)` in <bluetooth/hci.h>: Swift does not

@@ -1,5 +1,6 @@
 import Dispatch
 import Glibc
+import SystemPrimitives
 
 /// Follows the kernel's links and addresses: an rtnetlink socket subscribed to
 /// link and address changes wakes it, and it then reads the whole list again
@@ -36,7 +37,7 @@ final class InterfaceWatcher: @unchecked Sendable {
         let fd = socket(AF_NETLINK, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
                             | Int32(SOCK_NONBLOCK.rawValue), Self.netlinkRoute)
         guard fd >= 0 else {
-            log("local-network: cannot open an rtnetlink socket: \(String(cString: strerror(errno))); "
+            log("local-network: cannot open an rtnetlink socket: \(errnoName(errno)); "
                 + "reporting unsupported")
             return report([])
         }
@@ -51,7 +52,7 @@ final class InterfaceWatcher: @unchecked Sendable {
             bind(fd, raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), socklen_t(raw.count))
         }
         guard bound == 0 else {
-            log("local-network: cannot join rtnetlink's link and address groups: \(String(cString: strerror(errno))); "
+            log("local-network: cannot join rtnetlink's link and address groups: \(errnoName(errno)); "
                 + "reporting unsupported")
             close(fd)
             return report([])
@@ -75,9 +76,11 @@ final class InterfaceWatcher: @unchecked Sendable {
     private func readable(_ fd: Int32) {
         var buffer = [UInt8](repeating: 0, count: 16_384)
         while true {
-            let n = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
-            if n > 0 { continue }
-            if n < 0, errno == EINTR || errno == ENOBUFS { continue }  // ENOBUFS: overflowed; the re-read covers it
+            switch valueOrErrno({ recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT)) }) {
+            case .success(let n) where n > 0: continue
+            case .failure(let error) where error.rawValue == ENOBUFS: continue  // overflowed; the re-read covers it
+            default: break
+            }
             break
         }
         reread()
@@ -85,7 +88,7 @@ final class InterfaceWatcher: @unchecked Sendable {
 
     private func reread() {
         guard let interfaces = localInterfaces() else {
-            log("local-network: cannot read the interface list: \(String(cString: strerror(errno))); "
+            log("local-network: cannot read the interface list: \(errnoName(errno)); "
                 + "reporting unsupported")
             return report([])
         }

@@ -1,5 +1,6 @@
 import Glibc
 import PluginKit
+import PermissionsModel
 
 // From the kernel's interfaces to what the daemon is told, as pure functions:
 //

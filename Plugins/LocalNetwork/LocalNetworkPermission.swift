@@ -1,6 +1,7 @@
 import Dispatch
 import PluginKit
 import Synchronization
+import PermissionsModel
 
 /// The `local-network` permission: combines the watcher's interfaces with the
 /// `[local-network]` configuration and publishes the result whenever it changes.

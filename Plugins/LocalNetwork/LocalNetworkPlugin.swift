@@ -8,6 +8,7 @@
 public import CPermissionsPlugin
 import Glibc
 import PluginKit
+import PermissionsModel
 
 func localNetworkInit(_ host: UnsafePointer<permissions_host>?,
                       _ state: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> Int32 {

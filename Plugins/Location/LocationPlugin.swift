@@ -11,6 +11,7 @@
 // location portal in front of them) must not ask for more. Default: exact.
 public import CPermissionsPlugin
 import PluginKit
+import PermissionsModel
 
 func locationExtraKey(_ key: String, _ value: String) throws(SwitchConfig.Invalid) -> String? {
     guard key == "max-accuracy" else { return nil }

@@ -7,6 +7,7 @@
 //     deny=/usr/bin/spammy
 public import CPermissionsPlugin
 import PluginKit
+import PermissionsModel
 
 func notificationsInit(_ host: UnsafePointer<permissions_host>?,
                        _ state: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> Int32 {

@@ -1,4 +1,5 @@
 import PluginKit
+import PermissionsModel
 
 /// The plugin's configuration: a `[camera]` and a `[microphone]` section with the
 /// keys every switchable permission has (SwitchConfig), nothing of its own:

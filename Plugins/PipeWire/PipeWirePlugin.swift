@@ -4,6 +4,7 @@
 public import CPermissionsPlugin
 internal import Glibc
 import PluginKit
+internal import SystemPrimitives
 
 func pipewireInit(_ host: UnsafePointer<permissions_host>?,
                   _ state: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> Int32 {
@@ -15,7 +16,7 @@ func pipewireInit(_ host: UnsafePointer<permissions_host>?,
         state.pointee = Unmanaged.passRetained(watcher).toOpaque()
         return 0
     case .failure(let error):
-        handle.log(.error, "\(error.what) failed: \(String(cString: strerror(error.code)))")
+        handle.log(.error, "\(error.what) failed: \(errnoName(error.code))")
         return -(error.code == 0 ? EIO : error.code)
     }
 }

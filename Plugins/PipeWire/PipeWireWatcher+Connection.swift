@@ -1,6 +1,8 @@
 internal import CPipeWire
 internal import CPipeWireShims
 internal import Glibc
+internal import SystemPrimitives
+internal import PluginKit
 
 // Reaching PipeWire and noticing when it goes: all on the loop's thread, except
 // tearDownConnection, which `stop` also calls after the thread has been joined.
@@ -60,7 +62,7 @@ extension PipeWireWatcher {
     private func attemptFailed(_ code: Int32, _ what: String) {
         if !outageLogged {
             outageLogged = true
-            host.log(.info, "\(what) (\(String(cString: strerror(code)))); camera and microphone are unsupported "
+            host.log(.info, "\(what): \(errnoName(code)); camera and microphone are unsupported "
                      + "until it is; retrying every \(Backoff.limit / 1_000_000_000) s at most")
         }
         if core != nil { tearDownConnection() }
@@ -80,7 +82,7 @@ extension PipeWireWatcher {
     ]
 
     func coreError(id: UInt32, res: Int32, message: String) {
-        let reason = "\(message) (\(String(cString: strerror(-res))))"
+        let reason = "\(message): \(errnoName(-res))"
         guard id == UInt32(PW_ID_CORE), Self.connectionErrors.contains(-res) else {
             host.log(.warning, "PipeWire error on object \(id): \(reason)")
             return

@@ -1,5 +1,7 @@
 internal import CPipeWireShims
 import PluginKit
+internal import SystemPrimitives
+import PermissionsModel
 
 // What the plugin tells the host, on the loop's thread (and once from `start`).
 extension PipeWireWatcher {

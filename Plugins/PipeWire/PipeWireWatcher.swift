@@ -3,6 +3,7 @@ internal import CPipeWireShims
 internal import Glibc
 import PluginKit
 import Synchronization
+import PermissionsModel
 
 /// Follows the user's PipeWire registry on a thread of its own and publishes the
 /// camera and microphone snapshots.

@@ -1,5 +1,6 @@
 internal import CDBus
 public import Dispatch
+internal import SystemPrimitives
 
 /// Which bus to connect to.
 public enum Bus: Sendable, Equatable {
@@ -449,13 +450,4 @@ public struct SignalMatch: Sendable {
         if let arg0, message.arguments().first?.stringValue != arg0 { return false }
         return true
     }
-}
-
-/// Carries a value that is only ever used on one serial queue across a `@Sendable`
-/// boundary (`queue.async`, a dispatch source's handler).
-/// `@unchecked Sendable`: whoever carries it runs it on that same queue, which
-/// serialises every use, so no two threads touch it.
-public struct QueueConfined<Value>: @unchecked Sendable {
-    public let value: Value
-    public init(_ value: Value) { self.value = value }
 }

@@ -1,6 +1,7 @@
 internal import CDBus
 internal import Glibc
 import Dispatch
+internal import SystemPrimitives
 
 /// Serves an attached connection's file descriptors (libdbus's `DBusWatch`es)
 /// from a thread of its own: it polls them and handles what is ready with
@@ -38,7 +39,7 @@ final class IOThread: @unchecked Sendable {
         self.connection = connection
         pthread_mutex_init(&mutex, nil)
         var fds: [Int32] = [0, 0]
-        if pipe(&fds) != 0 { fatalError("pipe: \(String(cString: strerror(errno)))") }
+        if pipe(&fds) != 0 { fatalError("pipe: \(errnoName(errno))") }
         for fd in fds {  // pipe2() is not exported to Swift by Glibc
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
@@ -113,18 +114,17 @@ final class IOThread: @unchecked Sendable {
             let stop = stopped
             pthread_mutex_unlock(&mutex)
             if stop { break }
-            if poll(&fds, nfds_t(fds.count), -1) < 0 {
-                let code = errno
-                if code == EINTR { continue }
+            if case .failure(let error) = valueOrErrno({ poll(&fds, nfds_t(fds.count), -1) }) {
+                let code = error.rawValue
                 // Retrying at once would spin a core for as long as the error lasts.
                 if code == ENOMEM || code == EAGAIN {
-                    if backoff.start() { report("D-Bus I/O: poll failed: \(errnoText(code)); retrying with back-off") }
+                    if backoff.start() { report("D-Bus I/O: poll failed: \(errnoName(code)); retrying with back-off") }
                     backoff.wait()
                     continue
                 }
                 // EINVAL (more descriptors than RLIMIT_NOFILE allows), EFAULT: nothing
                 // will change by trying again, so this connection stops being served.
-                return fail("D-Bus I/O: poll failed: \(errnoText(code)); the connection is no longer served")
+                return fail("D-Bus I/O: poll failed: \(errnoName(code)); the connection is no longer served")
             }
             // A closed wake-up pipe (POLLNVAL) would be reported on every poll.
             if fds[0].revents & Int16(POLLNVAL | POLLERR) != 0 {
@@ -228,14 +228,8 @@ struct PollBackoff {
     mutating func reset() { milliseconds = 0 }
 
     func wait() {
-        var delay = timespec(tv_sec: milliseconds / 1000, tv_nsec: (milliseconds % 1000) * 1_000_000)
-        var left = timespec()
-        while nanosleep(&delay, &left) != 0, errno == EINTR { delay = left }
+        sleepNanoseconds(UInt64(milliseconds) * 1_000_000)
     }
-}
-
-private func errnoText(_ code: Int32) -> String {
-    String(cString: strerror(code))
 }
 
 private func ioThreadMain(_ data: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {

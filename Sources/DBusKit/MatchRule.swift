@@ -1,3 +1,5 @@
+import SystemPrimitives
+
 /// A D-Bus match rule: the text that `AddMatch`, `RemoveMatch` and `BecomeMonitor`
 /// take, such as `type='signal',sender='org.freedesktop.DBus',arg0='org.bluez'`.
 ///

@@ -1,4 +1,5 @@
 internal import CDBus
+internal import SystemPrimitives
 
 /// Marshalling between `DBusValue` and libdbus's `DBusMessageIter`.
 /// libdbus does the wire format; this only walks the type tree.

@@ -2,6 +2,7 @@ import DBusKit
 import Dispatch
 import Glibc
 import PermissionsModel
+import SystemPrimitives
 
 /// The permissions service (org.example.Permissions) as an app sees it: its own
 /// status of each permission, requests that may prompt the user, and streams of

@@ -1,6 +1,7 @@
 import DBusKit
 import Dispatch
 import PermissionsModel
+import SystemPrimitives
 
 extension PermissionsClient {
     /// Asks for `permission` as this app (`Request`) and returns the answer. When

@@ -1,6 +1,7 @@
 import DBusKit
 import Dispatch
 import PermissionsModel
+import SystemPrimitives
 
 extension PermissionsClient {
     /// This app's status of `permission`: the current one first, then each real

@@ -1,5 +1,6 @@
 package import PermissionsModel
 internal import PermissionsSupport
+internal import SystemPrimitives
 
 /// The keys of the configuration that the daemon itself reads; every other key
 /// goes to the plugins.

@@ -3,6 +3,7 @@ internal import DBusKit
 internal import Dispatch
 import PermissionsSupport
 import PermissionsConfig
+internal import SystemPrimitives
 
 /// Decides which configuration is in force, and applies each one whole or not at all.
 ///

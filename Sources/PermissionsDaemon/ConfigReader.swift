@@ -2,6 +2,7 @@ import PermissionsModel
 internal import Dispatch
 import PermissionsSupport
 import PermissionsConfig
+internal import SystemPrimitives
 
 /// One reading of the configuration files, as the serving queue gets it: whole,
 /// parsed, made while no file changed (or, under a stream of edits renamed into

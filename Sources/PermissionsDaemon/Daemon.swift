@@ -9,6 +9,7 @@ import PermissionsPluginHost
 import PermissionsIdentity
 import PermissionsConfig
 import PermissionsService
+internal import SystemPrimitives
 
 /// How permissionsd was asked to run (its command-line options).
 public struct DaemonOptions: Sendable {
@@ -162,7 +163,7 @@ public final class Daemon {
     private func start() {
         let stateDirectory = options.resolvedStateDirectory
         guard Files.makeDirectories(stateDirectory, mode: 0o700) else {
-            fail("cannot create the state directory \(stateDirectory): \(String(cString: strerror(errno)))")
+            fail("cannot create the state directory \(stateDirectory): \(errnoName(errno))")
         }
         let store: DecisionCommitter
         do {

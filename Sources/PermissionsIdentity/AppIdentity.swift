@@ -2,6 +2,7 @@ internal import PermissionsModel
 internal import CGLib
 internal import Glibc
 internal import PermissionsSupport
+internal import SystemPrimitives
 
 /// Who a caller is, from its bus credentials.
 package struct AppIdentity: Sendable, Equatable {
@@ -246,13 +247,13 @@ package struct IdentityReader: Sendable {
         // Only "no such process entry" may count as not sandboxed: a root we may not
         // open could hide a .flatpak-info, and must not pass for a host app.
         guard root >= 0 else {
-            return errno == ENOENT ? .absent : .refused("cannot open the process's root: \(String(cString: strerror(errno)))")
+            return errno == ENOENT ? .absent : .refused("cannot open the process's root: \(errnoName(errno))")
         }
         defer { close(root) }
         // O_NONBLOCK: a FIFO planted there must not block the daemon in open().
         let fd = openat(root, ".flatpak-info", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
         guard fd >= 0 else {
-            return errno == ENOENT ? .absent : .refused("cannot open .flatpak-info: \(String(cString: strerror(errno)))")
+            return errno == ENOENT ? .absent : .refused("cannot open .flatpak-info: \(errnoName(errno))")
         }
         defer { close(fd) }
         switch Files.contents(of: fd, limit: 65536) {

@@ -1,5 +1,6 @@
 package import DBusKit
 internal import PermissionsSupport
+internal import SystemPrimitives
 
 /// App identities of connected callers, keyed by unique bus name, so that only a
 /// caller's first call costs a round trip to the bus daemon
@@ -16,7 +17,7 @@ package final class CallerCache {
     private let connection: Connection
     let resolver: IdentityResolver
     private var known: [String: AppIdentity] = [:]
-    private var waiting: [String: [(Result<AppIdentity, BusError>) -> Void]] = [:]
+    private var waiting: [String: [(Result<AppIdentity, IdentityError>) -> Void]] = [:]
     /// Called with a unique name when it leaves the bus (one match rule for all).
     package var onLeave: [(String) -> Void] = []
     /// The configuration's interpreters, read by the resolver threads at each
@@ -109,7 +110,7 @@ package final class CallerCache {
     /// Calls `done` with the caller's identity: at once if known, else after asking
     /// the bus. A caller that has left the bus (or whose process is gone) gets
     /// `UnknownCaller`, never a fallback identity.
-    package func identify(_ sender: String, done: @escaping (Result<AppIdentity, BusError>) -> Void) {
+    package func identify(_ sender: String, done: @escaping (Result<AppIdentity, IdentityError>) -> Void) {
         if let identity = known[sender] { return done(.success(identity)) }
         if waiting[sender] != nil {
             waiting[sender]!.append(done)
@@ -122,7 +123,7 @@ package final class CallerCache {
                                              interface: "org.freedesktop.DBus", member: "GetConnectionCredentials")
             try message.append(.string(sender))
         } catch {
-            return finish(sender, .failure(PermissionsError.unknownCaller("invalid sender \(sender.escapedForMessage)")))
+            return finish(sender, .failure(IdentityError("invalid sender \(sender.escapedForMessage)")))
         }
         connection.call(message, timeoutMilliseconds: 5000) { [unowned self] result in
             let (pid, uid): (UInt32, UInt32)
@@ -142,42 +143,46 @@ package final class CallerCache {
     }
 
     /// The process and user id in the bus's answer to GetConnectionCredentials.
-    private func credentials(_ sender: String, _ result: Result<Message, BusError>) -> Result<(UInt32, UInt32), BusError> {
+    private func credentials(_ sender: String, _ result: Result<Message, BusError>)
+        -> Result<(UInt32, UInt32), IdentityError>
+    {
         switch result {
         case .failure(let error) where error.name == BusError.noReply:
             // The bus answers GetConnectionCredentials at once: its answer was late
             // because the daemon was behind on the messages before it.
-            return .failure(PermissionsError.unknownCaller(
+            return .failure(IdentityError(
                 "cannot read the credentials of \(sender): the bus's answer was not read within 5 s "
                     + "(the daemon is behind on its incoming messages)"))
         case .failure(let error):
-            return .failure(PermissionsError.unknownCaller("cannot read the credentials of \(sender): \(error.message)"))
+            return .failure(IdentityError("cannot read the credentials of \(sender): \(error.message)"))
         case .success(let reply):
             let credentials = reply.arguments().first?.stringKeyedEntries ?? []
             let uid = credentials.first { $0.0 == "UnixUserID" }?.1.uint32Value
             let pid = credentials.first { $0.0 == "ProcessID" }?.1.uint32Value
             guard let uid, let pid else {
-                return .failure(PermissionsError.unknownCaller("the bus gave no user or process id for \(sender)"))
+                return .failure(IdentityError("the bus gave no user or process id for \(sender)"))
             }
             return .success((pid, uid))
         }
     }
 
-    private func identity(_ sender: String, pid: UInt32, _ outcome: IdentityResolver.Outcome) -> Result<AppIdentity, BusError> {
+    private func identity(_ sender: String, pid: UInt32, _ outcome: IdentityResolver.Outcome)
+        -> Result<AppIdentity, IdentityError>
+    {
         switch outcome {
         case .read(.success(let identity)):
             return .success(identity)
         case .read(.failure(.unreadable(let why))):
-            return .failure(PermissionsError.unknownCaller("cannot identify \(sender) (pid \(pid)): \(why)"))
+            return .failure(IdentityError("cannot identify \(sender) (pid \(pid)): \(why)"))
         case .read(.failure(.invalid(let id))):
-            return .failure(PermissionsError.unknownCaller("caller \(sender) has an invalid app id \"\(id.escapedForMessage)\""))
+            return .failure(IdentityError("caller \(sender) has an invalid app id \"\(id.escapedForMessage)\""))
         case .timedOut:
             logWarning("caller \(sender) (pid \(pid)): identity did not resolve within \(resolver.deadlineDescription); "
                        + "\(resolver.threadsInUse) of \(resolver.maxThreads) identity reads in progress or stuck")
-            return .failure(PermissionsError.unknownCaller(
+            return .failure(IdentityError(
                 "cannot identify \(sender) (pid \(pid)): identity did not resolve within \(resolver.deadlineDescription)"))
         case .noThread(let why):
-            return .failure(PermissionsError.unknownCaller("cannot identify \(sender) (pid \(pid)): \(why)"))
+            return .failure(IdentityError("cannot identify \(sender) (pid \(pid)): \(why)"))
         }
     }
 
@@ -185,25 +190,27 @@ package final class CallerCache {
     /// its credentials and us reading /proc. Its connection then closed with it:
     /// asking the bus whether the name still exists, after reading /proc, closes
     /// that window (the check polkit added for CVE-2021-3560).
-    private func confirm(_ sender: String, _ identity: AppIdentity, done: @escaping (Result<AppIdentity, BusError>) -> Void) {
+    private func confirm(_ sender: String, _ identity: AppIdentity,
+                         done: @escaping (Result<AppIdentity, IdentityError>) -> Void) {
         let message: Message
         do {
             message = try Message.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
                                              interface: "org.freedesktop.DBus", member: "NameHasOwner")
             try message.append(.string(sender))
         } catch {
-            return done(.failure(error))
+            let why = "cannot ask the bus whether \(sender) is still there: \(error.message)"
+            return done(.failure(IdentityError(why)))
         }
         connection.call(message, timeoutMilliseconds: 5000) { [unowned self] result in
             guard case .success(let reply) = result, reply.arguments().first?.boolValue == true else {
-                return done(.failure(PermissionsError.unknownCaller("\(sender) left the bus while being identified")))
+                return done(.failure(IdentityError("\(sender) left the bus while being identified")))
             }
             self.known[sender] = identity
             done(.success(identity))
         }
     }
 
-    private func finish(_ sender: String, _ result: Result<AppIdentity, BusError>) {
+    private func finish(_ sender: String, _ result: Result<AppIdentity, IdentityError>) {
         let callbacks = waiting.removeValue(forKey: sender) ?? []
         for callback in callbacks { callback(result) }
     }

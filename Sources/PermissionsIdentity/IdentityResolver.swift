@@ -1,4 +1,4 @@
-internal import DBusKit
+internal import SystemPrimitives
 internal import Glibc
 import Dispatch
 
@@ -103,7 +103,7 @@ final class IdentityResolver {
         }
         if error != 0 {
             threadsInUse -= 1
-            job.answer(.noThread("cannot start a thread to read its identity: \(String(cString: strerror(error)))"))
+            job.answer(.noThread("cannot start a thread to read its identity: \(errnoName(error))"))
         }
     }
 }

@@ -1,6 +1,7 @@
 internal import Glibc
 internal import PermissionsModel
 internal import PermissionsSupport
+internal import SystemPrimitives
 
 /// The script an interpreter runs, for kind `script`: the operand of its command
 /// line (`ScriptArgument`), made canonical in the process's own view of the files.
@@ -52,9 +53,10 @@ extension IdentityReader {
         var bytes = [UInt8](repeating: 0, count: limit)
         var count = 0
         while count < limit {
-            let n = bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + count, limit - count) }
-            if n < 0, errno == EINTR { continue }
-            if n <= 0 { break }
+            let read = valueOrErrno {
+                bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + count, limit - count) }
+            }
+            guard case .success(let n) = read, n > 0 else { break }
             count += n
         }
         var words = bytes[0..<count].split(separator: 0, omittingEmptySubsequences: false)

@@ -3,7 +3,7 @@ internal import CPermissionsPlugin
 internal import CShims
 internal import Glibc
 import Dispatch
-internal import DBusKit
+internal import SystemPrimitives
 internal import PermissionsSupport
 
 /// One plugin library: its descriptor, its private state, the `permissions_host`
@@ -169,20 +169,14 @@ package final class LoadedPlugin: @unchecked Sendable {
     /// used again. One descriptor per library loaded, like the mapping itself.
     static func load(_ bytes: [UInt8], name: String) -> Mapping {
         let fd = cshims_memfd_create("libpermissions-\(name).so")
-        guard fd >= 0 else { return .refused("cannot make a private copy: \(String(cString: strerror(errno)))") }
-        var done = 0
-        while done < bytes.count {
-            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + done, $0.count - done) }
-            if n < 0, errno == EINTR { continue }
-            guard n > 0 else {
-                close(fd)
-                return .refused("cannot make a private copy: \(String(cString: strerror(errno)))")
-            }
-            done += n
+        guard fd >= 0 else { return .refused("cannot make a private copy: \(errnoName(errno))") }
+        if case .failure(let error) = writeAll(fd, bytes) {
+            close(fd)
+            return .refused("cannot make a private copy: \(error)")
         }
         guard cshims_memfd_seal(fd) == 0 else {
             close(fd)
-            return .refused("cannot seal the private copy: \(String(cString: strerror(errno)))")
+            return .refused("cannot seal the private copy: \(errnoName(errno))")
         }
         guard let handle = dlopen("/proc/self/fd/\(fd)", RTLD_NOW | RTLD_LOCAL) else {
             close(fd)  // nothing was loaded under its name
@@ -387,12 +381,6 @@ typealias PluginInit = @convention(c) (UnsafePointer<permissions_host>?,
                                        UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> Int32
 typealias PluginConfigure = @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<permissions_config>?) -> Int32
 typealias PluginFini = @convention(c) (UnsafeMutableRawPointer?) -> Void
-
-func monotonicNanoseconds() -> UInt64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
-}
 
 // The host functions of `struct permissions_host`. Plain functions so that they
 // carry no actor isolation: plugins call them from their own threads.

@@ -1,6 +1,7 @@
 internal import Glibc
 package import Dispatch
 internal import PermissionsSupport
+internal import SystemPrimitives
 
 /// Watches the plugin directories, including those that do not exist yet.
 ///
@@ -129,7 +130,7 @@ package final class PluginDirectoryWatcher {
             // Adding a watch again replaces its mask (a cheap call); a path that now
             // names another directory gets a new watch.
             if !inotify.watch(path, mask: mask) {
-                logDebug("cannot watch \(path): \(String(cString: strerror(errno)))")
+                logDebug("cannot watch \(path): \(errnoName(errno))")
             }
         }
         for path in watched.keys where wanted[path] == nil { inotify.unwatch(path) }

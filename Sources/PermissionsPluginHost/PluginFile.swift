@@ -1,5 +1,6 @@
 internal import Glibc
 internal import PermissionsSupport
+internal import SystemPrimitives
 
 /// A plugin file as the daemon loads it: opened, checked on the opened file (never
 /// the path again, which may name another file by then), read whole, and hashed.
@@ -73,9 +74,14 @@ struct PluginFile {
         var bytes = [UInt8](repeating: 0, count: Int(st.st_size))
         var done = 0
         while done < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + done, $0.count - done) }
-            if n < 0, errno == EINTR { continue }
-            if n < 0 { return .failure(.refused("cannot read: \(errnoName(errno))")) }
+            let n: Int
+            let read = valueOrErrno {
+                bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + done, $0.count - done) }
+            }
+            switch read {
+            case .success(let bytesRead): n = bytesRead
+            case .failure(let error): return .failure(.refused("cannot read: \(error)"))
+            }
             if n == 0 { break }
             done += n
         }

@@ -1,4 +1,4 @@
-internal import DBusKit
+internal import SystemPrimitives
 package import PermissionsModel
 internal import CPermissionsPlugin
 internal import Glibc

@@ -1,6 +1,8 @@
 internal import Glibc
 internal import PermissionsModel
 internal import PermissionsSupport
+internal import Dispatch
+internal import SystemPrimitives
 
 /// One resolution of a name (PluginSelection.swift): its copies tried in directory
 /// order until one takes over, or none is left. Each copy goes through the same

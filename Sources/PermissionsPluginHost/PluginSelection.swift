@@ -1,6 +1,9 @@
 internal import Glibc
 internal import PermissionsModel
 internal import PermissionsSupport
+internal import SystemPrimitives
+internal import Dispatch
+internal import PermissionsModel
 
 // Which copy of a plugin serves its name: the first one, in directory order, that
 // loads. A copy is looked at again whenever anything happens to its name (a file

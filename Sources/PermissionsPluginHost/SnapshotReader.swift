@@ -1,6 +1,7 @@
 internal import PermissionsModel
 internal import CPermissionsPlugin
 internal import PermissionsSupport
+internal import SystemPrimitives
 
 /// Checks a `struct permissions_snapshot` against the ABI and copies it into a
 /// Swift `Snapshot`, during the plugin's publish call.

@@ -1,6 +1,7 @@
 internal import DBusKit
 internal import PermissionsModel
 internal import PermissionsSupport
+internal import SystemPrimitives
 
 // Whether the daemon's calls reach an agent. On a system bus whose policy does not
 // let the daemon's user call org.example.Permissions.Agent (an old or missing

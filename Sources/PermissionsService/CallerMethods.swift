@@ -2,6 +2,7 @@ internal import PermissionsModel
 internal import DBusKit
 internal import PermissionsStore
 internal import PermissionsIdentity
+internal import SystemPrimitives
 
 // The caller-scoped methods: GetStatus, GetAll, GetDetails. The app is the
 // caller, as its bus credentials identify it, and the user is the caller's uid.

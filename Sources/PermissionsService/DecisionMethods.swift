@@ -3,6 +3,7 @@ internal import DBusKit
 internal import PermissionsSupport
 internal import PermissionsStore
 internal import PermissionsIdentity
+internal import SystemPrimitives
 
 // The methods that read and change stored decisions. Each v1 method (GetStatusForApp,
 // SetDecision, ResetDecisions, ListDecisions) is about the caller's own uid; its

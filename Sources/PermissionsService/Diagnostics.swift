@@ -1,5 +1,6 @@
 internal import PermissionsModel
 internal import DBusKit
+internal import PermissionsIdentity
 
 // GetDiagnostics: what `permissionsctl doctor` shows about the caller, which no
 // property can say (properties are the same for every caller).

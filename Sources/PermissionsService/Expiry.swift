@@ -1,5 +1,6 @@
 import Dispatch
 internal import PermissionsStore
+internal import DBusKit
 
 // Decisions with an end (an agent's answer may carry one): a timer armed for the
 // next one, which removes it with the signals that implies. Part of

@@ -1,6 +1,7 @@
 internal import DBusKit
 internal import PermissionsModel
 internal import PermissionsSupport
+internal import SystemPrimitives
 
 /// Calls waiting in the daemon for an answer (for the caller's identity, for
 /// polkit, for a prompt), counted per connection and, once the caller is

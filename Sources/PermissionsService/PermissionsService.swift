@@ -3,7 +3,7 @@ package import DBusKit
 internal import CPermissionsData
 internal import Glibc
 import Dispatch
-package import PermissionsSupport
+internal import PermissionsSupport
 package import PermissionsStore
 package import PermissionsIdentity
 
@@ -304,7 +304,7 @@ package final class PermissionsService {
                     self?.pendingCalls.release(uid: identity.uid)
                 }
                 body(identity)
-            case .failure(let error): call.fail(error)
+            case .failure(let error): call.fail(PermissionsError.unknownCaller(error.message))
             }
         }
     }

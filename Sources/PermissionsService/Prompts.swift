@@ -2,6 +2,7 @@ internal import DBusKit
 internal import PermissionsModel
 internal import PermissionsSupport
 internal import PermissionsStore
+internal import SystemPrimitives
 
 /// What an agent answered.
 package enum AgentAnswer: String, Sendable {

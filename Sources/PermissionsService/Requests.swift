@@ -3,6 +3,7 @@ internal import DBusKit
 internal import PermissionsStore
 internal import PermissionsSupport
 internal import PermissionsIdentity
+internal import SystemPrimitives
 
 // Request and RequestMany: the caller's status, or, when nobody has decided yet,
 // a prompt through the registered agent; what the user answered, stored; and agent

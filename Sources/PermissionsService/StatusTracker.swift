@@ -2,6 +2,7 @@ package import PermissionsModel
 package import PermissionsStore
 internal import PermissionsSupport
 internal import DBusKit
+internal import SystemPrimitives
 
 /// Who a status and its changes are for: one user's view (their own decisions and
 /// session grants count), or everyone's (what is true for a user with no decision

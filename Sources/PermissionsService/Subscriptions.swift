@@ -3,6 +3,7 @@ internal import DBusKit
 internal import PermissionsSupport
 internal import PermissionsIdentity
 internal import PermissionsStore
+internal import SystemPrimitives
 
 /// What a subscriber is told: every change its user sees (their own decisions,
 /// for every app, and the everyone-level changes), or only one app's (the

@@ -1,6 +1,7 @@
 package import PermissionsModel
 internal import Glibc
 internal import PermissionsSupport
+internal import SystemPrimitives
 
 /// A stored user decision and where it came from.
 package struct StoredDecision: Sendable, Equatable {

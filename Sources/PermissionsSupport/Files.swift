@@ -1,4 +1,5 @@
 package import Glibc
+import SystemPrimitives
 
 // Small file-system helpers over Glibc: the daemon does not link Foundation, to keep
 // its start-up time and resident memory small.
@@ -10,7 +11,9 @@ package enum Files {
         case tooLarge(Int)
         package var description: String {
             switch self {
-            case .system(let code): String(cString: strerror(code))
+            // The words alone: the configuration's status quotes them as they
+            // always were ("cannot read: No such file or directory").
+            case .system(let code): Errno(rawValue: code).text
             case .notRegular: "not a regular file"
             case .tooLarge(let limit): "larger than \(limit) bytes"
             }
@@ -42,9 +45,14 @@ package enum Files {
         var count = 0
         while true {
             if count == data.count { data.append(contentsOf: repeatElement(0, count: data.count)) }
-            let n = data.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + count, $0.count - count) }
-            if n < 0, errno == EINTR { continue }
-            if n < 0 { return .failure(.system(errno)) }
+            let n: Int
+            let read = valueOrErrno {
+                data.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + count, $0.count - count) }
+            }
+            switch read {
+            case .success(let bytesRead): n = bytesRead
+            case .failure(let error): return .failure(.system(error.rawValue))
+            }
             if n == 0 { break }
             count += n
             if count > limit { return .failure(.tooLarge(limit)) }  // it grew meanwhile
@@ -190,13 +198,7 @@ package enum Files {
             return .failure(.system(code))
         }
         guard fchmod(fd, mode) == 0 else { return fail(errno) }
-        var written = 0
-        while written < bytes.count {
-            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + written, $0.count - written) }
-            if n < 0, errno == EINTR { continue }
-            guard n > 0 else { return fail(n < 0 ? errno : EIO) }
-            written += n
-        }
+        if case .failure(let error) = writeAll(fd, bytes) { return fail(error.rawValue) }
         guard fsync(fd) == 0 else { return fail(errno) }
         close(fd)
         guard rename(temporary, path) == 0 else {
@@ -211,9 +213,4 @@ package enum Files {
         }
         return .success(())
     }
-}
-
-/// "No such file or directory (errno 2)": how log lines and errors name an errno.
-package func errnoName(_ code: Int32) -> String {
-    "\(String(cString: strerror(code))) (errno \(code))"
 }

@@ -1,5 +1,5 @@
 internal import Dispatch
-internal import DBusKit
+internal import SystemPrimitives
 
 /// Writes the daemon's log lines on a queue of its own, so that a log reader that
 /// is behind never holds the thread that logs. A write(2) to a full pipe (journald

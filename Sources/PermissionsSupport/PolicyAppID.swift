@@ -1,4 +1,5 @@
 import PermissionsModel
+import SystemPrimitives
 
 /// Checks the app id of a policy entry, the same way whoever gave it (a plugin's
 /// snapshot, a declared permission's section): a bad one is logged, naming

@@ -3,6 +3,7 @@ import Dispatch
 import DBusKit
 import Glibc
 import PermissionsModel
+import SystemPrimitives
 
 /// `permissionsctl agent`: a terminal prompt agent. It registers an
 /// org.example.Permissions.Agent object, prints each prompt, and reads the answer
@@ -123,10 +124,12 @@ final class TerminalAgent: @unchecked Sendable {
         let source = DispatchSource.makeReadSource(fileDescriptor: 0, queue: queue)
         source.setEventHandler { [unowned self] in
             var buffer = [UInt8](repeating: 0, count: 4096)
-            let n = buffer.withUnsafeMutableBytes { read(0, $0.baseAddress, $0.count) }
-            if n <= 0 {
-                if n < 0, errno == EINTR || errno == EAGAIN { return }
-                exit(0)  // end of input: the bus unregisters us with the connection
+            let n: Int
+            switch valueOrErrno({ buffer.withUnsafeMutableBytes { read(0, $0.baseAddress, $0.count) } }) {
+            case .success(let count) where count > 0: n = count
+            // Nothing to read after all: the source fires again when there is.
+            case .failure(let error) where error.rawValue == EAGAIN: return
+            default: exit(0)  // end of input: the bus unregisters us with the connection
             }
             // Input with no prompt on screen answers nothing: it was typed (or piped)
             // for no question, and must not answer the next one, of whatever app.

@@ -1,6 +1,7 @@
 import DBusKit
 import Dispatch
 import PermissionsClient
+import SystemPrimitives
 
 /// The app-facing commands (`status`, `request`) go through the PermissionsClient
 /// library, as an app would; the admin ones stay plain calls (Client.swift).

@@ -7,6 +7,7 @@ import PermissionsPluginHost
 import PermissionsConfig
 import PermissionsDaemon
 import CLISupport
+internal import SystemPrimitives
 
 /// `permissionsd --check-config`: checks the configuration as the running daemon
 /// would before applying it (ConfigApplier.tryApply), and applies nothing: every

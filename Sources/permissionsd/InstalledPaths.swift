@@ -1,6 +1,7 @@
 internal import CInstallPaths
 import CLISupport
 import PermissionsDaemon
+internal import DBusKit
 
 /// The default directories scripts/install wrote into this copy of the daemon
 /// (`CInstallPaths`): SYSCONFDIR/permissions, LOCALSTATEDIR/lib/permissions and

@@ -7,6 +7,7 @@ import Glibc
 import PluginKit
 import Synchronization
 import Testing
+import DBusKit
 
 /// A scripted kernel: answers from `results`, repeating the last one; counts calls.
 final class FakeKernel: KernelAdapterProbe {

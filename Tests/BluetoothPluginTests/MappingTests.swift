@@ -5,6 +5,8 @@
 import DBusKit
 import PluginKit
 import Testing
+import SystemPrimitives
+import PermissionsModel
 
 /// Adapter1 properties as bluetoothd sends them (`a{sv}` entries).
 func adapterProperties(address: String = "00:01:02:03:04:05", name: String = "host", alias: String? = nil,

@@ -1,5 +1,6 @@
 import Testing
 @testable import DBusKit
+import SystemPrimitives
 
 @Suite("D-Bus name validation")
 struct NameValidationTests {

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import PermissionsTestSupport
+import SystemPrimitives
 
 /// The bluetooth plugin against the bluez5 mock on a stand-in system bus.
 ///

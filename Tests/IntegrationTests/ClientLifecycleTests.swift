@@ -4,6 +4,7 @@ import Glibc
 import PermissionsClient
 import PermissionsTestSupport
 import Testing
+import SystemPrimitives
 
 /// The PermissionsClient library as an app on a desktop meets it: the service
 /// started by an `updates` stream alone (D-Bus activation), the bus going away

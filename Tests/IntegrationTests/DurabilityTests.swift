@@ -2,6 +2,7 @@ import DBusKit
 import Foundation
 import Testing
 import PermissionsTestSupport
+import SystemPrimitives
 
 /// Durability: an acknowledged decision survives `kill -9` of the daemon, and a
 /// restart shows no decision that was never sent.

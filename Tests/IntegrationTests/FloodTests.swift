@@ -2,6 +2,7 @@ import DBusKit
 import Foundation
 import Testing
 import PermissionsTestSupport
+import SystemPrimitives
 
 /// A flood of large calls: 10 `Request`s sent at once from one connection, each
 /// with a 1 000 000-key options dictionary (about 24 MB on the wire, under the

@@ -2,6 +2,7 @@ import DBusKit
 import Foundation
 import Testing
 import PermissionsTestSupport
+import SystemPrimitives
 
 /// Random method calls to every method of every interface the daemon exports
 /// (org.example.Permissions, Properties, Introspectable, Peer, as its own

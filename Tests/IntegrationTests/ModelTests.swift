@@ -2,6 +2,7 @@ import DBusKit
 import Foundation
 import Testing
 import PermissionsTestSupport
+import SystemPrimitives
 
 /// Many clients at once against a serial model: C clients, each on its own bus
 /// connection and thread, make K random operations (SetDecision, ResetDecisions,

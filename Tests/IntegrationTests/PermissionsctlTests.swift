@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import PermissionsTestSupport
+import SystemPrimitives
 
 /// permissionsctl as a user meets it (issue 17): usage without a bus, one bus
 /// option, reset of names nobody knows, the monitor across a restart, --json and

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import PermissionsTestSupport
+import DBusKit
 
 // Admin methods on the system bus are authorized through polkit: permissionsd runs
 // with --system on a stand-in system bus, next to python-dbusmock's polkitd

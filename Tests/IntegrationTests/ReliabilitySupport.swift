@@ -2,6 +2,7 @@ import DBusKit
 import Foundation
 import Testing
 import PermissionsTestSupport
+import SystemPrimitives
 
 // Support for the reliability suite (DurabilityTests, ModelTests, FuzzTests): the
 // knobs scripts/stress turns, a seeded random source, bus clients on their own

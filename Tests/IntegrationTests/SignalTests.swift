@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import PermissionsTestSupport
+import SystemPrimitives
 
 /// StatusChanged: exactly one per real change of an effective status, none otherwise.
 ///

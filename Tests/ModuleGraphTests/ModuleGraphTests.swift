@@ -62,6 +62,21 @@ import Testing
         #expect(reached.contains("PermissionsModel"), "permissionsctl takes the bus names from PermissionsModel")
     }
 
+    /// Logging, files, the store and the plugin host know nothing of the bus: the
+    /// named bus errors are made in the service, the primitives (locks, escaping,
+    /// errno) come from SystemPrimitives, not from the D-Bus wrapper.
+    @Test func theSharedPartsTheStoreAndThePluginHostDoNotReachTheBus() throws {
+        for name in ["PermissionsSupport", "PermissionsStore", "PermissionsPluginHost"] {
+            let reached = try graph.closure(of: name)
+            #expect(!reached.contains("DBusKit"), "\(name) reaches DBusKit")
+        }
+    }
+
+    /// The bottom target: everything may use it, so it uses nothing of the package.
+    @Test func systemPrimitivesDependsOnNothing() throws {
+        #expect(try graph.closure(of: "SystemPrimitives") == [])
+    }
+
     @Test func pluginKitDoesNotReachTheDaemon() throws {
         let reached = try graph.closure(of: "PluginKit")
         #expect(reached.intersection(Self.daemonOnly.union(["DBusKit"])).sorted() == [])
@@ -72,7 +87,7 @@ import Testing
     /// FoundationEssentials, the part that has it, and nothing else of Foundation.
     @Test func theClientLibraryAndTheDaemonImportNoFoundation() throws {
         let allowed: [String: Set<String>] = ["PermissionsClient": ["FoundationEssentials"]]
-        for name in ["PermissionsClient", "DBusKit"] + Self.daemonTargets {
+        for name in ["PermissionsClient", "DBusKit", "SystemPrimitives"] + Self.daemonTargets {
             let target = try #require(graph.targets[name])
             for file in target.sources where file.hasSuffix(".swift") {
                 let text = try String(contentsOfFile: graph.root + "/" + target.path + "/" + file, encoding: .utf8)

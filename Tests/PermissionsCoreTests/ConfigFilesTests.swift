@@ -1,6 +1,7 @@
 import Testing
 @testable import PermissionsModel
 @testable import PermissionsConfig
+import FoundationEssentials
 
 @Suite("Config files")
 struct ConfigFilesTests {

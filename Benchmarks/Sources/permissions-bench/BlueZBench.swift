@@ -17,6 +17,7 @@
 import DBusKit
 import Foundation
 import PermissionsTestSupport
+import SystemPrimitives
 
 func runBlueZBench(_ arguments: [String]) {
     let cycles = cyclesOption(arguments, default: 100, usage: "usage: permissions-bench bluez [--cycles N] [--smoke]")

@@ -14,6 +14,7 @@
 import DBusKit
 import Foundation
 import PermissionsTestSupport
+import SystemPrimitives
 
 struct ConfigEditsOptions {
     var dropIns = 5_000

@@ -20,6 +20,7 @@
 import DBusKit
 import Foundation
 import PermissionsTestSupport
+import SystemPrimitives
 
 struct CoreOptions {
     var calls = 20_000

@@ -6,6 +6,7 @@ import DBusKit
 import Foundation
 import PermissionsTestSupport
 import Synchronization
+import SystemPrimitives
 
 /// Round trips on one connection, in microseconds: `warmup` unmeasured calls to each
 /// target, then `calls` measured calls to each, in rounds of `roundSize` that rotate

@@ -13,6 +13,7 @@
 import DBusKit
 import Foundation
 import PermissionsTestSupport
+import SystemPrimitives
 
 func runLocalNetworkBench(_ arguments: [String]) {
     let cycles = cyclesOption(arguments, default: 100,

@@ -24,6 +24,7 @@ import CPipeWireShims
 import DBusKit
 import Foundation
 import PermissionsTestSupport
+import SystemPrimitives
 
 func runPipeWireBench(_ arguments: [String]) {
     var cycles = 200

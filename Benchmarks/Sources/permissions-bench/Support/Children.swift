@@ -9,6 +9,7 @@
 // and so leaves with the bench even when the bench crashes.
 import Foundation
 import PermissionsTestSupport
+import SystemPrimitives
 
 /// Every child still running, and the run's directory: what `fail` and the end of a
 /// run undo. `@unchecked Sendable`: all state is under `lock`.

@@ -4,6 +4,7 @@
 import DBusKit
 import Foundation
 import PermissionsTestSupport
+import SystemPrimitives
 
 /// NameOwnerChanged as seen by a connection that subscribed before anything was
 /// started, with the CLOCK_MONOTONIC time its handler ran.

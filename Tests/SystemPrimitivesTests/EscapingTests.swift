@@ -1,5 +1,5 @@
 import Testing
-import DBusKit
+import SystemPrimitives
 
 @Suite("escapedForMessage")
 struct EscapingTests {

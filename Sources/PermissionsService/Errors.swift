@@ -1,5 +1,6 @@
 package import DBusKit
 internal import PermissionsModel
+internal import SystemPrimitives
 
 /// The service's named errors (org.example.Permissions.Error.*). Messages quote the
 /// offending value, escaped.

@@ -1,5 +1,6 @@
 package import DBusKit
 package import PermissionsModel
+internal import PermissionsSupport
 
 /// The daemon's calls that wait for a peer acting for one user: polkit's
 /// CheckAuthorization for a caller of that uid, and every call to an agent of

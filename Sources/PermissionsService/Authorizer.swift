@@ -1,5 +1,5 @@
 package import DBusKit
-package import PermissionsSupport
+package import PermissionsIdentity
 internal import Glibc
 
 /// Decides who may read or change stored decisions, and register agents.

@@ -1,8 +1,0 @@
-internal import Glibc
-
-/// CLOCK_MONOTONIC in nanoseconds, for the publication throttle.
-func monotonicNanoseconds() -> UInt64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
-}

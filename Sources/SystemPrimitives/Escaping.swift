@@ -1,0 +1,41 @@
+// Untrusted text quoted in error messages and log lines: every part of the daemon,
+// the client and the plugins quotes what a peer sent, so the one way to do it is here.
+
+extension String {
+    /// For a log line: control characters shown as `\xNN` (so that text cannot forge
+    /// lines), quotes left alone, cut at 1000 characters.
+    public var escapedForLog: String { escaped(limit: 1000, quotes: false) }
+
+    /// The string with control characters shown as `\xNN` and long values cut, for
+    /// quoting untrusted input in error messages and log lines.
+    public var escapedForMessage: String { escaped(limit: 200, quotes: true) }
+
+    /// The Unicode bidirectional formatting characters (marks, embeddings,
+    /// overrides, isolates), which change how the text around them is displayed.
+    private static func isBidiControl(_ scalar: Unicode.Scalar) -> Bool {
+        [0x061C, 0x200E, 0x200F].contains(scalar.value) || (0x202A...0x202E).contains(scalar.value)
+            || (0x2066...0x2069).contains(scalar.value)
+    }
+
+    private func escaped(limit: Int, quotes: Bool) -> String {
+        var out = ""
+        var count = 0
+        for scalar in unicodeScalars {
+            if count == limit { out += "…"; break }
+            count += 1
+            if scalar.value < 0x20 || (0x7f...0x9f).contains(scalar.value) {
+                let hex = String(scalar.value, radix: 16)
+                out += "\\x" + (hex.count == 1 ? "0" + hex : hex)
+            } else if Self.isBidiControl(scalar) {
+                // Shown raw, U+202E and its kin reorder the rest of the line on a
+                // terminal: "app.evil\u{202E}txt.exe" reads as another name.
+                out += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+            } else if quotes, scalar == "\\" || scalar == "\"" {
+                out += "\\" + String(scalar)
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+}

@@ -37,6 +37,9 @@ final class BlueZFollower: @unchecked Sendable {
         /// How often to read the kernel's list again while bluetoothd is away, so
         /// that a dongle plugged in then still counts; nil never.
         var kernelPollMilliseconds: Int? = 10_000
+        /// What arms the timers above and those of the connection's calls: the
+        /// machine's clock, or a test's `ManualClock`.
+        var timers: any Timers = DispatchTimers()
     }
 
     let queue: DispatchQueue
@@ -61,9 +64,9 @@ final class BlueZFollower: @unchecked Sendable {
     private var lastReported: AdapterView?
     private var reconnectDelay: Int
     private var retryDelay: Int
-    private var reconnectTimer: (any DispatchSourceTimer)?
-    private var retryTimer: (any DispatchSourceTimer)?
-    private var kernelTimer: (any DispatchSourceTimer)?
+    private var reconnectTimer: (any ArmedTimer)?
+    private var retryTimer: (any ArmedTimer)?
+    private var kernelTimer: (any ArmedTimer)?
 
     /// `onChange` and `log` are called on `queue`.
     init(queue: DispatchQueue, settings: Settings = Settings(), kernel: any KernelAdapterProbe,
@@ -106,7 +109,7 @@ final class BlueZFollower: @unchecked Sendable {
         reconnectTimer = nil
         let connection: Connection
         do {
-            connection = try Connection.open(settings.bus, queue: queue)
+            connection = try Connection.open(settings.bus, queue: queue, timers: settings.timers)
         } catch {
             // Said once per outage; the retries that follow are routine.
             log(busMissingSaid ? .debug : .info,
@@ -294,14 +297,10 @@ final class BlueZFollower: @unchecked Sendable {
         // bluetoothd is what starts: nothing to poll for.
         guard result != .noKernelSupport, kernelTimer == nil, let interval = settings.kernelPollMilliseconds
         else { return }
-        let timer = DispatchSource.makeTimerSource(queue: queue)
-        timer.schedule(deadline: .now() + .milliseconds(interval), repeating: .milliseconds(interval))
-        timer.setEventHandler { [weak self] in
+        kernelTimer = settings.timers.schedule(after: interval, repeating: interval, on: queue) { [weak self] in
             guard let self, !self.stopped, self.kernelAdapters != nil else { return }
             if self.readKernel() == .noKernelSupport { self.stopKernelPolling() }
         }
-        timer.resume()
-        kernelTimer = timer
     }
 
     @discardableResult
@@ -341,11 +340,7 @@ final class BlueZFollower: @unchecked Sendable {
         onChange(view)
     }
 
-    private func timer(after milliseconds: Int, _ body: @escaping @Sendable () -> Void) -> any DispatchSourceTimer {
-        let timer = DispatchSource.makeTimerSource(queue: queue)
-        timer.schedule(deadline: .now() + .milliseconds(milliseconds))
-        timer.setEventHandler(handler: body)
-        timer.resume()
-        return timer
+    private func timer(after milliseconds: Int, _ body: @escaping @Sendable () -> Void) -> any ArmedTimer {
+        settings.timers.schedule(after: milliseconds, repeating: nil, on: queue, body)
     }
 }

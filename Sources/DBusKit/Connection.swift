@@ -45,6 +45,8 @@ public final class Connection: @unchecked Sendable {
     /// Why the connection stopped being served, when it was not the bus that closed
     /// it (its I/O thread could not poll, say). Set before `onDisconnect` runs.
     public private(set) var failure: BusError?
+    /// What arms the timers of libdbus's timeouts (MainLoop.swift).
+    let timers: any Timers
     /// Serves the socket of an attached connection.
     var ioThread: IOThread?
     /// Limits on the arguments of the method calls routed to exported objects,
@@ -60,6 +62,13 @@ public final class Connection: @unchecked Sendable {
     /// Connects and says Hello: the one blocking round trip, at start-up. With a
     /// queue, call it on that queue (or before the queue runs anything else).
     public static func open(_ bus: Bus, queue: DispatchQueue? = nil) throws(BusError) -> Connection {
+        try open(bus, queue: queue, timers: DispatchTimers())
+    }
+
+    /// `open(_:queue:)` with libdbus's timeouts (a call's reply timeout among them)
+    /// armed on `timers`: a test's `ManualClock` makes them expire when the test
+    /// says, not when the machine's clock does.
+    package static func open(_ bus: Bus, queue: DispatchQueue?, timers: any Timers) throws(BusError) -> Connection {
         guard dbus_threads_init_default() != 0 else {
             throw BusError(BusError.noMemory, "out of memory initialising libdbus's threads")
         }
@@ -78,7 +87,7 @@ public final class Connection: @unchecked Sendable {
         }
         guard let raw else { throw error.busError }
         dbus_connection_set_exit_on_disconnect(raw, 0)
-        let connection = Connection(raw: raw, queue: queue)
+        let connection = Connection(raw: raw, queue: queue, timers: timers)
         // Call from the queue itself, or before anything else uses the connection:
         // from here on, libdbus calls our watch functions, which touch queue state.
         // On failure the connection goes here, and deinit closes it.
@@ -86,8 +95,9 @@ public final class Connection: @unchecked Sendable {
         return connection
     }
 
-    private init(raw: OpaquePointer, queue: DispatchQueue?) {
+    private init(raw: OpaquePointer, queue: DispatchQueue?, timers: any Timers) {
         self.raw = raw
+        self.timers = timers
         self.attached = queue != nil
         self.queue = queue ?? DispatchQueue(label: "dbus.unattached")
         self.uniqueName = dbus_bus_get_unique_name(raw).map { String(cString: $0) } ?? ""

@@ -10,11 +10,16 @@ import Dispatch
 // libdbus calls these functions from inside its own calls, and every libdbus call on
 // a connection happens on that connection's queue, so all of this runs there.
 
-/// The timer that serves one `DBusTimeout`.
-final class TimeoutSource {
+/// The timer that serves one `DBusTimeout`, armed on the connection's `Timers`
+/// (dispatch timers, or a test's `ManualClock`).
+///
+/// `@unchecked Sendable`, so that the timer's handler may hold it: it is used only
+/// on the connection's queue (libdbus calls the timeout functions from inside calls
+/// made there, and the timers run there).
+final class TimeoutSource: @unchecked Sendable {
     let timeout: OpaquePointer
     unowned let connection: Connection
-    var timer: (any DispatchSourceTimer)?
+    var timer: (any ArmedTimer)?
 
     init(timeout: OpaquePointer, connection: Connection) {
         self.timeout = timeout
@@ -26,17 +31,14 @@ final class TimeoutSource {
         timer = nil
         guard dbus_timeout_get_enabled(timeout) != 0 else { return }
         let interval = Int(dbus_timeout_get_interval(timeout))
-        let t = DispatchSource.makeTimerSource(queue: connection.queue)
-        t.schedule(deadline: .now() + .milliseconds(interval), repeating: .milliseconds(interval))
-        t.setEventHandler { [unowned self] in
+        timer = connection.timers.schedule(after: interval, repeating: interval, on: connection.queue) {
+            [unowned self] in
             let c = self.connection
             // False only when libdbus ran out of memory; the timer repeats, which
             // is the retry libdbus asks for.
             _ = dbus_timeout_handle(self.timeout)
             c.dispatchPending()
         }
-        t.resume()
-        timer = t
     }
 
     func cancel() {

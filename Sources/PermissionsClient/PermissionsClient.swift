@@ -65,6 +65,7 @@ public final class PermissionsClient: Sendable {
     }
 
     let bus: Bus
+    let timers: any Timers
     let queue = DispatchQueue(label: "permissions-client")
     let connection: Connection
     let hub: UpdateHub
@@ -86,10 +87,19 @@ public final class PermissionsClient: Sendable {
     /// when the bus can (D-Bus activation), and so does `updates`; otherwise
     /// calls throw `.unavailable`, and `updates` waits for it.
     /// - Throws: `.unavailable` when the bus cannot be reached.
-    public init(bus: Bus) throws(PermissionsClientError) {
+    public convenience init(bus: Bus) throws(PermissionsClientError) {
+        try self.init(bus: bus, timers: DispatchTimers())
+    }
+
+    /// `init(bus:)` with the timeouts of every connection of the client (its
+    /// calls' and its requests') armed on `timers`: a test's `ManualClock` lets
+    /// it show what a long wait does without waiting. Internal: the tests reach it
+    /// through `@testable import`.
+    init(bus: Bus, timers: any Timers) throws(PermissionsClientError) {
         self.bus = bus
+        self.timers = timers
         do {
-            connection = try Connection.open(bus.dbusKit, queue: queue)
+            connection = try Connection.open(bus.dbusKit, queue: queue, timers: timers)
         } catch {
             throw PermissionsClientError(.unavailable, name: error.name, message: "cannot connect to the bus: \(error.message)")
         }

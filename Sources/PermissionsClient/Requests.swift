@@ -69,7 +69,7 @@ extension PermissionsClient {
     /// caller's task, on a dispatch thread).
     func takeRequestConnection() throws(PermissionsClientError) -> RequestConnection {
         if let idle = idleRequestConnections.withLock({ $0.popLast() }) { return idle }
-        return try RequestConnection(bus: bus)
+        return try RequestConnection(bus: bus, timers: timers)
     }
 }
 
@@ -139,9 +139,9 @@ final class RequestConnection: @unchecked Sendable {
     let connection: Connection
     private var closed = false
 
-    init(bus: PermissionsClient.Bus) throws(PermissionsClientError) {
+    init(bus: PermissionsClient.Bus, timers: any Timers) throws(PermissionsClientError) {
         do {
-            connection = try Connection.open(bus.dbusKit, queue: queue)
+            connection = try Connection.open(bus.dbusKit, queue: queue, timers: timers)
         } catch {
             throw PermissionsClientError(.unavailable, name: error.name, message: "cannot connect to the bus: \(error.message)")
         }

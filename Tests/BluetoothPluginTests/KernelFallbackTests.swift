@@ -2,6 +2,7 @@
 // machine, and the plugin falling back to an injected probe when there is no
 // system bus.
 @testable import BluetoothPlugin
+import DBusKit
 import Dispatch
 import Glibc
 import PluginKit
@@ -47,12 +48,22 @@ final class Publications: Sendable {
     }
 }
 
-/// Settings that reach no system bus, so the plugin lives on the kernel's list.
-func noBus(poll: Int? = nil) -> BlueZFollower.Settings {
+/// Settings that reach no system bus, so the plugin lives on the kernel's list;
+/// with `clock`, its timers run when the test advances that clock.
+func noBus(poll: Int? = nil, clock: ManualClock? = nil) -> BlueZFollower.Settings {
     var s = BlueZFollower.Settings()
     s.bus = .address("unix:path=/nonexistent/permissions-test/system_bus_socket")
     s.kernelPollMilliseconds = poll
+    if let clock { s.timers = clock }
     return s
+}
+
+/// The follower's first connection attempt, on a bus that is not there, arms its
+/// timers after it has published the kernel's list, the next attempt (a one-shot
+/// timer) last: waits for that one, so that the clock is moved, and the armed
+/// timers are looked at, only once the attempt is over.
+func waitForReconnection(_ clock: ManualClock) throws {
+    try #require(clock.waitUntil { $0.contains { $0.repeating == nil } }, "timers armed: \(clock.pending)")
 }
 
 @Suite struct KernelFallbackTests {
@@ -101,32 +112,47 @@ func noBus(poll: Int? = nil) -> BlueZFollower.Settings {
 
     @Test func theKernelIsAskedAgainWhileBluetoothdIsAway() throws {
         let published = Publications()
+        let clock = ManualClock()
         let kernel = FakeKernel(.adapters([]), .adapters([Adapter(path: "hci0", powered: false)]),
                                 .adapters([Adapter(path: "hci0", powered: true)]))
-        let plugin = BluetoothPermission(settings: noBus(poll: 20), kernel: kernel, publish: published.append,
-                                         log: { _, _ in })
+        let plugin = BluetoothPermission(settings: noBus(poll: 20, clock: clock), kernel: kernel,
+                                         publish: published.append, log: { _, _ in })
         defer { plugin.stop() }
-        #expect(published.waitFor { $0.service == .disabled } != nil)
-        #expect(published.waitFor { $0.service == .available } != nil)
-        // Same answers from then on: no further publication.
+        _ = try #require(published.waitFor { $0.details.first?.value == "kernel" })
+        try waitForReconnection(clock)
+        // The poll, and the next connection attempt (the first backoff, 100 ms).
+        #expect(clock.pending == [.init(remaining: 20, repeating: 20), .init(remaining: 100, repeating: nil)])
+        #expect(kernel.callCount == 1)
+        clock.advance(by: .milliseconds(20))
+        #expect(kernel.callCount == 2)
+        #expect(published.all.last?.service == .disabled)
+        clock.advance(by: .milliseconds(20))
+        #expect(kernel.callCount == 3)
+        #expect(published.all.last?.service == .available)
+        // Same answers from then on: asked twice more, no further publication.
         let count = published.all.count
-        let polledTwiceMore = kernel.callCount + 2
-        let deadline = DispatchTime.now() + .seconds(10)
-        while kernel.callCount < polledTwiceMore, DispatchTime.now() < deadline { usleep(5_000) }
+        clock.advance(by: .milliseconds(40))
+        #expect(kernel.callCount == 5)
         #expect(published.all.count == count)
     }
 
     @Test func noKernelSupportIsNotPolled() throws {
         let published = Publications()
+        let clock = ManualClock()
         let kernel = FakeKernel(.noKernelSupport)
-        var settings = noBus(poll: 10)
+        var settings = noBus(poll: 10, clock: clock)
         settings.firstRetryMilliseconds = 60_000  // one connection attempt: one probe
         let plugin = BluetoothPermission(settings: settings, kernel: kernel, publish: published.append,
                                          log: { _, _ in })
+        defer { plugin.stop() }
         _ = try #require(published.waitFor { $0.details.first?.value == "kernel" })
-        usleep(100_000)  // ten poll intervals, had there been polling
-        plugin.stop()
+        try waitForReconnection(clock)
+        #expect(clock.pending == [.init(remaining: 60_000, repeating: nil)])  // the reconnection alone
+        clock.advance(by: .milliseconds(59_999))  // 5 999 poll intervals, had there been polling
         #expect(kernel.callCount == 1)
+        // The clock does drive the follower: the next connection attempt asks again.
+        clock.advance(by: .milliseconds(1))
+        #expect(kernel.callCount == 2)
     }
 
     /// A system bus daemon that accepts the connection but never answers holds
@@ -166,14 +192,17 @@ func noBus(poll: Int? = nil) -> BlueZFollower.Settings {
 
     @Test func nothingIsPublishedAfterStop() throws {
         let published = Publications()
+        let clock = ManualClock()
         let kernel = FakeKernel(.adapters([Adapter(path: "hci0", powered: true)]), .adapters([]))
-        let plugin = BluetoothPermission(settings: noBus(poll: 5), kernel: kernel, publish: published.append,
-                                         log: { _, _ in })
+        let plugin = BluetoothPermission(settings: noBus(poll: 5, clock: clock), kernel: kernel,
+                                         publish: published.append, log: { _, _ in })
         _ = try #require(published.waitFor { $0.service == .available })
+        try waitForReconnection(clock)
         plugin.stop()
+        #expect(clock.pending.isEmpty)  // no timer outlived stop
         let count = published.all.count
         let calls = kernel.callCount
-        usleep(50_000)  // ten poll intervals: time for a timer that outlived stop to show
+        clock.advance(by: .seconds(60))  // past the poll, the reconnection and every backoff
         #expect(published.all.count == count)
         #expect(kernel.callCount == calls)
     }

@@ -4,10 +4,13 @@ import Testing
 import PermissionsTestSupport
 
 /// An org.example.Permissions.Agent in the test process, on its own connection
-/// and queue. Prompts wait until the test answers them (or `autoAnswer` does).
+/// and queue: the one test agent. Prompts wait until the test answers them, or
+/// are answered at once by `autoAnswer` or by the script given to `init` (a
+/// scripted user, such as ModelTests' many clients need).
 final class TestAgent: @unchecked Sendable {
-    // @unchecked Sendable: `prompts`, `cancelled` and `autoAnswer` are touched only
-    // under `condition`'s lock; the connection only on `queue`.
+    // @unchecked Sendable: `prompts`, `answered`, `cancelledIDs`, `checks`,
+    // `serviceLeft` and `_autoAnswer` are touched only under `condition`'s lock;
+    // `script` is immutable; the connection is used only on `queue`.
     struct Prompt {
         let id: String
         let app: String
@@ -34,9 +37,14 @@ final class TestAgent: @unchecked Sendable {
         set { condition.lock(); _autoAnswer = newValue; condition.unlock() }
     }
     private var _autoAnswer: String?
+    /// Answers every prompt at once with what it returns for the prompt's app and
+    /// permission, unless `autoAnswer` is set.
+    private let script: (@Sendable (_ app: String, _ permission: String) -> String)?
 
-    init(bus: TestBus, path: String = "/test/Agent", register: Bool = true) throws {
+    init(bus: TestBus, path: String = "/test/Agent", register: Bool = true,
+         script: (@Sendable (_ app: String, _ permission: String) -> String)? = nil) throws {
         self.path = path
+        self.script = script
         let q = queue
         connection = try q.sync { try Connection.open(.address(bus.address), queue: q) }
         queue.sync {
@@ -94,7 +102,7 @@ final class TestAgent: @unchecked Sendable {
         let prompt = Prompt(id: a[0].stringValue!, app: a[1].stringValue!, permission: a[2].stringValue!,
                             reason: a[3].stringValue!, details: details, call: call)
         condition.lock()
-        let auto = _autoAnswer
+        let auto = _autoAnswer ?? script?(prompt.app, prompt.permission)
         prompts.append(prompt)
         if auto != nil { answered += 1 }
         condition.broadcast()

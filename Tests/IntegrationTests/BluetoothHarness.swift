@@ -151,12 +151,9 @@ final class BlueZWorld {
         return r.stdout
     }
 
-    /// Waits (up to `timeout` s) until the daemon's log contains `text`.
+    /// Waits (up to `timeout` s) until the daemon's log contains `text`, woken by
+    /// the log file's changes (`DaemonUnderTest.waitForLog`).
     func waitForLog(_ text: String, timeout: TimeInterval = 20) throws {
-        let deadline = Date().addingTimeInterval(timeout)
-        while !daemon.log.contains(text) {
-            guard Date() < deadline else { throw HarnessError(description: "no \"\(text)\" in the log:\n\(daemon.log)") }
-            usleep(20_000)  // polling a file: there is nothing to wait on
-        }
+        try daemon.waitForLog(text, timeout: timeout)
     }
 }

@@ -1,8 +1,10 @@
+import DBusKit
 import Foundation
 import Glibc
-import PermissionsClient
+@testable import PermissionsClient
 import PermissionsTestSupport
 import Testing
+import SystemPrimitives
 
 /// The PermissionsClient library against the real daemon on a private bus. The
 /// app is this test process (its executable path); decisions for it are made with
@@ -65,15 +67,41 @@ import Testing
     }
 
     /// Longer than any default method-call timeout (25 s): the answer still comes.
+    /// The client's timeouts run on a clock the test moves, so the 40 s pass at
+    /// once. The control, which shows that the clock reaches the client's request
+    /// connections and that their timeouts would end a call: an ordinary `Request`
+    /// with the default timeout, on a request connection of the same client, fails
+    /// with `NoReply` at 25 virtual seconds, not a millisecond before.
     @Test func requestAnsweredFortySecondsLater() async throws {
         try await onOwnThreads {
             let agent = try TestAgent(bus: bus)
-            let client = client
+            let clock = ManualClock()
+            let client = try PermissionsClient(bus: .address(bus.address), timers: clock)
+
+            let ordinary = try client.takeRequestConnection()
+            let result = Locked<Result<[DBusValue], PermissionsClientError>?>(nil)
+            ordinary.queue.sync {
+                ordinary.connection.callService("Request", [.string("notifications"), .vardict([])]) { r in
+                    result.withLock { $0 = r }
+                }
+            }
+            let held = try await prompt(agent)
+            #expect(held.permission == "notifications")
+            try await offPool { clock.advance(by: .milliseconds(24_999)) }
+            #expect(result.withLock { $0 } == nil)
+            try await offPool { clock.advance(by: .milliseconds(1)) }
+            let timedOut = try #require(result.withLock { $0 })
+            #expect(timedOut.error?.name == BusError.noReply, "\(timedOut)")
+            // Its connection leaves the bus: the service cancels that prompt.
+            ordinary.close()
+            let heldID = held.id
+            try await offPool { try agent.waitForCancel(heldID) }
+
             let answer = Task(executorPreference: testTasks) { try await client.request(.location, reason: "to show the weather") }
-            let prompt = try await prompt(agent)
+            let prompt = try await prompt(agent, 2)
             #expect(prompt.app == Self.selfApp)
             #expect(prompt.reason == "to show the weather")
-            try await Task.sleep(for: .seconds(40))
+            try await offPool { clock.advance(by: .seconds(40)) }
             agent.answer(prompt, "allow-always")
             #expect(try await answer.value == .authorized)
             #expect(try stored().contains("\"location\" \"authorized\""))

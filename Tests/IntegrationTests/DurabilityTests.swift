@@ -175,10 +175,10 @@ import SystemPrimitives
             reached.wait()
             daemon.kill()
             finished.wait()  // each writer stops at its first failed call
-            acknowledged += acks.snapshot
+            acknowledged += acks.withLock { $0 }
             try daemon.start()
             let stored = try reader.storedDecisions()
-            let snapshot = records.snapshot
+            let snapshot = records.withLock { $0 }
             let (lost, phantom) = Self.compare(stored, snapshot)
             let inFlight = snapshot.filter { $0.value.inFlight != nil }
             inFlightAtKill += inFlight.count

@@ -66,7 +66,7 @@ import SystemPrimitives
         let otherErrors = Locked<[String]>([])
         let otherDone = DispatchSemaphore(value: 0)
         Thread {
-            while flooding.snapshot {
+            while flooding.withLock({ $0 }) {
                 let started = Date()
                 let result = other.call("GetStatus", [.string("location")], timeoutMilliseconds: 60_000)
                 waits.withLock { $0.append(-started.timeIntervalSinceNow) }
@@ -100,16 +100,16 @@ import SystemPrimitives
         // The daemon answered every call of the other caller's that reached it. The
         // bus itself may refuse some while the flood fills the 127 MiB it holds for
         // the daemon (max_outgoing_bytes): counted, not the daemon's doing.
-        let refusedByBus = otherErrors.snapshot.filter { $0.hasPrefix(Self.busQueueFull) }
-        #expect(refusedByBus.count == otherErrors.snapshot.count,
-                "\(otherErrors.snapshot.filter { !$0.hasPrefix(Self.busQueueFull) })")
+        let refusedByBus = otherErrors.withLock { $0 }.filter { $0.hasPrefix(Self.busQueueFull) }
+        #expect(refusedByBus.count == otherErrors.withLock { $0 }.count,
+                "\(otherErrors.withLock { $0 }.filter { !$0.hasPrefix(Self.busQueueFull) })")
         #expect(try other.call("GetStatus", [.string("location")]).get().first?.stringValue == "not-determined")
         #expect(daemon.isRunning)
         #expect(peak <= Self.peakBoundKiB,
                 "the flood took the daemon's RSS from \(baseline) KiB to a peak of \(peak) KiB")
         #expect(settled - baseline <= Self.settledBoundKiB,
                 "RSS \(settled) KiB 5 s after the flood, \(baseline) KiB before it")
-        let sortedWaits = waits.snapshot.sorted()
+        let sortedWaits = waits.withLock { $0 }.sorted()
         let longest = sortedWaits.last ?? 0
         let median = sortedWaits.isEmpty ? 0 : sortedWaits[sortedWaits.count / 2]
         reportFigures("large-options-flood", [
@@ -144,7 +144,7 @@ extension BusClient {
             }
         }
         group.wait()
-        return results.snapshot
+        return results.withLock { $0 }
     }
 }
 

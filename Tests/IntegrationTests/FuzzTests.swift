@@ -209,9 +209,9 @@ import SystemPrimitives
             fdAfter = ProcessFigures.fileDescriptors(pid)
         } while fdAfter != fdBaseline && Date() < deadline && !crashed
 
-        let figures = counts.snapshot
+        let figures = counts.withLock { $0 }
         let context = "seed \(seed), \(total) calls"
-        let tally = badReplies.snapshot.sorted { $0.key < $1.key }
+        let tally = badReplies.withLock { $0 }.sorted { $0.key < $1.key }
             .map { "\($0.value.count) x \($0.key)\n    e.g. \($0.value.example)" }
         #expect(!crashed, "\(context): the daemon crashed; log:\n\(daemon.log.suffix(3000))")
         #expect(figures["hangs", default: 0] == 0,

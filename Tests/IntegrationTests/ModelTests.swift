@@ -33,11 +33,11 @@ import SystemPrimitives
             enabled=true
             """)
         let recorder = try StatusRecorder(bus: bus)
-        let agent = try ScriptedAgent(bus: bus) { _, permission in Self.agentAnswer(permission) }
+        let agent = try TestAgent(bus: bus) { _, permission in Self.agentAnswer(permission) }
         let clients = try (0..<clientCount).map { try BusClient(bus: bus, label: "model-client-\($0)") }
         defer {
             for client in clients { client.close() }
-            agent.close()
+            agent.disconnect()
             recorder.close()
         }
         // Requests come from this process, so one of the apps is this process's own id.
@@ -124,7 +124,7 @@ import SystemPrimitives
         let strangers = signals.filter { !keys.contains($0.app + " " + $0.permission) }
 
         let checkStarted = Date()
-        let operations = history.snapshot
+        let operations = history.withLock { $0 }
         var mismatches: [String] = []
         var undecided: [String] = []
         var repeatedStatus = 0
@@ -159,16 +159,16 @@ import SystemPrimitives
         let checkSeconds = -checkStarted.timeIntervalSinceNow
 
         let context = "seed \(seed), \(clientCount) clients x \(opsPerClient) operations"
-        #expect(failures.snapshot.isEmpty, "\(context): \(failures.snapshot.prefix(20))")
+        #expect(failures.withLock { $0 }.isEmpty, "\(context): \(failures.withLock { $0 }.prefix(20))")
         #expect(mismatches.isEmpty, "\(context): model mismatches: \(mismatches)")
         #expect(undecided.isEmpty, "\(context): the checker gave up on \(undecided)")
         #expect(serialViolations == 0, "\(context): serials not strictly increasing: \(serials)")
         #expect(repeatedStatus == 0, "\(context): \(repeatedStatus) signals repeat the status before them")
         #expect(strangers.isEmpty, "\(context): signals for keys no client touched: \(strangers.prefix(10))")
         #expect(daemon.isRunning)
-        reportFigures("model", ["clients": clientCount, "calls": calls.snapshot, "key-operations": operations.count,
-                                "errors": failures.snapshot.count,
-                                "signals": signals.count, "prompts": agent.prompts,
+        reportFigures("model", ["clients": clientCount, "calls": calls.withLock { $0 }, "key-operations": operations.count,
+                                "errors": failures.withLock { $0 }.count,
+                                "signals": signals.count, "prompts": agent.received.count,
                                 "mismatches": mismatches.count + undecided.count,
                                 "serial-violations": serialViolations, "repeated-status": repeatedStatus,
                                 "run-seconds": String(format: "%.1f", runSeconds),

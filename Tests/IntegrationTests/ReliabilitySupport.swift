@@ -146,45 +146,6 @@ extension BusClient {
     }
 }
 
-/// An agent that answers every prompt at once with `answer(app, permission)`, on a
-/// connection of its own: a scripted user.
-///
-/// `@unchecked Sendable`: the connection is used only on the client's queue;
-/// `prompts` only under `lock`.
-final class ScriptedAgent: @unchecked Sendable {
-    let client: BusClient
-    private let lock = NSLock()
-    private var _prompts = 0
-
-    init(bus: TestBus, path: String = "/test/ScriptedAgent",
-         answer: @escaping @Sendable (_ app: String, _ permission: String) -> String) throws {
-        client = try BusClient(bus: bus, label: "scripted-agent")
-        let connection = client.connection
-        client.queue.sync {
-            connection.export(ExportedObject(path: path, interfaces: [Interface("org.example.Permissions.Agent", methods: [
-                Method("Ask", input: "ssssa{sv}") { [unowned self] call in
-                    self.lock.lock()
-                    self._prompts += 1
-                    self.lock.unlock()
-                    let app = call.arguments[1].stringValue ?? ""
-                    let permission = call.arguments[2].stringValue ?? ""
-                    call.reply([.string(answer(app, permission)), .vardict([])])
-                },
-                Method("Cancel", input: "s") { $0.reply() },
-            ])], introspection: ""))
-        }
-        _ = try client.call("RegisterAgent", [.objectPath(path)]).get()
-    }
-
-    var prompts: Int {
-        lock.lock()
-        defer { lock.unlock() }
-        return _prompts
-    }
-
-    func close() { client.close() }
-}
-
 /// One StatusChanged as a subscriber saw it.
 struct ReceivedStatusChange {
     let app: String
@@ -288,24 +249,6 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
         thread.start()
     }
     group.wait()
-}
-
-/// A value several threads append to.
-///
-/// `@unchecked Sendable`: `value` is touched only under `lock`.
-final class Locked<Value>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: Value
-
-    init(_ value: Value) { self.value = value }
-
-    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
-    }
-
-    var snapshot: Value { withLock { $0 } }
 }
 
 extension Result {

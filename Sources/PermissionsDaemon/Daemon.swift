@@ -102,6 +102,10 @@ public final class Daemon {
         sigaddset(&stopSignals, SIGTERM)
         sigaddset(&stopSignals, SIGINT)
         pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
+        // The log's settings and its writer, before the first thread that may log
+        // (the stop signals' handler) exists: Log reads them unlocked.
+        Log.shared.verbose = options.verbose
+        Log.shared.useBestSink()
         let me = QueueConfined(self)
         // Taken on a queue of their own, so that a serving queue held in the kernel
         // (a hung disk while the store opens at start-up) cannot keep a stop waiting
@@ -118,8 +122,6 @@ public final class Daemon {
             source.resume()
             signalSources.append(source)
         }
-        Log.shared.verbose = options.verbose
-        Log.shared.useBestSink()
         signal(SIGPIPE, SIG_IGN)
         queue.async { me.value.start() }
         // Not dispatchMain(): it parks this thread in sigsuspend with an empty mask,

@@ -60,14 +60,27 @@ package final class Log: @unchecked Sendable {
         }
     }
 
-    /// The whole of `text` to descriptor 2, across interrupted and partial writes;
-    /// given up when the descriptor fails (EAGAIN once it was made non-blocking for
-    /// the last words of an overdue stop, or the reader gone).
+    /// The whole of `text` to descriptor 2, across interrupted and partial writes,
+    /// waiting while the reader is behind: also when the descriptor is non-blocking
+    /// (a supervisor or log forwarder that shares the pipe may have set O_NONBLOCK
+    /// on it; the flag is the pipe's, not ours), where a full pipe answers EAGAIN:
+    /// then poll(2) waits for room. A half-written line given up would have the next
+    /// one glued to it. Given up only when the descriptor fails (EPIPE: the reader
+    /// is gone, and nobody would read what follows).
     private static func writeStandardError(_ text: String) {
         var bytes = Array(text.utf8)[...]
         while !bytes.isEmpty {
             let written = bytes.withUnsafeBytes { Glibc.write(2, $0.baseAddress, $0.count) }
-            if written < 0, errno == EINTR { continue }
+            if written < 0 {
+                switch errno {
+                case EINTR: continue
+                case EAGAIN, EWOULDBLOCK:
+                    var room = pollfd(fd: 2, events: Int16(POLLOUT), revents: 0)
+                    if poll(&room, 1, -1) < 0, errno != EINTR { return }
+                    continue
+                default: return
+                }
+            }
             guard written > 0 else { return }
             bytes = bytes.dropFirst(written)
         }

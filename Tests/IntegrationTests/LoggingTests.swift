@@ -126,8 +126,12 @@ extension LoggingTests {
     /// The daemon owns its name and answers every caller while no line of its log
     /// can be written; lines past what it keeps for the reader are dropped, and the
     /// count is written once the reader reads again.
-    @Test(.timeLimit(.minutes(2))) func aLogReaderThatIsBehindHoldsNoCaller() throws {
-        let pipe = try FullPipe()
+    /// Also with the pipe non-blocking (a supervisor or forwarder sharing it may set
+    /// O_NONBLOCK, which is the pipe's flag): lines wait for room all the same,
+    /// none is cut, and what was dropped is counted.
+    @Test(.timeLimit(.minutes(2)), arguments: [false, true])
+    func aLogReaderThatIsBehindHoldsNoCaller(nonBlocking: Bool) throws {
+        let pipe = try FullPipe(nonBlocking: nonBlocking)
         let daemon = try DaemonUnderTest(bus: bus, start: false)
         daemon.standardError = pipe.writeHandle
         // Waits for the name: with its lines written where it logs, the daemon never
@@ -162,25 +166,31 @@ extension LoggingTests {
         let first = try #require(lines.firstIndex { $0.contains(" /agent/0/x") && $0.hasSuffix(" of uid 0 registered") },
                                  "\(lines.prefix(20))")
         #expect(first < lines.firstIndex(of: notice)!)
+        // Whole lines: each but the first (after the pipe's filler) starts with its
+        // priority, none has another glued to it.
+        let cut = lines.dropFirst().filter { !$0.hasPrefix("<") || $0.dropFirst().contains("<6>permissionsd: ") }
+        #expect(cut.isEmpty, "\(cut.prefix(3))")
         // Lines logged after the reader came back are written again.
         #expect(try daemon.call("RegisterAgent", "o", "/agent/after").status == 0)
         _ = try reader.next(timeout: 15) { $0.hasSuffix(" /agent/after of uid 0 registered") }
     }
 }
 
-/// A pipe whose write end is full, so that the next write(2) to it blocks.
+/// A pipe whose write end is full, so that the next write(2) to it blocks (or,
+/// `nonBlocking`, fails with EAGAIN: the pipe is left O_NONBLOCK, for everyone who
+/// shares it).
 final class FullPipe {
     let readHandle: FileHandle
     let writeHandle: FileHandle
 
-    init() throws {
+    init(nonBlocking: Bool = false) throws {
         var ends: [Int32] = [0, 0]
         guard pipe(&ends) == 0 else { throw HarnessError(description: "pipe: \(errno)") }
         let flags = fcntl(ends[1], F_GETFL)
         _ = fcntl(ends[1], F_SETFL, flags | O_NONBLOCK)
         let chunk = [UInt8](repeating: 0x2e, count: 4096)
         while write(ends[1], chunk, chunk.count) > 0 {}
-        _ = fcntl(ends[1], F_SETFL, flags)
+        if !nonBlocking { _ = fcntl(ends[1], F_SETFL, flags) }
         readHandle = FileHandle(fileDescriptor: ends[0], closeOnDealloc: true)
         writeHandle = FileHandle(fileDescriptor: ends[1], closeOnDealloc: true)
     }

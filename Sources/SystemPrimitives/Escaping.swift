@@ -10,11 +10,16 @@ extension String {
     /// quoting untrusted input in error messages and log lines.
     public var escapedForMessage: String { escaped(limit: 200, quotes: true) }
 
-    /// The Unicode bidirectional formatting characters (marks, embeddings,
-    /// overrides, isolates), which change how the text around them is displayed.
-    private static func isBidiControl(_ scalar: Unicode.Scalar) -> Bool {
-        [0x061C, 0x200E, 0x200F].contains(scalar.value) || (0x202A...0x202E).contains(scalar.value)
-            || (0x2066...0x2069).contains(scalar.value)
+    /// Characters that change how the text around them is shown, or are not shown
+    /// at all: format characters (the bidirectional marks, embeddings, overrides
+    /// and isolates; zero-width spaces and joiners; the byte order mark; the soft
+    /// hyphen), the line and paragraph separators (a new line in some viewers), and
+    /// noncharacters. Shown raw, two values that differ in them read alike.
+    private static func isInvisibleOrReordering(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.properties.generalCategory {
+        case .format, .lineSeparator, .paragraphSeparator: return true
+        default: return scalar.properties.isNoncharacterCodePoint
+        }
     }
 
     private func escaped(limit: Int, quotes: Bool) -> String {
@@ -26,7 +31,7 @@ extension String {
             if scalar.value < 0x20 || (0x7f...0x9f).contains(scalar.value) {
                 let hex = String(scalar.value, radix: 16)
                 out += "\\x" + (hex.count == 1 ? "0" + hex : hex)
-            } else if Self.isBidiControl(scalar) {
+            } else if Self.isInvisibleOrReordering(scalar) {
                 // Shown raw, U+202E and its kin reorder the rest of the line on a
                 // terminal: "app.evil\u{202E}txt.exe" reads as another name.
                 out += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"

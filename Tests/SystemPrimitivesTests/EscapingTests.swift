@@ -18,11 +18,24 @@ struct EscapingTests {
         // Bidirectional overrides and isolates would reorder what follows on a terminal.
         ("app.evil\u{202E}txt.exe", "app.evil\\u{202E}txt.exe"),
         ("\u{2066}x\u{2069}\u{200F}", "\\u{2066}x\\u{2069}\\u{200F}"),
+        // Invisible: zero-width space and joiner, the byte order mark, the soft
+        // hyphen; the line and paragraph separators. (Noncharacters: below, as Swift
+        // has no literal for them.)
+        ("a\u{200B}b\u{200D}c", "a\\u{200B}b\\u{200D}c"),
+        ("\u{FEFF}org.app", "\\u{FEFF}org.app"),
+        ("soft\u{AD}hyphen", "soft\\u{AD}hyphen"),
+        ("one\u{2028}two\u{2029}", "one\\u{2028}two\\u{2029}"),
         // C1 controls (0x9b is a one-byte CSI on some terminals).
         ("csi\u{9b}31m", "csi\\x9b31m"),
     ])
     func escapes(input: String, expected: String) {
         #expect(input.escapedForMessage == expected)
+    }
+
+    @Test func escapesNoncharacters() {
+        var text = ""
+        for value: UInt32 in [0xFFFF, 0xFDD0, 0x1FFFE] { text.unicodeScalars.append(Unicode.Scalar(value)!) }
+        #expect(text.escapedForMessage == "\\u{FFFF}\\u{FDD0}\\u{1FFFE}")
     }
 
     @Test func keepsExactly200Characters() {

@@ -384,6 +384,12 @@ public final class Connection: @unchecked Sendable {
         objects[object.path] = object
     }
 
+    /// Removes the object at `path`: calls to it get UnknownObject from now on.
+    public func unexport(path: String) {
+        assertOnQueue()
+        objects[path] = nil
+    }
+
     /// Called by the filter for every incoming message; true if we handled it.
     func route(_ message: Message) -> Bool {
         switch message.kind {

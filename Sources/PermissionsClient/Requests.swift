@@ -8,8 +8,12 @@ extension PermissionsClient {
     /// the status is `not-determined`, the user's agent prompts, and this waits as
     /// long as the user takes: the call has no timeout.
     ///
-    /// Cancelling the calling task cancels the prompt: the request's connection
-    /// leaves the bus, the service tells the agent `Cancel` and stores nothing, and
+    /// It is made as `StartRequest`, whose answer comes as its handle's `Response`
+    /// signal, so no call waits on the prompt; a service without it gets `Request`.
+    ///
+    /// Cancelling the calling task cancels the prompt: the request's handle is
+    /// closed (`Close`; before the handle exists, the request's connection leaves
+    /// the bus), the service tells the agent `Cancel` and stores nothing, and
     /// this throws `CancellationError` (at once, without asking, if the task was
     /// cancelled already). When the service leaves the bus while this waits,
     /// it throws `.serviceRestarted` and does not ask again (a second request could
@@ -133,11 +137,13 @@ final class RequestSequence: @unchecked Sendable {
 
 /// A connection that requests are sent on, with its own queue.
 ///
-/// `@unchecked Sendable`: `connection` and `closed` are used only on `queue`.
+/// `@unchecked Sendable`: `connection`, `closed` and `tokens` are used only on `queue`.
 final class RequestConnection: @unchecked Sendable {
     let queue = DispatchQueue(label: "permissions-client.request")
     let connection: Connection
     private var closed = false
+    /// The last handle_token number used on this connection (PendingRequest).
+    var tokens = 0
 
     init(bus: PermissionsClient.Bus, timers: any Timers) throws(PermissionsClientError) {
         do {
@@ -189,6 +195,17 @@ final class PendingRequest: @unchecked Sendable {
     private var done: Done?
     private var finished = false
     private var ownerWatch: Int?
+    /// A StartRequest's Response subscription, and its handle once the reply came
+    /// (path, service): what Close is sent to when the task is cancelled.
+    private var responseWatch: Int?
+    private var handle: (path: String, service: String)?
+    /// The handle tokens of this request's connection: one request at a time uses
+    /// it, and a number never comes back, so no token is ever in use twice.
+    private var nextToken: Int {
+        get { link.map { $0.tokens } ?? 0 }
+        set { link?.tokens = newValue }
+    }
+    private var link: RequestConnection? { shared.withLock { $0.link } }
 
     init(client: PermissionsClient) { self.client = client }
 
@@ -234,15 +251,84 @@ final class PendingRequest: @unchecked Sendable {
                 return finish(link, .failed(error))
             }
             if case .success(let reply) = result { owner = reply.first?.stringValue }
-            // DBUS_TIMEOUT_INFINITE: a prompt takes as long as the user does.
-            connection.callService(member, arguments, destination: owner ?? BusNames.busName,
-                                   timeout: Int32.max) { [self] result in
-                switch result {
-                case .success(let reply): finish(link, .answered(reply))
-                case .failure(let error): finish(link, .failed(error))
-                }
+            guard member == "Request" else { return callBlocking(member, arguments, owner: owner, on: link) }
+            startRequest(arguments, owner: { owner }, on: link)
+        }
+    }
+
+    /// The call itself, waiting for the reply; DBUS_TIMEOUT_INFINITE: a prompt
+    /// takes as long as the user does. What an older service without StartRequest gets.
+    private func callBlocking(_ member: String, _ arguments: [DBusValue], owner: String?, on link: RequestConnection) {
+        link.connection.callService(member, arguments, destination: owner ?? BusNames.busName,
+                                    timeout: Int32.max) { [self] result in
+            switch result {
+            case .success(let reply): finish(link, .answered(reply))
+            case .failure(let error): finish(link, .failed(error))
             }
         }
+    }
+
+    /// A Request (permission, options) made as StartRequest: the handle at once,
+    /// the answer in its Response, so that no call waits on the prompt. Its
+    /// Response is subscribed to before the call when the service's owner is
+    /// known, else (D-Bus activation) in the reply's handler, which runs before the
+    /// Response is dispatched (both come on this connection's queue, in order).
+    /// An older service without StartRequest (UnknownMethod) gets Request.
+    private func startRequest(_ arguments: [DBusValue], owner: @escaping () -> String?, on link: RequestConnection) {
+        let connection = link.connection
+        let permission = arguments[0].stringValue ?? ""
+        nextToken += 1
+        let token = "swift\(nextToken)"
+        let path = RequestHandlePath.path(sender: connection.uniqueName, token: token)
+        var options = arguments[1].stringKeyedEntries ?? []
+        options.append(("handle_token", .variant(.string(token))))
+        func subscribe(_ sender: String) {
+            responseWatch = connection.subscribe(
+                .unicast(to: connection.uniqueName, sender: sender, path: path,
+                         interface: BusNames.requestHandleInterfaceName, member: "Response")
+            ) { [self] message in
+                handle = nil
+                finish(link, Self.outcome(of: message, permission))
+            }
+        }
+        if let owner = owner() { subscribe(owner) }
+        connection.callService("StartRequest", [.strings([permission]), .dictionary(
+            keySignature: "s", valueSignature: "v", options.map { DBusValue.DictEntry(.string($0.0), $0.1) })],
+                               // Answered at once; no timeout all the same, so that no
+                               // clock (a busy machine, a test's) can give up on it.
+                               destination: owner() ?? BusNames.busName, timeout: Int32.max) { [self] result in
+            switch result {
+            case .success:
+                guard !finished else { return }
+                handle = (path, owner() ?? BusNames.busName)
+                if responseWatch == nil, let owner = owner() { subscribe(owner) }
+            case .failure(let error) where error.name == BusError.unknownMethod:
+                if let responseWatch { connection.unsubscribe(responseWatch) }
+                responseWatch = nil
+                callBlocking("Request", arguments, owner: owner(), on: link)
+            case .failure(let error):
+                finish(link, .failed(error))
+            }
+        }
+    }
+
+    /// A Response as Request's reply: the permission's status; its error, if it
+    /// failed (StorageFailed, Cancelled). A dismissal or a timeout answers the
+    /// status unchanged, as Request does.
+    private static func outcome(of response: Message, _ permission: String) -> RequestOutcome {
+        let args = response.arguments()
+        let results = Dictionary((args.count == 2 ? args[1].stringKeyedEntries : nil) ?? [],
+                                 uniquingKeysWith: { a, _ in a })
+        if case .variant(.string(let name))? = results["error"] {
+            let message = if case .variant(.string(let text))? = results["message"] { text } else { "" }
+            return .failed(PermissionsClientError(name: name, message: message))
+        }
+        let statuses = results["statuses"].flatMap { value -> [(String, DBusValue)]? in
+            if case .variant(let inner) = value { return inner.stringKeyedEntries }
+            return value.stringKeyedEntries
+        } ?? []
+        let status = statuses.first { $0.0 == permission }?.1.stringValue ?? ""
+        return .answered([.string(status)])
     }
 
     func cancel() {
@@ -257,12 +343,32 @@ final class PendingRequest: @unchecked Sendable {
     private func finish(_ link: RequestConnection, _ outcome: RequestOutcome) {
         guard let done, !finished else { return }
         finished = true
-        if case .answered = outcome {
+        if let responseWatch { link.connection.unsubscribe(responseWatch) }
+        responseWatch = nil
+        if case .cancelled = outcome, let handle {
+            // Close, then the connection is idle again: the service cancels the
+            // prompt unless another request waits for it, and stores nothing.
+            self.handle = nil
+            closeHandle(handle, on: link)
+        } else if case .answered = outcome {
             if let ownerWatch { link.connection.unsubscribe(ownerWatch) }
             client.idleRequestConnections.withLock { $0.append(link) }
         } else {
             link.closeNow()
         }
         done(outcome)
+    }
+
+    /// Sends Close to an open handle; the connection goes back to the idle ones
+    /// once it is answered, or leaves the bus (which closes it too) if it is not.
+    private func closeHandle(_ handle: (path: String, service: String), on link: RequestConnection) {
+        guard let message = try? Message.methodCall(destination: handle.service, path: handle.path,
+                                                    interface: BusNames.requestHandleInterfaceName, member: "Close")
+        else { return link.closeNow() }
+        link.connection.call(message) { [self] result in
+            guard case .success = result else { return link.closeNow() }
+            if let ownerWatch { link.connection.unsubscribe(ownerWatch) }
+            client.idleRequestConnections.withLock { $0.append(link) }
+        }
     }
 }

@@ -22,6 +22,9 @@ internal import SystemPrimitives
 ///     pending-calls-per-user=512  of one user's connections together (1-100000);
 ///                              see CallLimits
 ///     agents-per-user=32       agents one user may have registered at once (1-100000)
+///     requests-per-connection=64
+///                              StartRequest handles one connection may have open,
+///     requests-per-user=512    and one user's connections together (1-100000)
 ///
 ///     [identity]
 ///     host-pid=self            the process whose mount namespace is the host's (1,
@@ -160,7 +163,11 @@ package struct CoreConfig: Equatable, Sendable {
          ServiceKey(name: "pending-calls-per-user", range: CallLimits.range, unit: "calls",
                     value: \.callLimits.pendingCallsPerUser),
          ServiceKey(name: "agents-per-user", range: CallLimits.range, unit: "agents",
-                    value: \.callLimits.agentsPerUser)]
+                    value: \.callLimits.agentsPerUser),
+         ServiceKey(name: "requests-per-connection", range: CallLimits.range, unit: "requests",
+                    value: \.callLimits.requestsPerConnection),
+         ServiceKey(name: "requests-per-user", range: CallLimits.range, unit: "requests",
+                    value: \.callLimits.requestsPerUser)]
     }
 
     /// An entry of [identity] interpreters=: a file name (letters, digits, ".", "_",

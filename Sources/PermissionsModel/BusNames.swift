@@ -6,6 +6,9 @@ public enum BusNames {
     /// The one object it exports.
     public static let objectPath = "/org/example/Permissions"
     public static let interfaceName = "org.example.Permissions"
+    /// The interface of a StartRequest's object (RequestHandles.swift); not
+    /// "….Request", so that it cannot be taken for the method.
+    public static let requestHandleInterfaceName = "org.example.Permissions.RequestHandle"
     /// The interface an agent exports (permissionsctl agent is one) and the daemon calls.
     public static let agentInterfaceName = "org.example.Permissions.Agent"
     /// Every named error is this prefix plus one of `ErrorName`.

@@ -1,6 +1,7 @@
 /// How much of the daemon one connection or one user may hold at once: the
 /// [service] keys of permissions.conf(5) of the same names, and their defaults.
-/// Each is a number of calls (of agents, for agents-per-user); a call over one gets
+/// Each is a number of calls (of agents, for agents-per-user; of open request
+/// handles, for requests-per-connection and requests-per-user); a call over one gets
 /// org.example.Permissions.Error.LimitExceeded, quoting it.
 public struct CallLimits: Equatable, Sendable {
     /// The daemon's calls pending for users, all together (outgoing-calls): polkit
@@ -20,6 +21,12 @@ public struct CallLimits: Equatable, Sendable {
     /// desktop's agent, a terminal's, a few more; not one per object path a
     /// client can make up (each is kept, checked and logged).
     public var agentsPerUser = 32
+    /// StartRequest handles one connection may have open at once
+    /// (requests-per-connection): each waits in the daemon, as a blocking Request
+    /// would, but holds no call, so pending-calls-per-connection does not count it.
+    public var requestsPerConnection = 64
+    /// The same for all connections of one user (requests-per-user).
+    public var requestsPerUser = 512
 
     /// The range every key takes.
     public static let range = 1...100_000

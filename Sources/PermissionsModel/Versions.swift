@@ -5,8 +5,9 @@ public enum Versions {
     public static let package = "0.1.0"
     /// The org.example.Permissions interface's, which the service's `version`
     /// property announces: it grows when the interface changes (2: decisions per
-    /// user, the *ForUser methods, Subscribe, GetDiagnostics).
-    public static let interface: UInt32 = 2
+    /// user, the *ForUser methods, Subscribe, GetDiagnostics; 3: StartRequest
+    /// and its RequestHandle objects, the parent_window option).
+    public static let interface: UInt32 = 3
 }
 
 extension Versions {

@@ -36,8 +36,11 @@ package final class PermissionsService {
     var broker: PromptBroker!
     /// Calls waiting for an answer, per connection and per user (PendingCalls.swift).
     var pendingCalls = PendingCalls()
+    /// StartRequest's open handles (RequestHandles.swift).
+    var requestHandles = RequestHandles()
     /// [service] outgoing-calls=, outgoing-calls-per-user=, pending-calls-per-connection=,
-    /// pending-calls-per-user=.
+    /// pending-calls-per-user=; agents-per-user=, requests-per-connection= and
+    /// requests-per-user= are read where they apply.
     package var callLimits = CallLimits() {
         didSet {
             outgoing.limits = callLimits
@@ -113,6 +116,7 @@ package final class PermissionsService {
         callers.onLeave.append { [unowned self] name in
             // A connection left: its prompts, agents, subscription and session grants end.
             self.broker.peerLeft(name)
+            self.requestHandlesLeft(name)
             self.subscribers[name] = nil
             self.tracker.ownerLeft(name)
         }
@@ -122,13 +126,20 @@ package final class PermissionsService {
         installFastPath()
     }
 
-    /// The `<interface>` part of dbus/org.example.Permissions.xml, compiled in.
-    static let interfaceXML: String = {
+    /// The service object's `<interface>` in dbus/org.example.Permissions.xml, compiled in.
+    static let interfaceXML = interfaceElement(BusNames.interfaceName)
+    /// The one of a StartRequest's object (RequestHandles.swift), from the same file.
+    static let requestHandleXML = interfaceElement(BusNames.requestHandleInterfaceName)
+
+    /// The `<interface name="NAME">` element of the file, with the comments inside
+    /// it, as Introspect returns it.
+    private static func interfaceElement(_ name: String) -> String {
         let file = String(cString: permissions_interface_xml())
-        guard let start = file.firstRange(of: "<interface "), let end = file.ranges(of: "</node>").last
+        guard let open = file.firstRange(of: "<interface name=\"\(name)\">"),
+              let close = file[open.upperBound...].firstRange(of: "</interface>")
         else { return "" }
-        return " " + String(file[start.lowerBound..<end.lowerBound])
-    }()
+        return " " + String(file[open.lowerBound..<close.upperBound]) + "\n"
+    }
 
     // MARK: State
 
@@ -245,6 +256,7 @@ package final class PermissionsService {
             Method("Unsubscribe") { [unowned self] in self.unsubscribe($0) },
             Method("Request", input: "sa{sv}") { [unowned self] in self.request($0) },
             Method("RequestMany", input: "asa{sv}") { [unowned self] in self.requestMany($0) },
+            Method("StartRequest", input: "asa{sv}") { [unowned self] in self.startRequest($0) },
             Method("RegisterAgent", input: "o") { [unowned self] in self.registerAgent($0) },
             Method("UnregisterAgent", input: "o") { [unowned self] in self.unregisterAgent($0) },
             Method("GetDiagnostics") { [unowned self] in self.getDiagnostics($0) },
@@ -326,6 +338,7 @@ package final class PermissionsService {
     package func shutdown() {
         beginStopping()
         for call in waitingCalls.held { call.fail(Self.stoppingError) }
+        shutdownRequestHandles()
         broker.shutdown()
     }
 

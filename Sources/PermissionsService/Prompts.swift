@@ -13,6 +13,25 @@ package enum AgentAnswer: String, Sendable {
     case dismiss
 }
 
+/// How a prompt ended for its waiters, besides the status: what a handle's
+/// Response code says (RequestHandles.swift). Request and RequestMany reply
+/// with the status alone.
+enum AskEnd: UInt32, Comparable {
+    /// The user answered (or nobody had to be asked: the status was decided, or
+    /// the permission's no-agent setting answered).
+    case answered = 0
+    /// The user dismissed the prompt.
+    case dismissed = 1
+    /// Anything else: the agent timed out, failed, gave an answer that could not be
+    /// taken or went away; the answer could not be stored; the service is stopping.
+    case ended = 2
+
+    static func < (a: AskEnd, b: AskEnd) -> Bool { a.rawValue < b.rawValue }
+}
+
+/// What a waiter of a prompt is told: the status (or the error), and how it ended.
+typealias AskDone = (Result<Status, BusError>, AskEnd) -> Void
+
 /// A registered agent: an object on some connection that implements
 /// org.example.Permissions.Agent (dbus/org.example.Permissions.Agent.xml).
 /// It serves one user: the uid of the connection that registered it.
@@ -57,9 +76,10 @@ final class Prompt {
     let script: Bool
     let reason: String
     let details: [(String, DBusValue)]
-    /// Callers waiting for the answer: (unique name, reply): the status, or the
-    /// error every one of them gets (an answer that could not be stored).
-    var waiters: [(sender: String, done: (Result<Status, BusError>) -> Void)] = []
+    /// Callers waiting for the answer: (unique name, the handle's path for a
+    /// StartRequest, reply): the status, or the error every one of them gets (an
+    /// answer that could not be stored).
+    var waiters: [(sender: String, handle: String?, done: AskDone)] = []
     /// Set once the prompt is settled (answered, cancelled, failed); a late answer
     /// from the agent is then dropped.
     var finished = false
@@ -137,27 +157,28 @@ final class PromptBroker {
         for agent in leaving {
             logInfo("agent \(agent.owner) \(agent.path) unregistered")
             // Its prompts go to the user's next agent, if any; an open one is answered "undecided".
-            if let prompt = agent.active { finish(prompt, status: undecided(prompt)) }
+            if let prompt = agent.active { finish(prompt, status: undecided(prompt), .ended) }
             for prompt in agent.queued { enqueue(prompt) }
         }
         return !leaving.isEmpty
     }
 
     /// Asks `uid`'s agent (or joins that user's open prompt for the same app and
-    /// permission). `done` runs once with the status to reply with, or the error to answer.
+    /// permission). `done` runs once with the status to reply with, or the error to
+    /// answer. `handle` names a StartRequest's waiter, so that Close takes it alone.
     func ask(uid: UInt32, app: String, permission: String, script: Bool = false, reason: String,
-             details: [(String, DBusValue)], sender: String, done: @escaping (Result<Status, BusError>) -> Void) {
+             details: [(String, DBusValue)], sender: String, handle: String? = nil, done: @escaping AskDone) {
         // Stopping: the caller has been answered (Cancelled); nothing is asked.
         guard !stopped else { return }
         let key = PromptKey(uid: uid, app: app, permission: permission, script: script)
         if let prompt = open[key] {
-            prompt.waiters.append((sender, done))
+            prompt.waiters.append((sender, handle, done))
             return
         }
         nextID += 1
         let prompt = Prompt(id: "\(nextID)", uid: uid, app: app, permission: permission, script: script, reason: reason,
                             details: details)
-        prompt.waiters.append((sender, done))
+        prompt.waiters.append((sender, handle, done))
         open[key] = prompt
         enqueue(prompt)
     }
@@ -165,7 +186,7 @@ final class PromptBroker {
     private func enqueue(_ prompt: Prompt) {
         // Another user's agent is never asked: without one of the prompt's uid, nothing is.
         guard let agent = agents.last(where: { $0.uid == prompt.uid }) else {
-            return finish(prompt, status: undecided(prompt))
+            return finish(prompt, status: undecided(prompt), .ended)
         }
         agent.queued.append(prompt)
         startNext(agent)
@@ -183,7 +204,7 @@ final class PromptBroker {
                                .string(prompt.reason), .vardict(prompt.details))
         } catch {
             logWarning("cannot ask agent \(agent.owner): \(error)")
-            return agentDone(agent, prompt) { self.finish(prompt, status: self.undecided(prompt)) }
+            return agentDone(agent, prompt) { self.finish(prompt, status: self.undecided(prompt), .ended) }
         }
         logDebug("prompt \(prompt.id): asking agent \(agent.owner) about \(prompt.app) / \(prompt.permission)")
         callAgent(agent, message, timeoutMilliseconds: agentTimeoutMilliseconds) { [weak self, weak agent] result in
@@ -191,7 +212,9 @@ final class PromptBroker {
             self.agentDone(agent, prompt) {
                 guard !prompt.finished else { return }  // cancelled meanwhile: drop the answer
                 // Not sent: the user is over their share of the daemon's calls.
-                if case .failure(let error) = result, OutgoingCalls.isLimit(error) { return self.finish(prompt, .failure(error)) }
+                if case .failure(let error) = result, OutgoingCalls.isLimit(error) {
+                    return self.finish(prompt, .failure(error), .ended)
+                }
                 self.noteDelivery(to: agent, result)
                 switch result {
                 case .failure(let error):
@@ -202,19 +225,20 @@ final class PromptBroker {
                     if timedOut { self.cancel(prompt, at: agent) }
                     logInfo("prompt \(prompt.id): no answer from agent \(agent.owner) (\(error.name))"
                             + (timedOut ? "; cancelled" : "") + "; nothing stored")
-                    self.finish(prompt, status: self.undecided(prompt))
+                    self.finish(prompt, status: self.undecided(prompt), .ended)
                 case .success(let reply):
                     let parsed = Self.parseAnswer(reply)
                     guard case .success(let (answer, expiresAt)) = parsed else {
                         logWarning("prompt \(prompt.id): agent \(agent.owner) \(parsed.refusal ?? ""); treated as "
                                    + "dismissed, nothing stored")
-                        return self.finish(prompt, status: self.undecided(prompt))
+                        // Not the user's dismissal as far as anyone knows: an agent's fault.
+                        return self.finish(prompt, status: self.undecided(prompt), .ended)
                     }
                     logInfo("prompt \(prompt.id): \(prompt.app) / \(prompt.permission): \(answer.rawValue)")
-                    if answer == .dismiss { return self.finish(prompt, status: self.undecided(prompt)) }
+                    if answer == .dismiss { return self.finish(prompt, status: self.undecided(prompt), .dismissed) }
                     // The prompt stays open until the answer is stored: a request for
                     // the same thing meanwhile waits for it rather than asking again.
-                    self.settle(prompt, answer, expiresAt, agent) { self.finish(prompt, $0) }
+                    self.settle(prompt, answer, expiresAt, agent) { self.finish(prompt, $0, .answered) }
                 }
             }
         }
@@ -269,27 +293,42 @@ final class PromptBroker {
         startNext(agent)
     }
 
-    private func finish(_ prompt: Prompt, status: Status) {
-        finish(prompt, .success(status))
+    private func finish(_ prompt: Prompt, status: Status, _ end: AskEnd) {
+        finish(prompt, .success(status), end)
     }
 
-    /// Answers every waiter with the same outcome, once.
-    private func finish(_ prompt: Prompt, _ outcome: Result<Status, BusError>) {
+    /// Answers every waiter with the same outcome, once. A failure always ended
+    /// the request otherwise than by an answer.
+    private func finish(_ prompt: Prompt, _ outcome: Result<Status, BusError>, _ end: AskEnd) {
         guard !prompt.finished else { return }
         prompt.finished = true
         if open[prompt.key] === prompt { open[prompt.key] = nil }
         let waiters = prompt.waiters
         prompt.waiters = []
-        for waiter in waiters { waiter.done(outcome) }
+        let end: AskEnd = if case .failure = outcome { .ended } else { end }
+        for waiter in waiters { waiter.done(outcome, end) }
     }
 
     /// A connection left the bus: its waits end, its agents go; a prompt nobody
     /// waits for any more is cancelled (the agent is told; its answer is dropped).
     func peerLeft(_ name: String) {
         _ = unregister(owner: name, path: nil)
+        withdraw { $0.sender == name }
+    }
+
+    /// A handle was closed: its wait ends, and its prompt is cancelled if nobody
+    /// else waits for it. Its `done` is not called.
+    func close(handle: String) {
+        withdraw { $0.handle == handle }
+    }
+
+    /// Drops the waiters `leaving` picks; each prompt left without a waiter is
+    /// cancelled (the agent is told, its answer dropped; nothing is stored).
+    private func withdraw(_ leaving: (_ waiter: (sender: String, handle: String?, done: AskDone)) -> Bool) {
         for prompt in Array(open.values) {
-            prompt.waiters.removeAll { $0.sender == name }
-            guard prompt.waiters.isEmpty else { continue }
+            let before = prompt.waiters.count
+            prompt.waiters.removeAll(where: leaving)
+            guard prompt.waiters.isEmpty, before > 0 else { continue }
             prompt.finished = true
             open[prompt.key] = nil
             for agent in agents {
@@ -300,7 +339,7 @@ final class PromptBroker {
                     startNext(agent)
                 }
             }
-            logInfo("prompt \(prompt.id): every requester left; cancelled, nothing stored")
+            logInfo("prompt \(prompt.id): every requester left or closed its request; cancelled, nothing stored")
         }
     }
 

@@ -9,9 +9,11 @@ internal import SystemPrimitives
 // a prompt through the registered agent; what the user answered, stored; and agent
 // registration. Part of PermissionsService; confined to its queue.
 extension PermissionsService {
-    /// Options a request may carry: "reason" (s, shown to the user) and "accuracy"
-    /// (s, location only: the accuracy the app wants). Unknown keys are ignored so
-    /// that newer clients work with this daemon.
+    /// Options a request may carry: "reason" (s, shown to the user), "accuracy"
+    /// (s, location only: the accuracy the app wants) and "parent_window" (s, the
+    /// app's window, for the agent to put its prompt over: ParentWindow.swift).
+    /// Unknown keys are ignored so that newer clients work with this daemon
+    /// (StartRequest's "handle_token" is read by StartRequest itself).
     struct RequestOptions {
         var reason = ""
         var details: [(String, DBusValue)] = []
@@ -48,6 +50,16 @@ extension PermissionsService {
                             + LocationAccuracy.levels.joined(separator: ", ")))
                 }
                 options.details.append(("accuracy", .string(accuracy)))
+            case "parent_window":
+                guard case .variant(.string(let window)) = value else {
+                    return .failure(Self.optionTypeError("parent_window", expected: "a string (s)", given: value))
+                }
+                if let problem = ParentWindow.problem(window) {
+                    return .failure(PermissionsError.invalidArgument(
+                        "invalid parent_window \"\(window.escapedForMessage)\": \(problem)"))
+                }
+                // The portal's convention: "" is no window.
+                if !window.isEmpty { options.details.append(("parent-window", .string(window))) }
             default:
                 continue
             }
@@ -61,7 +73,7 @@ extension PermissionsService {
         guard case .success(let permission) = permissionResult else { return call.fail(permissionResult.error!) }
         guard case .success(let options) = optionsResult else { return call.fail(optionsResult.error!) }
         withCaller(call) { [unowned self] identity in
-            self.ask(identity, permission, options, sender: call.sender) { outcome in
+            self.ask(identity, permission, options, sender: call.sender) { outcome, _ in
                 switch outcome {
                 case .success(let status): call.reply([.string(status.rawValue)])
                 case .failure(let error): call.fail(error)
@@ -86,7 +98,7 @@ extension PermissionsService {
             var results: [(String, String)] = []
             func next(_ index: Int) {
                 guard index < names.count else { return call.reply([.stringDictionary(results)]) }
-                self.ask(identity, names[index], options, sender: call.sender) { outcome in
+                self.ask(identity, names[index], options, sender: call.sender) { outcome, _ in
                     guard case .success(let status) = outcome else { return call.fail(outcome.error!) }
                     results.append((names[index], status.rawValue))
                     next(index + 1)
@@ -100,16 +112,16 @@ extension PermissionsService {
     /// service is stopping nothing is asked: `done` gets Cancelled (RequestMany's
     /// next permission, reached while the stop gives a stored answer its outcome).
     func ask(_ identity: AppIdentity, _ permission: String, _ options: RequestOptions, sender: String,
-             done: @escaping (Result<Status, BusError>) -> Void) {
-        guard !stopping else { return done(.failure(Self.stoppingError)) }
+             handle: String? = nil, done: @escaping AskDone) {
+        guard !stopping else { return done(.failure(Self.stoppingError), .ended) }
         let current = status(of: identity, permission: permission)
-        guard current == .notDetermined else { return done(.success(current)) }
+        guard current == .notDetermined else { return done(.success(current), .answered) }
         // Only an agent of the caller's own uid may ask: other users' agents count as none.
-        guard broker.hasAgent(for: identity.uid) else { return done(.success(noAgentAnswer(permission))) }
+        guard broker.hasAgent(for: identity.uid) else { return done(.success(noAgentAnswer(permission)), .answered) }
         let details: [(String, DBusValue)] = [("identity-kind", .string(identity.kind.rawValue)),
                                               ("uid", .uint32(identity.uid))] + options.details
         broker.ask(uid: identity.uid, app: identity.appID, permission: permission, script: identity.kind == .script,
-                   reason: options.reason, details: details, sender: sender, done: done)
+                   reason: options.reason, details: details, sender: sender, handle: handle, done: done)
     }
 
     /// The permission's `no-agent` setting, except that a degraded store (its

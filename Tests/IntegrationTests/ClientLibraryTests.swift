@@ -108,11 +108,12 @@ import SystemPrimitives
         }
     }
 
-    /// A call past the user's share of the service's waiting calls throws
-    /// `.limitExceeded`, with the message quoting the limit.
+    /// A request past the user's share of the service's open requests (a request
+    /// is a StartRequest handle) throws `.limitExceeded`, with the message quoting
+    /// the limit.
     @Test func aCallPastTheUsersLimitThrowsLimitExceeded() async throws {
         try await onOwnThreads {
-            let limited = try DaemonUnderTest(bus: TestBus(), config: "[service]\npending-calls-per-user=1\n")
+            let limited = try DaemonUnderTest(bus: TestBus(), config: "[service]\nrequests-per-user=1\n")
             let client = try PermissionsClient(bus: .address(limited.bus.address))
             let agent = try TestAgent(bus: limited.bus)  // never answers: the first request waits
             let first = Task(executorPreference: testTasks) { try await client.request(.location) }
@@ -144,6 +145,8 @@ import SystemPrimitives
             }
             let id = prompt.id
             try await offPool { try agent.waitForCancel(id) }
+            // Through the handle's Close (the request was a StartRequest), not by leaving the bus.
+            _ = try daemon.waitForLog("closed by its caller")
             #expect(try stored() == "a(sssxs) 0\n")
             #expect(try await client.status(.location) == .notDetermined)
         }

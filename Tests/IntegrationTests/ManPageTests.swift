@@ -164,7 +164,8 @@ func longOptions(_ text: some StringProtocol) -> Set<String> {
                             "no-agent": "maybe", "max-accuracy": "maybe", "agent-timeout": "0",
                             "declare": "no/such/name", "host-pid": "abc", "interpreters": "two words",
                             "outgoing-calls": "0", "outgoing-calls-per-user": "0", "pending-calls-per-connection": "0",
-                            "pending-calls-per-user": "0", "agents-per-user": "0"]
+                            "pending-calls-per-user": "0", "agents-per-user": "0",
+                            "requests-per-connection": "0", "requests-per-user": "100001"]
 
     /// The sections of plugins without a `validate` entry (pipewire, bluetooth):
     /// `--check-config` cannot check their keys, which are checked when the daemon
@@ -219,7 +220,8 @@ func longOptions(_ text: some StringProtocol) -> Set<String> {
         #expect(keys["*"] == ["enabled", "allow", "deny", "no-agent"])
         #expect(keys["location"] == ["max-accuracy"])
         #expect(keys["service"] == ["agent-timeout", "outgoing-calls", "outgoing-calls-per-user",
-                                    "pending-calls-per-connection", "pending-calls-per-user", "agents-per-user"])
+                                    "pending-calls-per-connection", "pending-calls-per-user", "agents-per-user",
+                                    "requests-per-connection", "requests-per-user"])
         #expect(keys["permissions"] == ["declare"])
         #expect(keys["identity"] == ["host-pid", "interpreters"])
         // The control: a key nobody reads is ignored, so the check below can fail.

@@ -50,7 +50,7 @@ _permissionsctl() {
     case "$prev" in
         --address) return ;;
         --user) mapfile -t COMPREPLY < <(compgen -u -- "$cur"); return ;;
-        --reason) return ;;
+        --reason|--parent-window) return ;;
     esac
 
     # The subcommand: the first word that is neither an option nor --address's value.
@@ -71,7 +71,7 @@ _permissionsctl() {
     local -a args=()
     for ((i = first + 1; i < COMP_CWORD; i++)); do
         case "${COMP_WORDS[i]}" in
-            --user|--reason) ((i++)) ;;
+            --user|--reason|--parent-window) ((i++)) ;;
             -*) ;;
             *) args+=("${COMP_WORDS[i]}") ;;
         esac
@@ -83,7 +83,7 @@ _permissionsctl() {
         get|grant|deny) options="--user" ;;
         list) options="--user --all --json" ;;
         reset) options="--user --unassigned" ;;
-        request) options="--reason" ;;
+        request) options="--reason --parent-window" ;;
         monitor) options="--broadcast --json" ;;
     esac
     if [[ "$cur" == -* ]]; then

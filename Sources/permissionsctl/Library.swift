@@ -3,8 +3,10 @@ import Dispatch
 import PermissionsClient
 import SystemPrimitives
 
-/// The app-facing commands (`status`, `request`) go through the PermissionsClient
-/// library, as an app would; the admin ones stay plain calls (Client.swift).
+/// `status` goes through the PermissionsClient library, as an app would; the admin
+/// commands stay plain calls (Client.swift). `request` makes its StartRequest
+/// itself (HandleRequest.swift): it reports a dismissal and an ended request
+/// apart from an answer, which the library's `request` folds into the status.
 struct AppCommands {
     let client: PermissionsClient
 

@@ -27,8 +27,9 @@ let usage = """
                                  forget an app's decisions, all or some
       assign APP USER [PERMISSION...]
                                  give an app's unassigned decisions to USER (admin)
-      request [--reason TEXT] PERMISSION...
-                                 ask for permissions (may prompt; waits for the answer)
+      request [--reason TEXT] [--parent-window HANDLE] PERMISSION...
+                                 ask for permissions as an app would (may prompt;
+                                 waits for the answer; Ctrl-C closes the request)
       monitor [--json] [--broadcast]
                                  print your StatusChanged stream and property
                                  changes, and the service leaving and returning;
@@ -62,8 +63,9 @@ let usage = """
                                  session)
 
     Exit status: 0 on success, 1 when the service answers with an error (doctor:
-    when it found a problem), 2 for wrong usage (a PERMISSIONS_BUS naming no bus
-    too).
+    when it found a problem; request: when the prompt was dismissed or the
+    request ended without an answer), 2 for wrong usage (a PERMISSIONS_BUS naming
+    no bus too), 130 when Ctrl-C closed a request.
 
     """
 
@@ -306,25 +308,66 @@ do {
         var doctor = Doctor(client: client, print: output)
         exit(doctor.run() ? 0 : 1)
     case "request":
-        var names = arguments
-        var reason = ""
-        if names.first == "--reason" {
-            guard names.count >= 2 else { fail("usage: permissionsctl request [--reason TEXT] PERMISSION...", code: 2) }
-            reason = names[1]
+        let synopsis = "usage: permissionsctl request [--reason TEXT] [--parent-window HANDLE] PERMISSION..."
+        var names = arguments[...]
+        var given: [String: String] = [:]
+        // Its options come first, in either order: their values may be any text
+        // ("-h", "--reason"), so nothing after them is read as an option.
+        while let option = names.first, ["--reason", "--parent-window"].contains(option) {
+            guard names.count >= 2 else { fail(synopsis, code: 2) }
+            given[option] = names[names.startIndex + 1]
             names.removeFirst(2)
         }
-        guard !names.isEmpty else { fail("usage: permissionsctl request [--reason TEXT] PERMISSION...", code: 2) }
+        guard !names.isEmpty else { fail(synopsis, code: 2) }
         if let option = names.first(where: { $0.hasPrefix("-") }) {
-            fail("request takes no \(option) (only --reason TEXT, first)\nTry 'permissionsctl --help'.", code: 2)
+            fail("request takes no \(option) (only --reason TEXT and --parent-window HANDLE, first)\n"
+                 + "Try 'permissionsctl --help'.", code: 2)
         }
-        let options = DBusValue.vardict(reason.isEmpty ? [] : [("reason", .string(reason))])
-        if names.count == 1 {
-            let (permission, why) = (Permission(names[0]), reason)
-            output(try AppCommands(bus: busOption).wait { try await $0.request(permission, reason: why) }.word)
-        } else {
-            let result = try client.call("RequestMany", .strings(names), options, timeout: Client.noTimeout)
-            let statuses = result.first?.stringKeyedEntries ?? []
-            output(Format.table(["PERMISSION", "STATUS"], statuses.map { [$0.0, $0.1.stringValue ?? ""] }))
+        var asked: [String] = []
+        for name in names where !asked.contains(name) { asked.append(name) }
+        var requestOptions: [(String, DBusValue)] = []
+        if let reason = given["--reason"], !reason.isEmpty { requestOptions.append(("reason", .string(reason))) }
+        if let window = given["--parent-window"] { requestOptions.append(("parent_window", .string(window))) }
+        // One word for one permission (what a script compares), a table for several.
+        func printStatuses(_ statuses: [String: String]) {
+            if asked.count == 1 { return output(statuses[asked[0]] ?? "") }
+            output(Format.table(["PERMISSION", "STATUS"], asked.map { [$0, statuses[$0] ?? ""] }))
+        }
+        client.connection.close()
+        let request: HandleRequest
+        do {
+            request = try HandleRequest(bus: bus)
+        } catch {
+            fail("cannot connect to the bus: \(error.message)")
+        }
+        switch request.run(asked, options: requestOptions) {
+        case .response(let code, let results):
+            let entries = Dictionary(results, uniquingKeysWith: { first, _ in first })
+            let statuses = Dictionary((entries["statuses"]?.stringKeyedEntries ?? []).map { ($0.0, $0.1.stringValue ?? "") },
+                                      uniquingKeysWith: { first, _ in first })
+            if !statuses.isEmpty { printStatuses(statuses) }
+            switch code {
+            case 0: break
+            case 1: fail("request: the prompt was dismissed; nothing was stored")
+            default:
+                if let name = entries["error"]?.stringValue {
+                    fail("request failed: \(entries["message"]?.stringValue ?? "") (\(name))")
+                }
+                fail("request ended without an answer (the agent did not answer in time, failed or went away); "
+                     + "nothing was stored")
+            }
+        case .failed(let error):
+            fail("\(error.message) (\(error.name))")
+        case .interrupted:
+            fail("request: interrupted; the request was closed and nothing was stored", code: 130)
+        case .noStartRequest:
+            // A service older than interface version 3: the blocking calls, which
+            // ignore parent_window (unknown options are ignored).
+            let fallback = try Client(bus: bus)
+            let result = try fallback.call("RequestMany", .strings(asked), .vardict(requestOptions),
+                                           timeout: Client.noTimeout)
+            printStatuses(Dictionary((result.first?.stringKeyedEntries ?? []).map { ($0.0, $0.1.stringValue ?? "") },
+                                     uniquingKeysWith: { first, _ in first }))
         }
     case "agent":
         expectArguments(0...0, "")

@@ -37,7 +37,7 @@ enum Docs {
 /// What a reader copies from the documentation works: every `ini` block of the
 /// README and of doc/*.md is a configuration the daemon accepts
 /// (`permissionsd --check-config`), and the dbus/permissions.conf that dev-up
-/// copies is one too.
+/// copies is one too; doc/apps.md's StartRequest snippet in Python runs.
 @Suite struct DocExampleTests {
     @Test func everyIniBlockIsAValidConfiguration() throws {
         let blocks = try Docs.iniBlocks()
@@ -52,5 +52,29 @@ enum Docs {
             }
             #expect(result.status == 0, "\(file):\n\(text)\n\(result.stderr)")
         }
+    }
+
+    /// doc/apps.md's Python StartRequest snippet, as written, on the test bus as
+    /// its system bus ("location" for "camera", which has no device here): it
+    /// subscribes to the Response, asks, waits through the prompt, and prints the
+    /// answer; allow-once stores nothing.
+    @Test func theStartRequestPythonSnippetRuns() throws {
+        let snippets = try Docs.blocks("python", in: packageRoot + "/doc/apps.md").filter { $0.contains("StartRequest") }
+        #expect(snippets.count == 1)
+        let snippet = try #require(snippets.first).replacingOccurrences(of: "[\"camera\"]", with: "[\"location\"]")
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, config: "[location]\nenabled=true\n")
+        let agent = try TestAgent(bus: bus)
+        let directory = try makeTemporaryDirectory("doc-snippet")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try snippet.write(toFile: directory + "/request.py", atomically: true, encoding: .utf8)
+        let environment = ProcessInfo.processInfo.environment.merging(["DBUS_SYSTEM_BUS_ADDRESS": bus.address]) { $1 }
+        let command = try BackgroundCommand("/usr/bin/python3", [directory + "/request.py"], environment: environment)
+        let prompt = try agent.waitForPrompt()
+        #expect(prompt.permission == "location" && prompt.reason == "to scan a document")
+        agent.answer(prompt, "allow-once")
+        let (status, output) = try command.wait()
+        #expect(status == 0 && output == "response 0 {'location': 'authorized'}\n", "\(output) \(command.errorOutput)")
+        #expect(try daemon.call("ListDecisions", "s", "").stdout == "a(sssxs) 0\n")
     }
 }

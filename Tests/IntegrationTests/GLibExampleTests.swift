@@ -73,7 +73,8 @@ import Testing
             "notifications: disabled", "notifications: not-determined"])
     }
 
-    @Test func requestsWithALongTimeout() throws {
+    /// Its request is a StartRequest whose answer comes as the handle's Response.
+    @Test func requestsThroughStartRequestAndItsResponse() throws {
         let program = try Self.build()
         let agent = try TestAgent(bus: bus)
         let example = try Example(program, bus: bus, arguments: ["--request", "location", "to test"])
@@ -82,5 +83,9 @@ import Testing
         #expect(prompt.reason == "to test")
         agent.answer(prompt, "allow-once")
         try example.next("request location: authorized")
+        // Then a dismissal, told apart from an answer.
+        let again = try Example(program, bus: bus, arguments: ["--request", "notifications"])
+        agent.answer(try agent.waitForPrompt(2), "dismiss")
+        try again.next("request notifications: not-determined (dismissed)")
     }
 }

@@ -1,3 +1,4 @@
+import DBusKit
 import Foundation
 import Testing
 import PermissionsTestSupport
@@ -297,5 +298,67 @@ import SystemPrimitives
         #expect(noBus.status == 1)
         #expect(noBus.stdout == "bus: cannot connect: Failed to connect to socket /nonexistent: No such file or directory\n"
                 + "problems:\n  - no bus to find the service on\n")
+    }
+}
+
+/// `permissionsctl request` through StartRequest and the handle's Response, with
+/// the one TestAgent as the user: answered, dismissed, and Ctrl-C (Close).
+@Suite struct PermissionsctlRequestTests {
+    let bus: TestBus
+    let daemon: DaemonUnderTest
+    let agent: TestAgent
+
+    init() throws {
+        bus = try TestBus()
+        daemon = try DaemonUnderTest(bus: bus, config: "[location]\nenabled=true\n[notifications]\nenabled=true\n")
+        agent = try TestAgent(bus: bus)
+    }
+
+    func request(_ arguments: String...) throws -> BackgroundCommand {
+        try BackgroundCommand(PermissionsctlTests.ctl, ["--address", bus.address, "request"] + arguments)
+    }
+
+    /// The reason and the parent window reach the prompt; the answer is printed
+    /// as a word, and the command exits 0 with nothing on stderr.
+    @Test func answeredPrintsTheStatusAndExitsZero() throws {
+        let command = try request("--parent-window", "x11:1f", "--reason", "to test", "location")
+        let prompt = try agent.waitForPrompt()
+        #expect(prompt.permission == "location" && prompt.reason == "to test")
+        #expect(prompt.details["parent-window"]?.stringValue == "x11:1f")
+        agent.answer(prompt, "allow-always")
+        let (status, output) = try command.wait()
+        #expect(status == 0 && output == "authorized\n", "\(status) \(output) \(command.errorOutput)")
+        #expect(command.errorOutput == "")
+        #expect(try daemon.ctl("request", "location").stdout == "authorized\n")
+    }
+
+    /// Two permissions, the first prompt dismissed and the second answered: the
+    /// Response is 1 (the largest code), both statuses are printed as `status`
+    /// prints them, and the command exits 1 with one line on stderr.
+    @Test func dismissedExitsOneWithALineOnStderr() throws {
+        let command = try request("location", "notifications")
+        agent.answer(try agent.waitForPrompt(), "dismiss")
+        let second = try agent.waitForPrompt(2)
+        #expect(second.permission == "notifications")
+        agent.answer(second, "allow-once")
+        let (status, output) = try command.wait()
+        #expect(status == 1)
+        #expect(output == "PERMISSION     STATUS\nlocation       not-determined\nnotifications  authorized\n", "\(output)")
+        #expect(command.errorOutput == "permissionsctl: request: the prompt was dismissed; nothing was stored\n")
+    }
+
+    /// Ctrl-C sends Close: the agent is told to close the prompt, nothing is
+    /// stored, and the command exits 130.
+    @Test func interruptClosesTheRequest() throws {
+        let command = try request("location")
+        let prompt = try agent.waitForPrompt()
+        kill(command.process.processIdentifier, SIGINT)
+        try agent.waitForCancel(prompt.id)
+        let (status, output) = try command.wait()
+        #expect(status == 130 && output == "", "\(status) \(output)")
+        #expect(command.errorOutput == "permissionsctl: request: interrupted; the request was closed and nothing "
+                + "was stored\n")
+        #expect(try daemon.ctl("get", binDir + "/permissionsctl", "location").stdout
+                == "not-determined\n")
     }
 }

@@ -8,7 +8,8 @@ import PermissionsTestSupport
 /// installed actions and doc/admin.md's rules file, and clients as real non-root
 /// users. Each rule of dbus/org.example.Permissions.conf has a test here; so has
 /// every kind of message the daemon sends to a client (the agent's Ask and
-/// Cancel, a subscription's unicast StatusChanged) and to polkit. What this does
+/// Cancel, a subscription's unicast StatusChanged, a request handle's unicast
+/// Response) and to polkit. What this does
 /// not cover is in doc/testing.md.
 @Suite("On a real machine", .serialized, .sharedInstall)
 struct RealMachineTests {
@@ -126,6 +127,46 @@ struct RealMachineTests {
         agent.answer("d")
         #expect(try request.wait().1 == "s \"denied\"\n")
         #expect(!agent.lines.all.contains { $0.contains("org.example.Bank") || $0.contains("cancelled") })
+    }
+
+    /// A request handle is its caller's alone, under dbus's own system policy: the
+    /// policy file lets every user call the RequestHandle interface, and the daemon
+    /// refuses another user's Close (NotAuthorized), which changes nothing. The
+    /// Response is unicast to the caller: a connection of the other user that
+    /// listens for every Response gets none of it. It does get its own, which the
+    /// daemon sent after the first (one connection's messages keep their order),
+    /// so nothing of the first can still be on its way when the test looks.
+    @Test func anotherUserCannotCloseAHandleNorHearItsResponse() throws {
+        let machine = try RealMachine(tree)
+        let agent = try machine.agent(as: user)  // its RegisterAgent starts the daemon
+        let client = packageRoot + "/Tests/testenv/request-handle-client.py"
+        let owner = try machine.start(["/usr/bin/python3", "-u", client, machine.bus.address, "5000"], as: user)
+        let ownerName = String(try owner.lines.next { $0.hasPrefix("name ") }.dropFirst(5))
+        let watcher = try machine.start(["/usr/bin/python3", "-u", client, machine.bus.address, "5000"], as: other)
+        _ = try watcher.lines.next { $0.hasPrefix("name ") }
+
+        let path = "/org/example/Permissions/request/" + ownerName.dropFirst().replacingOccurrences(of: ".", with: "_")
+            + "/real1"
+        owner.answer("start real1 location")
+        let started = try owner.lines.next { $0.hasPrefix("handle ") || $0.hasPrefix("error ") }
+        #expect(started.hasPrefix("handle \(path) "), "\(started)\n\(machine.bus.log)")
+        _ = try agent.lines.next { $0.hasPrefix("Prompt ") }
+
+        watcher.answer("close \(path)")
+        let refused = try watcher.lines.next { $0.hasPrefix("closed ") || $0.hasPrefix("error ") }
+        #expect(refused.hasPrefix("error org.example.Permissions.Error.NotAuthorized "), "\(refused)")
+        #expect(!agent.lines.all.contains { $0.hasSuffix("cancelled") }, "\(agent.lines.all)")
+
+        agent.answer("o")
+        #expect(try owner.lines.next { $0.hasPrefix("response ") } == "response \(path) 0 location=authorized -")
+
+        // The barrier: the watcher's own request (no agent of its uid: the no-agent
+        // answer, at once), whose Response the daemon sends after the owner's.
+        watcher.answer("start mine location")
+        let own = try watcher.lines.next { $0.hasPrefix("response ") || $0.hasPrefix("error ") }
+        #expect(own.hasPrefix("response /org/example/Permissions/request/") && own.contains("/mine 0 "), "\(own)")
+        #expect(watcher.lines.all.filter { $0.hasPrefix("response ") || $0.hasPrefix("foreign-response") } == [own],
+                "\(watcher.lines.all)")
     }
 
     /// Only the daemon's user (root) may own the service's name: a user asking for

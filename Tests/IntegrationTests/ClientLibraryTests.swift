@@ -130,6 +130,34 @@ import SystemPrimitives
         }
     }
 
+    /// Against an older service, one without StartRequest (a stand-in in Python
+    /// that has only Request, and answers it), `request` falls back to Request.
+    @Test func requestFallsBackToRequestOnAServiceWithoutStartRequest() async throws {
+        try await onOwnThreads {
+            let bus = try TestBus()
+            let script = """
+                import dbus, dbus.service, dbus.mainloop.glib
+                from gi.repository import GLib
+                dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
+                bus = dbus.bus.BusConnection("\(bus.address)")
+                class Old(dbus.service.Object):
+                    @dbus.service.method("org.example.Permissions", in_signature="sa{sv}", out_signature="s")
+                    def Request(self, permission, options):
+                        print("Request", permission, flush=True)
+                        return "authorized"
+                Old(bus, "/org/example/Permissions")
+                name = dbus.service.BusName("org.example.Permissions", bus)  # kept: released when collected
+                print("ready", flush=True)
+                GLib.MainLoop().run()
+                """
+            let old = try RunningProgram("/usr/bin/python3", ["-c", script])
+            _ = try old.lines.next { $0 == "ready" }
+            let client = try PermissionsClient(bus: .address(bus.address))
+            #expect(try await client.request(.location) == .authorized)
+            #expect(old.lines.all.contains("Request location"), "\(old.lines.all)")
+        }
+    }
+
     @Test func cancellingTheTaskCancelsThePrompt() async throws {
         try await onOwnThreads {
             let agent = try TestAgent(bus: bus)

@@ -262,6 +262,23 @@ final class HandleClient {
         #expect(daemon.isRunning)
     }
 
+    /// An agent that does not answer within agent-timeout (1 s here) ends the
+    /// request otherwise: Response 2, the status unchanged, nothing stored.
+    @Test func anAgentTimeoutEndsTheRequestWithResponseTwo() throws {
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, config: Self.config + "[service]\nagent-timeout=1\n")
+        let agent = try TestAgent(bus: bus)  // never answers
+        let client = try HandleClient(bus: bus)
+        let path = client.path("slow")
+        #expect(try client.start("slow", "location").hasPrefix("handle \(path) "))
+        let prompt = try agent.waitForPrompt()
+        let response = try client.response(path)
+        #expect(response.hasPrefix("response \(path) 2 location=not-determined"), "\(response)")
+        try agent.waitForCancel(prompt.id)
+        #expect(try daemon.call("ListDecisions", "s", "").stdout == "a(sssxs) 0\n")
+        #expect(client.responses.count == 1)
+    }
+
     /// SIGTERM with open handles: each gets Response 2 with Cancelled, before the
     /// service's name goes (the client sees them before NameOwnerChanged).
     @Test func sigtermAnswersEveryOpenHandleBeforeTheNameGoes() throws {

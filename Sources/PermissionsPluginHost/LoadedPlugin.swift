@@ -74,10 +74,14 @@ package final class LoadedPlugin: @unchecked Sendable {
     static let maxPublicationsPerSecond = 1000
     static let maxLogLinesPerSecond = 50
 
-    init(path: String, name: String, daemonQueue: DispatchQueue) {
+    /// The host struct's `user_runtime_root` (see PluginHost.userRuntimeRoot).
+    let userRuntimeRoot: String?
+
+    init(path: String, name: String, daemonQueue: DispatchQueue, userRuntimeRoot: String? = nil) {
         self.path = path
         self.name = name
         self.daemonQueue = daemonQueue
+        self.userRuntimeRoot = userRuntimeRoot
         self.callQueue = DispatchQueue(label: "plugin.\(name)")
         self.info = PluginInfo(name: name, version: "", state: .loading, permissions: [], file: path)
     }
@@ -200,7 +204,9 @@ package final class LoadedPlugin: @unchecked Sendable {
             struct_size: UInt32(MemoryLayout<permissions_host>.size),
             host_data: Unmanaged.passRetained(self).toOpaque(),
             log: hostLog,
-            publish: hostPublish))
+            publish: hostPublish,
+            // Never freed, like the struct itself: the plugin may keep the pointer until fini.
+            user_runtime_root: userRuntimeRoot.map { UnsafePointer(strdup($0)!) }))
         self.host = host
         var newState: UnsafeMutableRawPointer? = nil
         let rc = functions!.initialize(host, &newState)

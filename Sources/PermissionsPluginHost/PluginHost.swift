@@ -97,8 +97,14 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
         let hash: UInt64?
     }
 
-    package init(queue: DispatchQueue) {
+    /// The directory holding each user's runtime directory (ROOT/UID), handed to
+    /// plugins as the host struct's `user_runtime_root`: set on a daemon that serves
+    /// many users, nil on one that serves one user.
+    let userRuntimeRoot: String?
+
+    package init(queue: DispatchQueue, userRuntimeRoot: String? = nil) {
         self.queue = queue
+        self.userRuntimeRoot = userRuntimeRoot
     }
 
     package var infos: [PluginInfo] {

@@ -80,7 +80,7 @@ extension PluginHost {
 
     /// A plugin object for one copy, wired to the host.
     func makePlugin(path: String, name: String) -> LoadedPlugin {
-        let plugin = LoadedPlugin(path: path, name: name, daemonQueue: queue)
+        let plugin = LoadedPlugin(path: path, name: name, daemonQueue: queue, userRuntimeRoot: userRuntimeRoot)
         plugin.infoChanged = { [unowned self] in self.providersCache = nil }
         plugin.drain = { [unowned self] p, batch in
             p.latest.merge(batch.map { ($0.permission, $0) }) { $1 }

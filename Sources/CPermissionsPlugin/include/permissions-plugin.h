@@ -72,7 +72,7 @@
  *   struct_size; }: 1, and the sizeof of the struct as the writer's copy of this
  *   header declares it. The structs as ABI 1 first shipped them are the "v1
  *   layout"; their sizes are the PERMISSIONS_*_V1_SIZE constants below. Fields
- *   added since are marked "ABI 1.1".
+ *   added since are marked with the version that added them ("ABI 1.1", "ABI 1.2").
  *
  *   What a later version of this header may do, without a new ABI:
  *   - append a field at the end of a struct, at or after the struct's previous
@@ -274,6 +274,13 @@ struct permissions_host {
      * -ESHUTDOWN once the host is stopping the plugin (before fini) or has made it
      * unavailable; -EBUSY when this call made the plugin unavailable for flooding. */
     int (*publish)(void *host_data, const struct permissions_snapshot *snapshot);
+    /* ABI 1.2: where each user's runtime directory is, on a daemon that serves many
+     * users (the system bus): the directory holding ROOT/UID, the XDG_RUNTIME_DIR of
+     * user UID ("/run/user" unless the daemon was told otherwise). NULL on a daemon
+     * that serves one user (a session bus): the plugin's own environment says where
+     * that user's things are. Absent from an older host (PERMISSIONS_HAS_FIELD):
+     * treat as NULL. Valid until fini returns. */
+    const char *user_runtime_root;
 };
 
 /* The descriptor a plugin returns from its entry point. */

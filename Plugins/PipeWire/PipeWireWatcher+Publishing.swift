@@ -79,14 +79,9 @@ extension PipeWireWatcher {
         lastPublished[target] = snapshot
         switch target.owner {
         case .environment: host.publish(snapshot)
-        case .user: break  // followed and logged; the host takes no per-user state from this plugin yet
+        // An older host cannot tell users apart: each then keeps the machine-wide
+        // "unsupported" (checked at start, and logged once there).
+        case .user(let uid): host.publish(snapshot, forUser: uid)
         }
-    }
-
-    /// The user's PipeWire is no longer followed: what was published for them goes.
-    func forget(_ permission: DevicePermission, of owner: Owner) {
-        let target = Target(permission, owner)
-        throttled.remove(target)
-        lastPublished[target] = nil
     }
 }

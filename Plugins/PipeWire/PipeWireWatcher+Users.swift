@@ -16,6 +16,10 @@ extension PipeWireWatcher {
             host.log(.warning, "cannot watch \(root) for users' PipeWire: \(error); camera and microphone are "
                      + "unsupported for every user")
         case .success(let directories):
+            if !host.publishesForUsers {
+                host.log(.warning, "this daemon cannot take users' own camera and microphone states (no "
+                         + "publish_for_user): they stay unsupported for everyone")
+            }
             self.directories = directories
             directoriesSource = cpw_loop_add_io(loop, directories.fd, UInt32(SPA_IO_IN), pipewireDirectoriesReadable, me)
             host.log(.info, "following each user's PipeWire at \(root)/UID/\(UserRuntimeDirectories.socketName)")
@@ -43,7 +47,8 @@ extension PipeWireWatcher {
                 guard let remote = remotes.removeValue(forKey: .user(uid)) else { continue }
                 remote.close()
                 host.log(.info, "user \(uid)'s runtime directory is gone: no longer following their PipeWire")
-                DevicePermission.allCases.forEach { forget($0, of: .user(uid)) }
+                // Their own state becomes what it is without a PipeWire.
+                DevicePermission.allCases.forEach { publish(Target($0, .user(uid))) }
             case .rescan:
                 host.log(.warning, "missed changes of \(directories.root) (inotify queue overflow): listing it again")
                 apply(directories.scan())

@@ -79,5 +79,5 @@ _Static_assert(PERMISSIONS_PLUGIN_V1_SIZE == 64 && PERMISSIONS_HOST_V1_SIZE == 3
 _Static_assert(sizeof(struct permissions_snapshot) == 80, "ABI 1.1 snapshot size");
 _Static_assert(sizeof(struct permissions_plugin) == 72, "ABI 1.1 descriptor size");
 _Static_assert(sizeof(struct permissions_config) == 40, "ABI 1.1 configuration size");
-_Static_assert(sizeof(struct permissions_host) == 40, "ABI 1.2 host size");
+_Static_assert(sizeof(struct permissions_host) == 48, "ABI 1.2 host size");
 #endif

@@ -222,7 +222,8 @@ public final class Daemon {
         }
         host.onPublish = { [unowned self] _, publications in self.service.publish(publications) }
         host.onChange = { [unowned self] plugin in
-            self.service.pluginChanged(permissions: Set(plugin.info.permissions).union(plugin.latest.keys))
+            self.service.pluginChanged(permissions: Set(plugin.info.permissions).union(plugin.latest.keys)
+                .union(plugin.latestForUser.keys))
         }
         host.onListChange = { [unowned self] in self.service.pluginsChanged() }
         host.onConfigurationRefused = { [unowned self] problem in self.config.pluginRefused(problem) }

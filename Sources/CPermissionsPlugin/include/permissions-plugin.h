@@ -281,6 +281,20 @@ struct permissions_host {
      * that user's things are. Absent from an older host (PERMISSIONS_HAS_FIELD):
      * treat as NULL. Valid until fini returns. */
     const char *user_runtime_root;
+    /* ABI 1.2: replace the snapshot of one permission for one user only (uid): from
+     * then on that user's view of the permission is this snapshot (service state,
+     * admin policies, details, devices), and its changes are told to that user's
+     * subscribers alone, never broadcast. Every other user, and the broadcast, keep
+     * the snapshot publish gives (the machine-wide one), which a plugin whose state
+     * is per user sets to what holds for a user it knows nothing of: for devices,
+     * "unsupported". A user's snapshot stays until replaced (publish this
+     * fallback for a user the plugin stops knowing of) and goes with the plugin.
+     * Any thread; never blocks; same returns and limits as publish (the flood
+     * limit counts both). Absent from an older host
+     * (PERMISSIONS_HAS_FIELD): there, publish alone, and every user sees it.
+     * A plugin built before this field never calls it and behaves as before: one
+     * machine-wide state for everyone. */
+    int (*publish_for_user)(void *host_data, uint32_t uid, const struct permissions_snapshot *snapshot);
 };
 
 /* The descriptor a plugin returns from its entry point. */

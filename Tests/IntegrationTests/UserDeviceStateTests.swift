@@ -92,4 +92,24 @@ struct UserDeviceStateTests {
             "StatusChanged app=* permission=microphone status=not-determined", fence])
         #expect(broadcast.statusChanges.map(stripSerial) == [fence])
     }
+
+    /// The C example's disabled-for= (publish_for_user from C): that user alone reads
+    /// "disabled"; once the key goes, they read everyone's state again.
+    @Test func theCExamplePublishesForOneUser() throws {
+        let library = try PlatformTests.buildExample()
+        let plugins = try makeTemporaryDirectory("example-per-user")
+        defer { try? FileManager.default.removeItem(atPath: plugins) }
+        try FileManager.default.copyItem(atPath: library, toPath: plugins + "/libpermissions-example-lan.so")
+        let daemon = try DaemonUnderTest(bus: bus, config: "[example-lan]\ndisabled-for=1\n",
+                                         pluginDirectories: [plugins], environment: [:])
+        try waitForStatus("example-lan", as: Self.user1, "disabled")
+        #expect(try status("example-lan", as: Self.user2) == "s \"not-determined\"")
+        let monitor2 = try monitor(as: Self.user2)
+        try daemon.writeConfig("[example-lan]\n")
+        try waitForStatus("example-lan", as: Self.user1, "not-determined")
+        // User 2's state never changed: a change of their own is the fence.
+        try daemon.writeConfig("[example-lan]\ndisabled-for=2\n")
+        _ = try monitor2.lines.next { $0.hasPrefix("StatusChanged app=* permission=example-lan status=disabled") }
+        #expect(monitor2.statusChanges.map(stripSerial) == ["StatusChanged app=* permission=example-lan status=disabled"])
+    }
 }

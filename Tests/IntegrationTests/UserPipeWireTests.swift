@@ -79,4 +79,23 @@ struct UserPipeWireTests {
         _ = try daemon.waitForLog("cannot watch \(daemon.root)/no-such-dir for users' PipeWire")
         #expect(try daemon.call("GetStatus", "s", "microphone").stdout == "s \"unsupported\"\n")
     }
+
+    /// Under the shipped unit's capabilities (CapabilityBoundingSet=CAP_SYS_PTRACE
+    /// CAP_DAC_READ_SEARCH): the user's socket is found, but connect(2) needs write
+    /// permission on it, which neither gives. The user reads unsupported, fail closed,
+    /// and the log says why (doc/threat-model.md, "Reaching each user's PipeWire").
+    @Test func underTheUnitsCapabilitiesAUsersSocketIsRefusedAndReadsUnsupported() throws {
+        let root = try TestRuntimeRoot()
+        try root.startPipeWire(Self.user1).addCamera("cam-one")
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, pluginDirectories: [pipewirePluginDirectory],
+                                         environment: [:], start: false)
+        daemon.extraArguments = ["--user-runtime-root", root.path]
+        daemon.launcher = ["/usr/bin/setpriv", "--bounding-set", "-all,+sys_ptrace,+dac_read_search", "--"]
+        try daemon.start()
+        let line = try daemon.waitForLog("user 1's PipeWire")
+        #expect(line.contains("Permission denied (errno 13)"), "\(line)")
+        #expect(daemon.logLines(containing: "following the registry of user 1's PipeWire").isEmpty)
+        #expect(try daemon.call("GetStatus", "s", "camera").stdout == "s \"unsupported\"\n")
+    }
 }

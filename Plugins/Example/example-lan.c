@@ -9,6 +9,7 @@
  *     enabled=true               false: "disabled" for every app
  *     allow=org.example.Cast     forced allow: "authorized"
  *     deny=org.example.Tracker   locked deny: "restricted"
+ *     disabled-for=1000          "disabled" for this user alone (ABI 1.2 hosts)
  *
  * The plugin keeps no thread: it publishes from init and configure, which the host
  * calls on the plugin's own thread, one at a time.
@@ -23,8 +24,11 @@
 #define PERMISSION "example-lan"
 #define MAX_APPS 256
 
+#define MAX_USERS 64
+
 struct config {
     int enabled;
+    long disabled_for;             /* a uid, or -1 */
     int n_policies;
     struct permissions_app_policy policies[MAX_APPS];
     char *apps[MAX_APPS];          /* owns the app id strings above */
@@ -33,6 +37,10 @@ struct config {
 struct state {
     const struct permissions_host *host;
     struct config current;
+    /* Users given a state of their own so far: a user keeps theirs until it is
+     * replaced, so each gets the machine-wide one again whenever it changes. */
+    uint32_t users[MAX_USERS];
+    int n_users;
 };
 
 static void config_clear(struct config *c) {
@@ -40,6 +48,7 @@ static void config_clear(struct config *c) {
         free(c->apps[i]);
     memset(c, 0, sizeof *c);
     c->enabled = 1;
+    c->disabled_for = -1;
 }
 
 static void say(struct state *s, int priority, const char *origin, const char *what) {
@@ -81,6 +90,25 @@ static void publish(struct state *s) {
         .policies = s->current.policies,
     };
     s->host->publish(s->host->host_data, &snapshot);
+
+    /* ABI 1.2: one user's own state (publish_for_user), on a host that has it. The
+     * user named by disabled-for= reads "disabled", and hears of it alone; every
+     * other user, and a host without the field, see the snapshot above. */
+    if (!PERMISSIONS_HAS_FIELD(s->host, struct permissions_host, publish_for_user) || !s->host->publish_for_user)
+        return;
+    int listed = 0;
+    for (int i = 0; i < s->n_users; i++) {
+        if ((long)s->users[i] == s->current.disabled_for)
+            listed = 1;
+        else
+            s->host->publish_for_user(s->host->host_data, s->users[i], &snapshot);
+    }
+    if (s->current.disabled_for < 0)
+        return;
+    if (!listed && s->n_users < MAX_USERS)
+        s->users[s->n_users++] = (uint32_t)s->current.disabled_for;
+    snapshot.service_state = PERMISSIONS_SERVICE_DISABLED;
+    s->host->publish_for_user(s->host->host_data, (uint32_t)s->current.disabled_for, &snapshot);
 }
 
 static int plugin_init(const struct permissions_host *host, void **ret_state) {
@@ -102,6 +130,7 @@ static int plugin_configure(void *state, const struct permissions_config *config
     struct config next;
     memset(&next, 0, sizeof next);
     next.enabled = 1;
+    next.disabled_for = -1;
     for (uint32_t i = 0; i < config->n_entries; i++) {
         const struct permissions_config_entry *e = &config->entries[i];
         if (strcmp(e->section, PERMISSION) != 0)
@@ -118,6 +147,14 @@ static int plugin_configure(void *state, const struct permissions_config *config
             r = add_apps(&next, e->value, PERMISSIONS_POLICY_ALLOW);
         } else if (strcmp(e->key, "deny") == 0) {
             r = add_apps(&next, e->value, PERMISSIONS_POLICY_RESTRICTED);
+        } else if (strcmp(e->key, "disabled-for") == 0) {
+            char *end;
+            errno = 0;
+            long uid = strtol(e->value, &end, 10);
+            if (errno || end == e->value || *end || uid < 0 || uid > 4294967294L)
+                r = -EINVAL;
+            else
+                next.disabled_for = uid;
         }
         if (r < 0) {
             char what[256];

@@ -5,15 +5,22 @@ internal import Glibc
 // The C callbacks PipeWire calls on its thread loop's thread. They are plain global
 // functions in a file without top-level code: closures in main.swift would be
 // inferred @MainActor and trap when called from another thread (pitfall S1). Each
-// recovers the watcher from `data`, an unretained pointer: the plugin state holds
-// the watcher until fini has joined the thread, so it outlives every callback.
+// recovers the watcher or one of its remotes from `data`, an unretained pointer:
+// the plugin state holds the watcher until fini has joined the thread, so it
+// outlives every callback.
 
 private func watcher(_ data: UnsafeMutableRawPointer?) -> PipeWireWatcher {
     Unmanaged<PipeWireWatcher>.fromOpaque(data!).takeUnretainedValue()
 }
 
+/// The remote a connection's callbacks belong to: unretained, because the watcher
+/// holds it until its timer and listeners are removed (`PipeWireRemote.close`).
+private func remote(_ data: UnsafeMutableRawPointer?) -> PipeWireRemote {
+    Unmanaged<PipeWireRemote>.fromOpaque(data!).takeUnretainedValue()
+}
+
 func pipewireRetryTimer(_ data: UnsafeMutableRawPointer?, _ expirations: UInt64) {
-    watcher(data).retryTimerFired()
+    remote(data).retryTimerFired()
 }
 
 func pipewireThrottleTimer(_ data: UnsafeMutableRawPointer?, _ expirations: UInt64) {
@@ -24,13 +31,17 @@ func pipewireConfigEvent(_ data: UnsafeMutableRawPointer?, _ count: UInt64) {
     watcher(data).configEventFired()
 }
 
+func pipewireDirectoriesReadable(_ data: UnsafeMutableRawPointer?, _ fd: Int32, _ mask: UInt32) {
+    watcher(data).directoriesReadable()
+}
+
 func pipewireCoreDone(_ data: UnsafeMutableRawPointer?, _ id: UInt32, _ seq: Int32) {
-    watcher(data).coreDone(id: id, seq: seq)
+    remote(data).coreDone(id: id, seq: seq)
 }
 
 func pipewireCoreError(_ data: UnsafeMutableRawPointer?, _ id: UInt32, _ seq: Int32, _ res: Int32,
                        _ message: UnsafePointer<CChar>?) {
-    watcher(data).coreError(id: id, res: res, message: message.map { String(cString: $0) } ?? "")
+    remote(data).coreError(id: id, res: res, message: message.map { String(cString: $0) } ?? "")
 }
 
 /// The node type name, fetched once: `global` compares it for every object. It
@@ -41,11 +52,11 @@ nonisolated(unsafe) private let nodeType: UnsafePointer<CChar> = cpw_type_interf
 func pipewireRegistryGlobal(_ data: UnsafeMutableRawPointer?, _ id: UInt32, _ permissions: UInt32,
                             _ type: UnsafePointer<CChar>?, _ version: UInt32, _ props: UnsafePointer<spa_dict>?) {
     guard let type, strcmp(type, nodeType) == 0 else { return }
-    watcher(data).nodeAppeared(id: id, device: device(from: props))
+    remote(data).nodeAppeared(id: id, device: device(from: props))
 }
 
 func pipewireRegistryGlobalRemove(_ data: UnsafeMutableRawPointer?, _ id: UInt32) {
-    watcher(data).globalRemoved(id: id)
+    remote(data).globalRemoved(id: id)
 }
 
 /// The camera or microphone a node's global properties describe, or nil. The

@@ -4,9 +4,13 @@ internal import Glibc
 import PluginKit
 import Synchronization
 import PermissionsModel
+internal import SystemPrimitives
 
-/// Follows the user's PipeWire registry on a thread of its own and publishes the
-/// camera and microphone snapshots.
+/// Follows PipeWire registries on one thread of its own and publishes the camera
+/// and microphone snapshots: the one PipeWire libpipewire's rules find, on a
+/// daemon that serves one user; every user's own, ROOT/UID/pipewire-0, on a daemon
+/// that serves many (the host's `user_runtime_root`). Each connection is a
+/// `PipeWireRemote`; they all share this loop, its thread and one context.
 ///
 /// Threads. PipeWire objects are not thread-safe, so the mutable state here
 /// belongs to the thread loop's thread: PipeWire callbacks (which run with the
@@ -18,41 +22,23 @@ import PermissionsModel
 /// over through `pendingConfig`, a Mutex, before waking the loop. So the host's
 /// queue never waits for PipeWire or for the loop: it starts the thread, hands
 /// over configurations and joins the thread.
-///
-/// Connection (PipeWireWatcher+Connection.swift): connect, list the registry and
-/// `pw_core_sync`; the listing is complete when the matching `done` arrives, and
-/// only then are devices published. A lost connection forgets every device at
-/// once ("unsupported") and retries with `Backoff`, so the state always follows
-/// the registry of the PipeWire that is reachable now, never one from an earlier
-/// connection or start order (xdg-desktop-portal #2143).
 final class PipeWireWatcher {
-    enum Phase: String {
-        case unreachable  // no connection
-        case connecting  // connected; the first registry listing is not complete
-        case connected  // the registry is followed
-    }
-
     let host: HostHandle
     let threadLoop: OpaquePointer
     let loop: UnsafeMutablePointer<pw_loop>
+    /// Made with the first connection attempt (it loads libpipewire's modules and
+    /// configuration, about 3 MiB), shared by every remote.
     var context: OpaquePointer?
-    var core: OpaquePointer?
-    var registry: OpaquePointer?
-    let coreListener: Listener<pw_core_events>
-    let registryListener: Listener<pw_registry_events>
-    /// Fires the next connection attempt (and tears down a lost connection first).
-    var retryTimer: UnsafeMutablePointer<spa_source>?
+    /// The connections, by whose PipeWire they follow.
+    var remotes: [Owner: PipeWireRemote] = [:]
+    /// Where users' runtime directories are (many users), or nil (one user).
+    let userRuntimeRoot: String?
+    var directories: UserRuntimeDirectories?
+    var directoriesSource: UnsafeMutablePointer<spa_source>?
     /// Fires when throttled publications may go out.
     var throttleTimer: UnsafeMutablePointer<spa_source>?
     /// Signalled by `configure` when `pendingConfig` holds a new configuration.
     var configEvent: UnsafeMutablePointer<spa_source>?
-    /// The seq of the `pw_core_sync` that marks the end of the first listing.
-    var syncSeq: Int32 = -1
-    var phase = Phase.unreachable
-    var devices = DeviceTable()
-    var backoff = Backoff()
-    /// One log line per outage, not one per attempt.
-    var outageLogged = false
 
     /// The configuration in force; nil until the first `configure` has reached
     /// the loop, and nothing but the first "unsupported" is published before it.
@@ -60,35 +46,25 @@ final class PipeWireWatcher {
     let pendingConfig = Mutex<[DevicePermission: SwitchConfig]?>(nil)
     /// Whether `configure` has handed a configuration over (the host's queue only).
     private var handedOverOnce = false
-    var lastPublished: [DevicePermission: PluginSnapshot] = [:]
+    var lastPublished: [Target: PluginSnapshot] = [:]
     var throttle = PublishThrottle()
-    /// Permissions whose publication waits for the throttle's timer.
-    var throttled: Set<DevicePermission> = []
+    /// Publications that wait for the throttle's timer.
+    var throttled: Set<Target> = []
 
-    /// The pointer PipeWire passes back to the callbacks: unretained, because the
-    /// plugin state holds the watcher until `stop` has joined the thread.
     var me: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
 
     private init(host: HostHandle, threadLoop: OpaquePointer) {
         self.host = host
         self.threadLoop = threadLoop
         loop = pw_thread_loop_get_loop(threadLoop)
-        var coreEvents = pw_core_events()
-        coreEvents.version = UInt32(PW_VERSION_CORE_EVENTS)
-        coreEvents.done = pipewireCoreDone
-        coreEvents.error = pipewireCoreError
-        coreListener = Listener(coreEvents)
-        var registryEvents = pw_registry_events()
-        registryEvents.version = UInt32(PW_VERSION_REGISTRY_EVENTS)
-        registryEvents.global = pipewireRegistryGlobal
-        registryEvents.global_remove = pipewireRegistryGlobalRemove
-        registryListener = Listener(registryEvents)
+        userRuntimeRoot = host.userRuntimeRoot
     }
 
     // MARK: The host's queue
 
     /// Publishes "unsupported" for both permissions and starts the thread, whose
-    /// first act is a connection attempt. Never waits for PipeWire.
+    /// first act is a connection attempt (one user) or a listing of the users'
+    /// runtime directories (many). Never waits for PipeWire.
     static func start(host: HostHandle) -> Result<PipeWireWatcher, PipeWireStartError> {
         pw_init(nil, nil)
         guard let threadLoop = pw_thread_loop_new("permissions-pw", nil) else {
@@ -97,18 +73,21 @@ final class PipeWireWatcher {
             return .failure(PipeWireStartError(code: code, what: "pw_thread_loop_new"))
         }
         let watcher = PipeWireWatcher(host: host, threadLoop: threadLoop)
-        for permission in DevicePermission.allCases { watcher.send(permission) }
+        for permission in DevicePermission.allCases { watcher.send(Target(permission, .environment)) }
         // The loop does not run yet, so its sources may be added from this thread.
         let loop = watcher.loop
-        watcher.retryTimer = cpw_loop_add_timer(loop, pipewireRetryTimer, watcher.me)
         watcher.throttleTimer = cpw_loop_add_timer(loop, pipewireThrottleTimer, watcher.me)
         watcher.configEvent = cpw_loop_add_event(loop, pipewireConfigEvent, watcher.me)
-        guard let retryTimer = watcher.retryTimer, watcher.throttleTimer != nil, watcher.configEvent != nil else {
+        guard watcher.throttleTimer != nil, watcher.configEvent != nil else {
             let code = errno
             watcher.stop()
             return .failure(PipeWireStartError(code: code, what: "pw_loop_add_timer/event"))
         }
-        _ = cpw_loop_arm_timer(loop, retryTimer, 0)
+        if let root = watcher.userRuntimeRoot {
+            watcher.watchUsers(root: root)
+        } else {
+            watcher.addRemote(.environment, socket: nil, backoff: Backoff()).attemptSoon()
+        }
         let rc = pw_thread_loop_start(threadLoop)
         guard rc == 0 else {
             watcher.stop()
@@ -140,20 +119,38 @@ final class PipeWireWatcher {
     /// Joins the thread, then frees every PipeWire object. No host call after it.
     func stop() {
         pw_thread_loop_stop(threadLoop)  // joins: from here on, this is the only thread
-        tearDownConnection()
-        for source in [retryTimer, throttleTimer, configEvent] {
+        for remote in remotes.values { remote.close() }
+        remotes = [:]
+        for source in [throttleTimer, configEvent, directoriesSource] {
             if let source { cpw_loop_destroy_source(loop, source) }
         }
-        retryTimer = nil
         throttleTimer = nil
         configEvent = nil
+        directoriesSource = nil
+        directories?.close()
+        directories = nil
         if let context { pw_context_destroy(context) }
         context = nil
         pw_thread_loop_destroy(threadLoop)
         pw_deinit()  // balances pw_init (counted since 0.3.x: other users are unaffected)
     }
 
-    // MARK: The loop's thread
+    // MARK: The loop's thread (and `start`, before it runs)
+
+    /// The shared context, made on first use; nil (errno set) if it cannot be.
+    func makeContext() -> OpaquePointer? {
+        // Reads client.conf: the native protocol and client defaults, no RT module.
+        if context == nil { context = pw_context_new(loop, nil, 0) }
+        return context
+    }
+
+    @discardableResult
+    func addRemote(_ owner: Owner, socket: String?, backoff: Backoff) -> PipeWireRemote {
+        if let remote = remotes[owner] { return remote }
+        let remote = PipeWireRemote(watcher: self, owner: owner, socket: socket, backoff: backoff)
+        remotes[owner] = remote
+        return remote
+    }
 
     /// `configure` woke the loop: apply what it handed over and publish.
     func configEventFired() {
@@ -163,7 +160,7 @@ final class PipeWireWatcher {
         }
         guard let new else { return }
         configs = new
-        DevicePermission.allCases.forEach(publish)
+        publishAll()
     }
 }
 

@@ -44,6 +44,31 @@ public struct HostHandle: @unchecked Sendable {
         host.pointee.log?(host.pointee.host_data, priority.rawValue, message)
     }
 
+    /// The host's `user_runtime_root` (ABI 1.2): where each user's runtime
+    /// directory is on a daemon serving many users; nil on one serving one user,
+    /// or from a host older than the field.
+    public var userRuntimeRoot: String? {
+        let size = MemoryLayout<permissions_host>.offset(of: \permissions_host.user_runtime_root)!
+            + MemoryLayout<UnsafePointer<CChar>?>.size
+        guard host.pointee.struct_size >= size, let root = host.pointee.user_runtime_root else { return nil }
+        return String(cString: root)
+    }
+
+    /// Whether the host takes users' own snapshots (ABI 1.2's publish_for_user).
+    public var publishesForUsers: Bool {
+        let size = MemoryLayout<permissions_host>.offset(of: \permissions_host.publish_for_user)!
+            + MemoryLayout<UnsafeRawPointer?>.size
+        return host.pointee.struct_size >= size && host.pointee.publish_for_user != nil
+    }
+
+    /// Publishes user `uid`'s own snapshot; -ENOSYS from a host without
+    /// publish_for_user (see `publishesForUsers`).
+    @discardableResult
+    public func publish(_ snapshot: PluginSnapshot, forUser uid: UInt32) -> Int32 {
+        guard publishesForUsers, let publish = host.pointee.publish_for_user else { return -ENOSYS }
+        return snapshot.withCStruct { publish(host.pointee.host_data, uid, $0) }
+    }
+
     /// Publishes a snapshot; returns the host's answer (0 or -errno).
     @discardableResult
     public func publish(_ snapshot: PluginSnapshot) -> Int32 {

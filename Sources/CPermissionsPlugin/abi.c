@@ -64,6 +64,8 @@ _Static_assert(offsetof(struct permissions_plugin, validate) >= PERMISSIONS_PLUG
                "validate inside the v1 descriptor");
 _Static_assert(offsetof(struct permissions_config, problem_data) >= PERMISSIONS_CONFIG_V1_SIZE,
                "problem_data inside the v1 configuration");
+_Static_assert(offsetof(struct permissions_host, user_runtime_root) >= PERMISSIONS_HOST_V1_SIZE,
+               "user_runtime_root inside the v1 host struct");
 /* Config entries never grow in ABI 1 (see VERSIONING). */
 _Static_assert(sizeof(struct permissions_config_entry) == PERMISSIONS_CONFIG_ENTRY_V1_SIZE,
                "permissions_config_entry grew");
@@ -77,4 +79,5 @@ _Static_assert(PERMISSIONS_PLUGIN_V1_SIZE == 64 && PERMISSIONS_HOST_V1_SIZE == 3
 _Static_assert(sizeof(struct permissions_snapshot) == 80, "ABI 1.1 snapshot size");
 _Static_assert(sizeof(struct permissions_plugin) == 72, "ABI 1.1 descriptor size");
 _Static_assert(sizeof(struct permissions_config) == 40, "ABI 1.1 configuration size");
+_Static_assert(sizeof(struct permissions_host) == 48, "ABI 1.2 host size");
 #endif

@@ -50,3 +50,16 @@ const struct spa_dict *cpw_properties_dict(const struct pw_properties *propertie
 {
     return &properties->dict;
 }
+
+struct spa_source *cpw_loop_add_io(struct pw_loop *loop, int fd, uint32_t mask, spa_source_io_func_t func, void *data)
+{
+    return pw_loop_add_io(loop, fd, mask, false, func, data);
+}
+
+struct pw_core *cpw_context_connect_path(struct pw_context *context, const char *path)
+{
+    struct pw_properties *props = pw_properties_new(PW_KEY_REMOTE_NAME, path, NULL);
+    if (props == NULL)
+        return NULL;
+    return pw_context_connect(context, props, 0);  /* takes props, on failure too */
+}

@@ -21,8 +21,20 @@ public struct DaemonOptions: Sendable {
     /// The process whose mount namespace counts as the host's (IdentityReader), as
     /// given; else see `resolvedHostPID`.
     public var hostPID: UInt32?
+    /// Where each user's runtime directory is (ROOT/UID), as given; else see
+    /// `resolvedUserRuntimeRoot`.
+    public var userRuntimeRoot: String?
 
     public init() {}
+
+    /// What plugins are told of users' runtime directories: as given, else
+    /// /run/user on the system bus (many users, each with their own PipeWire and the
+    /// like there); nil on a session bus or a given address without the option
+    /// (one user, whose own environment says where).
+    public var resolvedUserRuntimeRoot: String? {
+        if let userRuntimeRoot { return userRuntimeRoot }
+        return bus == .system ? "/run/user" : nil
+    }
 
     /// PID 1 on the system bus, where many users share the daemon and a hardened unit
     /// gives the daemon a mount namespace of its own. On a session bus or a given
@@ -192,7 +204,7 @@ public final class Daemon {
             Self.endProcess(0)
         }
 
-        host = PluginHost(queue: queue)
+        host = PluginHost(queue: queue, userRuntimeRoot: options.resolvedUserRuntimeRoot)
         var reader = IdentityReader()
         reader.hostPID = options.resolvedHostPID
         let callers = CallerCache(connection: connection, reader: reader)
@@ -212,7 +224,8 @@ public final class Daemon {
         }
         host.onPublish = { [unowned self] _, publications in self.service.publish(publications) }
         host.onChange = { [unowned self] plugin in
-            self.service.pluginChanged(permissions: Set(plugin.info.permissions).union(plugin.latest.keys))
+            self.service.pluginChanged(permissions: Set(plugin.info.permissions).union(plugin.latest.keys)
+                .union(plugin.latestForUser.keys))
         }
         host.onListChange = { [unowned self] in self.service.pluginsChanged() }
         host.onConfigurationRefused = { [unowned self] problem in self.config.pluginRefused(problem) }

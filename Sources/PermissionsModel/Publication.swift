@@ -1,6 +1,6 @@
-/// Where a published state holds: for the whole machine (every user's view), or
-/// for one user's only. Every publication is `.machine` today: the plugin ABI has
-/// no way to publish for one user yet, and that is the case to fill in when it has.
+/// Where a published state holds: for the whole machine (every user's view but
+/// those of users with a state of their own), or for one user's only (the plugin
+/// ABI's publish_for_user).
 public enum Scope: Hashable, Sendable {
     case machine
     case user(UInt32)

@@ -9,8 +9,12 @@ package protocol SnapshotSource: AnyObject {
     /// Whether this source declares the permission: `snapshot(for:) != nil`, without
     /// building the snapshot (asked on every GetStatus).
     func declares(_ permission: String) -> Bool
+    /// Users' own snapshots of the permission, by uid: each user listed sees theirs
+    /// instead of `snapshot(for:)`.
+    func userSnapshots(for permission: String) -> [UInt32: Snapshot]
 }
 
 extension SnapshotSource {
     package func declares(_ permission: String) -> Bool { snapshot(for: permission) != nil }
+    package func userSnapshots(for permission: String) -> [UInt32: Snapshot] { [:] }
 }

@@ -31,6 +31,9 @@ package final class LoadedPlugin: @unchecked Sendable {
     var infoChanged: (() -> Void)?
     /// Snapshots published so far, by permission (daemon queue).
     package var latest: [String: Snapshot] = [:]
+    /// Users' own snapshots published so far (publish_for_user), by permission and
+    /// uid (daemon queue).
+    package var latestForUser: [String: [UInt32: Snapshot]] = [:]
 
     /// The hash of the content it was loaded from (daemon queue).
     var contentHash: UInt64?
@@ -54,9 +57,10 @@ package final class LoadedPlugin: @unchecked Sendable {
         var declared: Set<String> = []
         /// No more host calls are accepted: fini ran, or the plugin was given up.
         var closed = false
-        /// Publications not yet applied, latest per permission: a storm of them
-        /// costs the daemon one apply per permission, not one per publication.
-        var pending: [String: Snapshot] = [:]
+        /// Publications not yet applied, latest per permission and scope: a storm of
+        /// them costs the daemon one apply per permission (and user), not one per
+        /// publication.
+        var pending: [PendingKey: Snapshot] = [:]
         var drainScheduled = false
         /// Flood detection: publications and log lines, each over its own second.
         var publications = OneSecondWindow()
@@ -66,18 +70,23 @@ package final class LoadedPlugin: @unchecked Sendable {
         var configureReason: String??
     }
     let shared = Locked(Shared())
-    /// Called on the daemon queue with the permissions whose publications arrived.
-    var drain: ((LoadedPlugin, [Snapshot]) -> Void)?
+    /// Called on the daemon queue with the publications that arrived, each the
+    /// latest of its permission and scope.
+    var drain: ((LoadedPlugin, [Publication]) -> Void)?
     /// Called on the daemon queue when the plugin floods the host or breaks the ABI.
     var misbehaved: ((LoadedPlugin, String) -> Void)?
 
     static let maxPublicationsPerSecond = 1000
     static let maxLogLinesPerSecond = 50
 
-    init(path: String, name: String, daemonQueue: DispatchQueue) {
+    /// The host struct's `user_runtime_root` (see PluginHost.userRuntimeRoot).
+    let userRuntimeRoot: String?
+
+    init(path: String, name: String, daemonQueue: DispatchQueue, userRuntimeRoot: String? = nil) {
         self.path = path
         self.name = name
         self.daemonQueue = daemonQueue
+        self.userRuntimeRoot = userRuntimeRoot
         self.callQueue = DispatchQueue(label: "plugin.\(name)")
         self.info = PluginInfo(name: name, version: "", state: .loading, permissions: [], file: path)
     }
@@ -200,7 +209,10 @@ package final class LoadedPlugin: @unchecked Sendable {
             struct_size: UInt32(MemoryLayout<permissions_host>.size),
             host_data: Unmanaged.passRetained(self).toOpaque(),
             log: hostLog,
-            publish: hostPublish))
+            publish: hostPublish,
+            // Never freed, like the struct itself: the plugin may keep the pointer until fini.
+            user_runtime_root: userRuntimeRoot.map { UnsafePointer(strdup($0)!) },
+            publish_for_user: hostPublishForUser))
         self.host = host
         var newState: UnsafeMutableRawPointer? = nil
         let rc = functions!.initialize(host, &newState)
@@ -289,7 +301,9 @@ package final class LoadedPlugin: @unchecked Sendable {
     /// the lock, against `closed` as it is then. A publication that loses a race
     /// with `closeHostCalls` (fini, or the plugin given up) is refused with
     /// -ESHUTDOWN, never queued after the queue was emptied for good.
-    func publish(_ s: UnsafePointer<permissions_snapshot>) -> Int32 {
+    /// `uid` nil: the machine-wide snapshot (publish); else that user's own
+    /// (publish_for_user).
+    func publish(_ s: UnsafePointer<permissions_snapshot>, uid: UInt32? = nil) -> Int32 {
         // Not needed for correctness: spares a closed plugin's publications the copy.
         guard let declared = shared.withLock({ $0.closed ? nil : $0.declared }) else { return -ESHUTDOWN }
         let copy = SnapshotReader.read(s, declared: declared, plugin: name)
@@ -305,7 +319,7 @@ package final class LoadedPlugin: @unchecked Sendable {
                 shared.closed = true
                 return .flooded
             }
-            shared.pending[copy.permission] = copy
+            shared.pending[PendingKey(permission: copy.permission, uid: uid)] = copy
             defer { shared.drainScheduled = true }
             return .queued(scheduleDrain: !shared.drainScheduled)
         }
@@ -323,12 +337,12 @@ package final class LoadedPlugin: @unchecked Sendable {
         case .queued(let scheduleDrain):
             if scheduleDrain {
                 daemonQueue.async { [self] in
-                    let batch = shared.withLock { s -> [Snapshot] in
+                    let batch = shared.withLock { s -> [Publication] in
                         defer {
                             s.pending = [:]
                             s.drainScheduled = false
                         }
-                        return Array(s.pending.values)
+                        return s.pending.map { Publication($0.value, scope: $0.key.uid.map { .user($0) } ?? .machine) }
                     }
                     if !batch.isEmpty { drain?(self, batch) }
                 }
@@ -411,4 +425,16 @@ func hostProblem(_ data: UnsafeMutableRawPointer?, _ message: UnsafePointer<CCha
 func hostPublish(_ data: UnsafeMutableRawPointer?, _ snapshot: UnsafePointer<permissions_snapshot>?) -> Int32 {
     guard let p = plugin(data), let snapshot else { return -EINVAL }
     return p.publish(snapshot)
+}
+
+func hostPublishForUser(_ data: UnsafeMutableRawPointer?, _ uid: UInt32,
+                        _ snapshot: UnsafePointer<permissions_snapshot>?) -> Int32 {
+    guard let p = plugin(data), let snapshot else { return -EINVAL }
+    return p.publish(snapshot, uid: uid)
+}
+
+/// One pending publication's place: a permission, machine-wide (uid nil) or one user's.
+struct PendingKey: Hashable {
+    let permission: String
+    let uid: UInt32?
 }

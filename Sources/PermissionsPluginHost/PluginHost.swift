@@ -79,8 +79,8 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
     /// Names whose copy refused the configuration in force (PluginSelection).
     var configRefusals = Set<String>()
 
-    /// What a serving plugin published (each permission's snapshot, machine-wide: the
-    /// ABI has no per-user publication), handed on as it came; on the daemon queue.
+    /// What a serving plugin published (each permission's snapshot, machine-wide or
+    /// one user's), handed on as it came; on the daemon queue.
     package var onPublish: ((LoadedPlugin, [Publication]) -> Void)?
     /// A plugin changed state or came or went; on the daemon queue.
     package var onChange: ((LoadedPlugin) -> Void)?
@@ -97,8 +97,14 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
         let hash: UInt64?
     }
 
-    package init(queue: DispatchQueue) {
+    /// The directory holding each user's runtime directory (ROOT/UID), handed to
+    /// plugins as the host struct's `user_runtime_root`: set on a daemon that serves
+    /// many users, nil on one that serves one user.
+    let userRuntimeRoot: String?
+
+    package init(queue: DispatchQueue, userRuntimeRoot: String? = nil) {
         self.queue = queue
+        self.userRuntimeRoot = userRuntimeRoot
     }
 
     package var infos: [PluginInfo] {
@@ -122,6 +128,13 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
         guard let provider = providers[permission] else { return nil }
         guard provider.info.state == .loaded else { return .unpublished(permission) }
         return provider.latest[permission] ?? .unpublished(permission)
+    }
+
+    /// The users' own snapshots of a permission (publish_for_user) while its plugin
+    /// serves it; none otherwise, and every user then sees `snapshot(for:)`.
+    package func userSnapshots(for permission: String) -> [UInt32: Snapshot] {
+        guard let provider = providers[permission], provider.info.state == .loaded else { return [:] }
+        return provider.latestForUser[permission] ?? [:]
     }
 
     package func declares(_ permission: String) -> Bool { providers.keys.contains(permission) }

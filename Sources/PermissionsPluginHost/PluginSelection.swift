@@ -80,12 +80,17 @@ extension PluginHost {
 
     /// A plugin object for one copy, wired to the host.
     func makePlugin(path: String, name: String) -> LoadedPlugin {
-        let plugin = LoadedPlugin(path: path, name: name, daemonQueue: queue)
+        let plugin = LoadedPlugin(path: path, name: name, daemonQueue: queue, userRuntimeRoot: userRuntimeRoot)
         plugin.infoChanged = { [unowned self] in self.providersCache = nil }
         plugin.drain = { [unowned self] p, batch in
-            p.latest.merge(batch.map { ($0.permission, $0) }) { $1 }
+            for publication in batch {
+                switch publication.scope {
+                case .machine: p.latest[publication.permission] = publication.snapshot
+                case .user(let uid): p.latestForUser[publication.permission, default: [:]][uid] = publication.snapshot
+                }
+            }
             if p.info.state == .loaded, plugins.contains(where: { $0 === p }) {
-                self.onPublish?(p, batch.map { Publication($0, scope: .machine) })
+                self.onPublish?(p, batch)
             }
         }
         plugin.misbehaved = { [unowned self] p, reason in self.makeUnavailable(p, reason) }

@@ -43,9 +43,10 @@ extension PermissionsService {
     /// "policy" is the admin's entry as it counts for the caller: for a script, an
     /// allow= is "none", and "policy-ignored" says so.
     func details(identity: AppIdentity, permission: String) -> DBusValue {
-        let s = snapshot(permission)
-        let (uid, app) = (identity.uid, identity.appID)
         let audience = audience(of: identity)
+        // The caller's user's own state (their devices), never another user's.
+        let s = tracker.snapshot(permission, for: audience)
+        let (uid, app) = (identity.uid, identity.appID)
         let policy = audience.policy(s, for: app)
         var pairs: [(String, DBusValue)] = [
             ("app-id", .string(app)),

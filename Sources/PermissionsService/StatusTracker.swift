@@ -66,6 +66,10 @@ package final class StatusTracker {
     package var scriptUsers: () -> [UInt32] = { [] }
     /// The snapshots clients last heard about (what signals were computed from).
     private(set) var snapshots: [String: Snapshot] = [:]
+    /// Users' own snapshots clients last heard about, by permission and uid: a
+    /// user listed sees theirs instead of `snapshots` (a plugin's publish_for_user;
+    /// camera and microphone from each user's own PipeWire).
+    private(set) var userSnapshots: [String: [UInt32: Snapshot]] = [:]
     /// "allow-session" grants: (uid, app, permission) -> the requesters' unique names
     /// (see SessionGrants.swift).
     var sessionGrants: [DecisionKey: Set<String>] = [:]
@@ -118,6 +122,20 @@ package final class StatusTracker {
         snapshots[permission] ?? .unpublished(permission)
     }
 
+    /// The snapshot as `audience` last heard about it: the user's own if there is
+    /// one, else the machine-wide one. Everyone's view is the machine-wide one.
+    package func snapshot(_ permission: String, for audience: Audience) -> Snapshot {
+        if let uid = audience.uid, let own = userSnapshots[permission]?[uid] { return own }
+        return snapshot(permission)
+    }
+
+    /// What the users' own snapshots of the permission are now, from the first
+    /// source that declares it.
+    func currentUserSnapshots(_ permission: String) -> [UInt32: Snapshot] {
+        guard let source = sources.first(where: { $0.declares(permission) }) else { return [:] }
+        return source.userSnapshots(for: permission).mapValues(inForce)
+    }
+
     /// What the permission's state is now, from the first source that declares it.
     func currentSnapshot(_ permission: String) -> Snapshot {
         inForce(sources.lazy.compactMap { $0.snapshot(for: permission) }.first ?? .unpublished(permission))
@@ -135,7 +153,7 @@ package final class StatusTracker {
     /// `asTold`: as clients were last told, which counts a row that has expired but
     /// whose removal (and its signal) has not come yet.
     package func status(_ audience: Audience, app: String, permission: String, asTold: Bool = false) -> Status {
-        let s = snapshot(permission)
+        let s = snapshot(permission, for: audience)
         return effectiveStatus(service: s.service, policy: audience.policy(s, for: app),
                                decision: decision(audience, app, permission, asTold: asTold))
     }
@@ -251,10 +269,12 @@ package final class StatusTracker {
                 return
             }
             show(publication.permission, inForce(publication.snapshot))
-        case .user:
-            // Nothing publishes for one user yet (the plugin ABI cannot say so), and the
-            // tracker keeps no per-user snapshots: this is where they would go.
-            assertionFailure("a publication for one user, which nothing makes yet")
+        case .user(let uid):
+            if held != nil {
+                held?.insert(publication.permission)
+                return
+            }
+            showUser(publication.permission, uid, inForce(publication.snapshot))
         }
     }
 
@@ -266,6 +286,26 @@ package final class StatusTracker {
             return
         }
         show(permission, currentSnapshot(permission))
+        let current = currentUserSnapshots(permission)
+        for uid in Set(userSnapshots[permission, default: [:]].keys).union(current.keys).sorted() {
+            showUser(permission, uid, current[uid])
+        }
+    }
+
+    /// `new` is user `uid`'s own state of the permission now (nil: they have none,
+    /// and see the machine-wide one): kept as what they last heard about, with a
+    /// signal for each real change, to that user's streams alone (never broadcast).
+    private func showUser(_ permission: String, _ uid: UInt32, _ new: Snapshot?) {
+        let old = snapshot(permission, for: .user(uid))
+        if let new, isKnown(permission) {
+            userSnapshots[permission, default: [:]][uid] = new
+        } else {
+            userSnapshots[permission]?[uid] = nil
+            if userSnapshots[permission]?.isEmpty == true { userSnapshots[permission] = nil }
+        }
+        let now = snapshot(permission, for: .user(uid))
+        guard old != now, !quiet else { return }
+        tell(permission, from: old, to: now, audiences: audiences(of: uid))
     }
 
     /// `new` is the permission's state now: kept as what clients last heard about,
@@ -275,8 +315,16 @@ package final class StatusTracker {
         guard old != new else { return }
         snapshots[permission] = isKnown(permission) ? new : nil
         if quiet { return }
+        // A user with a state of their own does not see the machine-wide one change.
+        let own = userSnapshots[permission] ?? [:]
+        tell(permission, from: old, to: new, audiences: allAudiences.filter { $0.uid.map { own[$0] == nil } ?? true })
+    }
+
+    /// Signals to each of `audiences` what a change of the snapshot they see, from
+    /// `old` to `new`, changed for apps: the service level for every app, then each
+    /// app whose admin entry changed.
+    private func tell(_ permission: String, from old: Snapshot, to new: Snapshot, audiences: [Audience]) {
         let serviceChanged = old.serviceLevelStatus != new.serviceLevelStatus
-        let audiences = allAudiences
         if serviceChanged {
             for audience in audiences { emit(audience, "", permission, new.serviceLevelStatus) }
         }

@@ -30,6 +30,8 @@ public final class DaemonUnderTest {
     /// Tells the daemon (JOURNAL_STREAM) that `logFile` is the journal's stream, as
     /// systemd does for a service whose output goes to the journal.
     public var logFileIsJournalStream = false
+    /// More options for the daemon, after the harness's own (`--user-runtime-root`).
+    public var extraArguments: [String] = []
     private var process: Process?
     /// Signalled once when the running process exits (its termination handler).
     private var exited = DispatchSemaphore(value: 0)
@@ -54,7 +56,7 @@ public final class DaemonUnderTest {
         process.executableURL = URL(fileURLWithPath: programDirectory + "/permissionsd")
         process.arguments = ["--address", bus.address, "--config-dir", configDirectory, "--state-dir", stateDirectory,
                              "--verbose"] + (hostPID.isEmpty ? [] : ["--host-pid", hostPID])
-            + pluginDirectories.flatMap { ["--plugin-dir", $0] }
+            + pluginDirectories.flatMap { ["--plugin-dir", $0] } + extraArguments
         if asNobody {
             for path in [root, configDirectory] + ((try? FileManager.default.subpathsOfDirectory(atPath: configDirectory))
                                                    ?? []).map({ configDirectory + "/" + $0 }) {

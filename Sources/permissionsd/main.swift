@@ -42,6 +42,11 @@ let usage = """
       --host-pid PID|self  the process whose mount namespace is the host's (default 1
                            on the system bus, permissionsd itself (self) otherwise):
                            callers elsewhere get no executable-path identity
+      --user-runtime-root DIR
+                           where each user's runtime directory is, DIR/UID
+                           (default /run/user on the system bus; on a session bus
+                           or --address, the user's own environment decides unless
+                           this is given)
       --verbose            log debug messages
       --check-config       check the configuration (and each plugin's part of it)
                            as the daemon would, print every problem, apply nothing;
@@ -55,7 +60,7 @@ let usage = """
     """
 
 let specs = ["system", "session", "verbose", "help", "version", "check-config"].map { OptionSpec($0) }
-    + ["address", "config-dir", "state-dir", "plugin-dir", "host-pid"].map { OptionSpec($0, takesValue: true) }
+    + ["address", "config-dir", "state-dir", "plugin-dir", "host-pid", "user-runtime-root"].map { OptionSpec($0, takesValue: true) }
 
 var options = DaemonOptions()
 do {
@@ -86,6 +91,10 @@ do {
             guard let value = UInt32(pid), value > 0 else { throw UsageError(description: "invalid --host-pid \(pid)") }
             options.hostPID = value
         }
+    }
+    if let root = parsed.last("user-runtime-root") {
+        guard root.hasPrefix("/") else { throw UsageError(description: "--user-runtime-root must be an absolute path") }
+        options.userRuntimeRoot = root
     }
     options.verbose = parsed.has("verbose")
     InstalledPaths.applyDefaults(to: &options, parsed: parsed)

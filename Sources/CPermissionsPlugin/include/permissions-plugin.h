@@ -72,7 +72,7 @@
  *   struct_size; }: 1, and the sizeof of the struct as the writer's copy of this
  *   header declares it. The structs as ABI 1 first shipped them are the "v1
  *   layout"; their sizes are the PERMISSIONS_*_V1_SIZE constants below. Fields
- *   added since are marked "ABI 1.1".
+ *   added since are marked with the version that added them ("ABI 1.1", "ABI 1.2").
  *
  *   What a later version of this header may do, without a new ABI:
  *   - append a field at the end of a struct, at or after the struct's previous
@@ -274,6 +274,27 @@ struct permissions_host {
      * -ESHUTDOWN once the host is stopping the plugin (before fini) or has made it
      * unavailable; -EBUSY when this call made the plugin unavailable for flooding. */
     int (*publish)(void *host_data, const struct permissions_snapshot *snapshot);
+    /* ABI 1.2: where each user's runtime directory is, on a daemon that serves many
+     * users (the system bus): the directory holding ROOT/UID, the XDG_RUNTIME_DIR of
+     * user UID ("/run/user" unless the daemon was told otherwise). NULL on a daemon
+     * that serves one user (a session bus): the plugin's own environment says where
+     * that user's things are. Absent from an older host (PERMISSIONS_HAS_FIELD):
+     * treat as NULL. Valid until fini returns. */
+    const char *user_runtime_root;
+    /* ABI 1.2: replace the snapshot of one permission for one user only (uid): from
+     * then on that user's view of the permission is this snapshot (service state,
+     * admin policies, details, devices), and its changes are told to that user's
+     * subscribers alone, never broadcast. Every other user, and the broadcast, keep
+     * the snapshot publish gives (the machine-wide one), which a plugin whose state
+     * is per user sets to what holds for a user it knows nothing of: for devices,
+     * "unsupported". A user's snapshot stays until replaced (publish this
+     * fallback for a user the plugin stops knowing of) and goes with the plugin.
+     * Any thread; never blocks; same returns and limits as publish (the flood
+     * limit counts both). Absent from an older host
+     * (PERMISSIONS_HAS_FIELD): there, publish alone, and every user sees it.
+     * A plugin built before this field never calls it and behaves as before: one
+     * machine-wide state for everyone. */
+    int (*publish_for_user)(void *host_data, uint32_t uid, const struct permissions_snapshot *snapshot);
 };
 
 /* The descriptor a plugin returns from its entry point. */

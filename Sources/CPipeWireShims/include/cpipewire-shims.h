@@ -39,6 +39,14 @@ struct spa_source *cpw_loop_add_event(struct pw_loop *loop, spa_source_event_fun
 int cpw_loop_signal_event(struct pw_loop *loop, struct spa_source *source);
 
 /* pw_loop_destroy_source: a macro over the loop's utils interface. */
+/* An fd source (SPA_IO_IN etc.), not closed with the source: the caller owns the fd. */
+struct spa_source *cpw_loop_add_io(struct pw_loop *loop, int fd, uint32_t mask, spa_source_io_func_t func, void *data);
+
+/* pw_context_connect to the socket at an absolute path (remote.name), whatever
+ * PIPEWIRE_REMOTE and XDG_RUNTIME_DIR say: pw_properties_new is variadic, which
+ * Swift cannot call. */
+struct pw_core *cpw_context_connect_path(struct pw_context *context, const char *path);
+
 void cpw_loop_destroy_source(struct pw_loop *loop, struct spa_source *source);
 
 /* &props->dict: pw_core_create_object takes the spa_dict inside pw_properties,

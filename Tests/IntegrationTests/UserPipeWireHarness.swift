@@ -1,0 +1,128 @@
+import Foundation
+import Testing
+import PermissionsTestSupport
+
+// Each user's own PipeWire, as on a system with many users: a runtime root like
+// /run/user (mode 0755, root's) holding ROOT/UID (mode 0700, the user's), and a
+// private PipeWire started as that uid with ROOT/UID as its XDG_RUNTIME_DIR, so
+// that its socket ROOT/UID/pipewire-0 is the user's, as logind and systemd make it.
+
+/// A runtime root for users' runtime directories, removed with the object.
+final class TestRuntimeRoot {
+    let path: String
+    private(set) var pipewires: [UInt32: UserPipeWire] = [:]
+
+    init() throws {
+        path = try makeTemporaryDirectory("user-runtime")
+        guard chmod(path, 0o755) == 0 else { throw HarnessError(description: "chmod \(path) failed") }
+    }
+
+    /// ROOT/UID, 0700 and the user's: what logind makes at login.
+    @discardableResult
+    func makeUserDirectory(_ uid: UInt32) throws -> String {
+        let dir = path + "/\(uid)"
+        guard mkdir(dir, 0o700) == 0, chown(dir, uid, uid) == 0 else {
+            throw HarnessError(description: "mkdir/chown \(dir): \(String(cString: strerror(errno)))")
+        }
+        return dir
+    }
+
+    /// The user logs out: their PipeWire stops and the directory goes.
+    func removeUserDirectory(_ uid: UInt32) throws {
+        pipewires[uid]?.kill()
+        pipewires[uid] = nil
+        try FileManager.default.removeItem(atPath: path + "/\(uid)")
+    }
+
+    /// Starts user `uid`'s PipeWire (making their directory if needed).
+    @discardableResult
+    func startPipeWire(_ uid: UInt32) throws -> UserPipeWire {
+        if !FileManager.default.fileExists(atPath: path + "/\(uid)") { try makeUserDirectory(uid) }
+        let pipewire = pipewires[uid] ?? UserPipeWire(uid: uid, runtimeDirectory: path + "/\(uid)")
+        try pipewire.start()
+        pipewires[uid] = pipewire
+        return pipewire
+    }
+
+    deinit {
+        for pipewire in pipewires.values { pipewire.kill() }
+        try? FileManager.default.removeItem(atPath: path)
+    }
+}
+
+/// One user's PipeWire, running as that user.
+final class UserPipeWire {
+    let uid: UInt32
+    let runtimeDirectory: String
+    private var process: Process?
+
+    init(uid: UInt32, runtimeDirectory: String) {
+        self.uid = uid
+        self.runtimeDirectory = runtimeDirectory
+    }
+
+    /// The user's environment for PipeWire and its tools.
+    private var environment: [String: String] {
+        var environment = environmentWithoutPipeWire()
+        environment["XDG_RUNTIME_DIR"] = runtimeDirectory
+        environment["HOME"] = runtimeDirectory
+        return environment
+    }
+
+    private func asUser(_ executable: String) -> [String] {
+        ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", executable]
+    }
+
+    /// Starts PipeWire as the user and returns once it listens (its own log line).
+    func start() throws {
+        precondition(process == nil, "PipeWire already running")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        process.arguments = asUser("/usr/bin/pipewire") + ["-c", TestPipeWire.config]
+        var environment = self.environment
+        environment["PIPEWIRE_DEBUG"] = "2,mod.protocol-native:3"
+        process.environment = environment
+        let err = Pipe()
+        process.standardError = err
+        process.standardOutput = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        self.process = process
+        let output = LineCollector(err.fileHandleForReading)
+        try output.wait(what: "user \(uid)'s PipeWire listening") {
+            $0.contains { $0.contains("Listening on 'pipewire-0'") }
+        }
+    }
+
+    /// SIGKILL, as a crash: the stale socket stays behind.
+    func kill() {
+        guard let process else { return }
+        Glibc.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        self.process = nil
+    }
+
+    func pwCli(_ arguments: [String]) throws {
+        let r = try run("/usr/bin/setpriv", asUser("/usr/bin/pw-cli") + arguments, environment: environment)
+        guard r.status == 0, r.stderr.isEmpty else {
+            throw HarnessError(description: "pw-cli as \(uid) \(arguments.joined(separator: " ")): \(r.status) \(r.stderr)")
+        }
+    }
+
+    func addCamera(_ name: String) throws {
+        try pwCli(["create-node", "adapter", "{ factory.name=videotestsrc node.name=\(name) "
+                   + "node.description=\"Fake Camera \(name)\" media.class=Video/Source object.linger=true }"])
+    }
+
+    func addMicrophone(_ name: String) throws {
+        try pwCli(["create-node", "adapter", "{ factory.name=support.null-audio-sink node.name=\(name) "
+                   + "node.description=\"Fake Mic \(name)\" media.class=Audio/Source audio.position=[MONO] "
+                   + "object.linger=true }"])
+    }
+
+    func removeNode(_ name: String) throws {
+        try pwCli(["destroy", name])
+    }
+
+    deinit { kill() }
+}

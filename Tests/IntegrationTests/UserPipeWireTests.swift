@@ -1,0 +1,101 @@
+import Foundation
+import Testing
+import PermissionsTestSupport
+
+/// Each user's own PipeWire, followed by one daemon: `--user-runtime-root ROOT`,
+/// users 1 and 2 (real uids) each with a private PipeWire running as themselves at
+/// ROOT/UID/pipewire-0. Sockets are found by inotify; every wait is for a log
+/// line or a signal, with a deadline.
+@Suite("Each user's own PipeWire", .serialized)
+struct UserPipeWireTests {
+    static let user1: UInt32 = 1
+    static let user2: UInt32 = 2
+
+    /// The daemon on a bus of its own with the PipeWire plugin, following ROOT.
+    static func daemon(root: TestRuntimeRoot) throws -> DaemonUnderTest {
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, pluginDirectories: [pipewirePluginDirectory],
+                                         environment: [:], start: false)
+        daemon.extraArguments = ["--user-runtime-root", root.path]
+        try daemon.start()
+        return daemon
+    }
+
+    /// The names of the daemon's threads, sorted.
+    static func threads(_ daemon: DaemonUnderTest) -> [String] {
+        guard let pid = daemon.pid,
+              let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else { return [] }
+        return tasks.compactMap { task in
+            (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/comm", encoding: .utf8))?
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        }.sorted()
+    }
+
+    static func pipewireThreads(_ daemon: DaemonUnderTest) -> Int {
+        threads(daemon).filter { $0 == "permissions-pw" }.count
+    }
+
+    @Test func everyUsersPipeWireIsFollowedThroughLoginsRestartsAndLogouts() throws {
+        let root = try TestRuntimeRoot()
+        let one = try root.startPipeWire(Self.user1)
+        try one.addCamera("cam-one")
+        try root.makeUserDirectory(Self.user2)  // logged in, no PipeWire yet
+        let daemon = try Self.daemon(root: root)
+        _ = try daemon.waitForLog("following the registry of user 1's PipeWire: 1 camera(s), 0 microphone(s)")
+        let oneUser = Self.pipewireThreads(daemon)
+
+        // User 2's PipeWire starts later: its socket is seen, not polled for.
+        let two = try root.startPipeWire(Self.user2)
+        _ = try daemon.waitForLog("following the registry of user 2's PipeWire")
+        try two.addMicrophone("mic-two")
+
+        // A crash and a restart of user 1's.
+        one.kill()
+        _ = try daemon.waitForLog("lost the connection to user 1's PipeWire")
+        try one.start()
+        _ = try daemon.waitForLog("following the registry of user 1's PipeWire", count: 2)
+
+        // Every user's connection on the same threads: the loop's, and the data loop
+        // of the one context (a thread inherits its creator's name).
+        let twoUsers = Self.pipewireThreads(daemon)
+        #expect(twoUsers == oneUser && twoUsers <= 2, "\(Self.threads(daemon))")
+
+        // A user logging in later (their directory made) and out (removed).
+        try root.removeUserDirectory(Self.user2)
+        _ = try daemon.waitForLog("user 2's runtime directory is gone")
+        try root.startPipeWire(Self.user2)
+        _ = try daemon.waitForLog("following the registry of user 2's PipeWire", count: 2)
+
+        // No one PipeWire is the machine's: the machine-wide state stays unsupported.
+        #expect(try daemon.call("GetStatus", "s", "camera").stdout == "s \"unsupported\"\n")
+        #expect(daemon.isRunning)
+    }
+
+    @Test func aMissingRuntimeRootIsLoggedAndEveryoneIsUnsupported() throws {
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, pluginDirectories: [pipewirePluginDirectory], start: false)
+        daemon.extraArguments = ["--user-runtime-root", daemon.root + "/no-such-dir"]
+        try daemon.start()
+        _ = try daemon.waitForLog("cannot watch \(daemon.root)/no-such-dir for users' PipeWire")
+        #expect(try daemon.call("GetStatus", "s", "microphone").stdout == "s \"unsupported\"\n")
+    }
+
+    /// Under the shipped unit's capabilities (CapabilityBoundingSet=CAP_SYS_PTRACE
+    /// CAP_DAC_READ_SEARCH): the user's socket is found, but connect(2) needs write
+    /// permission on it, which neither gives. The user reads unsupported, fail closed,
+    /// and the log says why (doc/threat-model.md, "Reaching each user's PipeWire").
+    @Test func underTheUnitsCapabilitiesAUsersSocketIsRefusedAndReadsUnsupported() throws {
+        let root = try TestRuntimeRoot()
+        try root.startPipeWire(Self.user1).addCamera("cam-one")
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, pluginDirectories: [pipewirePluginDirectory],
+                                         environment: [:], start: false)
+        daemon.extraArguments = ["--user-runtime-root", root.path]
+        daemon.launcher = ["/usr/bin/setpriv", "--bounding-set", "-all,+sys_ptrace,+dac_read_search", "--"]
+        try daemon.start()
+        let line = try daemon.waitForLog("user 1's PipeWire")
+        #expect(line.contains("Permission denied (errno 13)"), "\(line)")
+        #expect(daemon.logLines(containing: "following the registry of user 1's PipeWire").isEmpty)
+        #expect(try daemon.call("GetStatus", "s", "camera").stdout == "s \"unsupported\"\n")
+    }
+}

@@ -13,9 +13,10 @@ internal import Glibc
 ///
 /// The daemon picks the sink once at start-up (`useBestSink`); until then, and in
 /// every other program that logs through this (`--check-config`), lines go to
-/// standard error. From then on the daemon's lines are written by a `LogWriter`,
-/// on a queue of its own: a reader that is behind costs dropped (and counted)
-/// lines, never a caller's answer. `flush` waits for them before the process ends.
+/// standard error. From then on, unless standard error is a regular file (which
+/// has no reader to wait for), the daemon's lines are written by a `LogWriter`, on
+/// a queue of its own: a reader that is behind costs dropped (and counted) lines,
+/// never a caller's answer. `flush` waits for them before the process ends.
 ///
 /// `@unchecked Sendable`: `verbose`, `quietBelow`, `sink` and `writer` are set once
 /// at start-up before any other thread exists; each line is written with one
@@ -90,10 +91,22 @@ package final class Log: @unchecked Sendable {
     /// is, and starts writing lines on the writer's queue. Call once, after
     /// `StandardDescriptors.ensureOpen`, before any other thread logs.
     package func useBestSink(environment journalStream: String? = Log.environment("JOURNAL_STREAM")) {
-        let sink = Self.bestSink(journalStream: journalStream, standardError: Self.status(of: 2))
+        let standardError = Self.status(of: 2)
+        let sink = Self.bestSink(journalStream: journalStream, standardError: standardError)
         self.sink = sink
         if sink == .syslog { openlog(Self.syslogIdentifier, LOG_PID, LOG_DAEMON) }
-        writer = LogWriter { Self.write($0, to: sink) }
+        // A regular file has no reader to fall behind: its lines are written at
+        // once, in order with everything else the daemon does (a test, or an admin
+        // reading the file, sees a line before what followed it). A pipe, a socket
+        // (the journal's stream) and syslog have a reader, and get the writer.
+        if sink == .syslog || !Self.isRegularFile(standardError) {
+            writer = LogWriter { Self.write($0, to: sink) }
+        }
+    }
+
+    static func isRegularFile(_ status: stat?) -> Bool {
+        guard let status else { return false }
+        return status.st_mode & S_IFMT == S_IFREG
     }
 
     /// Waits until the lines logged so far are written, for at most

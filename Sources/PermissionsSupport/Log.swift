@@ -1,4 +1,5 @@
 internal import Glibc
+internal import SystemPrimitives
 
 /// Log lines, one per event, to wherever the daemon's messages can be read:
 ///
@@ -61,30 +62,12 @@ package final class Log: @unchecked Sendable {
         }
     }
 
-    /// The whole of `text` to descriptor 2, across interrupted and partial writes,
-    /// waiting while the reader is behind: also when the descriptor is non-blocking
-    /// (a supervisor or log forwarder that shares the pipe may have set O_NONBLOCK
-    /// on it; the flag is the pipe's, not ours), where a full pipe answers EAGAIN:
-    /// then poll(2) waits for room. A half-written line given up would have the next
-    /// one glued to it. Given up only when the descriptor fails (EPIPE: the reader
-    /// is gone, and nobody would read what follows).
+    /// The whole of `text` to descriptor 2 (`writeAll`: across interrupted and
+    /// partial writes, and waiting for room when the pipe is non-blocking and full,
+    /// so that no line is left half written with the next glued to it). Given up
+    /// only when the descriptor fails (EPIPE: the reader is gone).
     private static func writeStandardError(_ text: String) {
-        var bytes = Array(text.utf8)[...]
-        while !bytes.isEmpty {
-            let written = bytes.withUnsafeBytes { Glibc.write(2, $0.baseAddress, $0.count) }
-            if written < 0 {
-                switch errno {
-                case EINTR: continue
-                case EAGAIN, EWOULDBLOCK:
-                    var room = pollfd(fd: 2, events: Int16(POLLOUT), revents: 0)
-                    if poll(&room, 1, -1) < 0, errno != EINTR { return }
-                    continue
-                default: return
-                }
-            }
-            guard written > 0 else { return }
-            bytes = bytes.dropFirst(written)
-        }
+        _ = writeAll(2, Array(text.utf8))
     }
 
     /// Chooses the sink by the order above, from the environment and what descriptor 2

@@ -16,12 +16,18 @@ public func valueOrErrno<Value: FixedWidthInteger>(_ call: () -> Value) -> Resul
     }
 }
 
-/// Writes all of `bytes` to `fd`, over as many write calls as it takes.
+/// Writes all of `bytes` to `fd`, over as many write calls as it takes. A
+/// non-blocking `fd` (O_NONBLOCK belongs to the open file, so whoever shares a pipe
+/// may have set it) that is full answers EAGAIN: then poll(2) waits for room, as a
+/// blocking write would have, rather than leaving the bytes half written.
 public func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Result<Void, Errno> {
     var done = 0
     while done < bytes.count {
         let result = valueOrErrno { bytes.withUnsafeBytes { write(fd, $0.baseAddress! + done, $0.count - done) } }
         switch result {
+        case .failure(let error) where error.rawValue == EAGAIN || error.rawValue == EWOULDBLOCK:
+            var room = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+            if case .failure(let error) = valueOrErrno({ poll(&room, 1, -1) }) { return .failure(error) }
         case .failure(let error): return .failure(error)
         // Nothing written with room to write: no errno says why, and trying again
         // would spin; EIO is what it amounts to.

@@ -37,4 +37,27 @@ struct SystemCallsTests {
         #expect(n == .success(1000))
         #expect(throws: Errno(rawValue: EBADF)) { try writeAll(-1, bytes).get() }
     }
+
+    /// A non-blocking pipe, more bytes than it holds, a reader that reads only after
+    /// the writer found it full: every byte arrives, in order (the writer waited for
+    /// room instead of failing with EAGAIN half way).
+    @Test func writeAllWaitsForRoomOnANonBlockingPipe() async throws {
+        var fds: [Int32] = [0, 0]
+        try #require(pipe(&fds) == 0)
+        defer { close(fds[0]) }
+        _ = fcntl(fds[1], F_SETFL, fcntl(fds[1], F_GETFL) | O_NONBLOCK)
+        let bytes = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 % 251) }
+        let readEnd = fds[0]
+        let reader = Task.detached { () -> [UInt8] in
+            var got: [UInt8] = []
+            var chunk = [UInt8](repeating: 0, count: 65_536)
+            while case .success(let n) = valueOrErrno({ read(readEnd, &chunk, chunk.count) }), n > 0 {
+                got += chunk[0..<n]
+            }
+            return got
+        }
+        try writeAll(fds[1], bytes).get()
+        close(fds[1])
+        #expect(await reader.value == bytes)
+    }
 }

@@ -77,7 +77,8 @@ _Static_assert(PERMISSIONS_PLUGIN_V1_SIZE == 64 && PERMISSIONS_HOST_V1_SIZE == 3
                && PERMISSIONS_APP_POLICY_V1_SIZE == 16 && PERMISSIONS_KV_V1_SIZE == 16
                && PERMISSIONS_DEVICE_V1_SIZE == 16, "LP64 v1 sizes");
 _Static_assert(sizeof(struct permissions_snapshot) == 80, "ABI 1.1 snapshot size");
-_Static_assert(sizeof(struct permissions_plugin) == 72, "ABI 1.1 descriptor size");
+_Static_assert(sizeof(struct permissions_plugin) == 96, "ABI 1.3 descriptor size");
 _Static_assert(sizeof(struct permissions_config) == 40, "ABI 1.1 configuration size");
-_Static_assert(sizeof(struct permissions_host) == 48, "ABI 1.2 host size");
+_Static_assert(sizeof(struct permissions_host) == 56, "ABI 1.3 host size");
+_Static_assert(sizeof(struct permissions_remote) == 40, "ABI 1.3 remote size");
 #endif

@@ -50,6 +50,7 @@ indirect enum JSON {
         case .array(_, let items), .structure(let items): self = .array(items.map { JSON($0) })
         case .dictionary(_, _, let entries):
             self = .object(entries.map { (Format.value($0.key), JSON($0.value)) })
+        case .unixFD: self = .null  // no method permissionsctl prints returns one
         }
     }
 }

@@ -109,6 +109,13 @@ final class UserPipeWire {
         }
     }
 
+    /// `pw-cli ls TYPE` as the user (an unrestricted client): every object of the type.
+    func list(_ type: String) throws -> String {
+        let r = try run("/usr/bin/setpriv", asUser("/usr/bin/pw-cli") + ["ls", type], environment: environment)
+        guard r.status == 0 else { throw HarnessError(description: "pw-cli ls \(type) as \(uid): \(r.stderr)") }
+        return r.stdout
+    }
+
     func addCamera(_ name: String) throws {
         try pwCli(["create-node", "adapter", "{ factory.name=videotestsrc node.name=\(name) "
                    + "node.description=\"Fake Camera \(name)\" media.class=Video/Source object.linger=true }"])

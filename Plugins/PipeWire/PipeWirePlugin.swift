@@ -1,6 +1,7 @@
 // The PipeWire plugin: `camera` and `microphone` from the user's PipeWire graph
 // (see README.md). This file is only the C ABI's glue; PipeWireWatcher does the
 // work. The host calls these on the plugin's own host thread, one at a time.
+import PipeWireAccess
 public import CPermissionsPlugin
 internal import Glibc
 import PluginKit

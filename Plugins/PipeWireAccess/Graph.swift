@@ -3,38 +3,50 @@
 // Filled from the registry's `global` events, whose properties carry all of it,
 // so nothing is bound. On the loop's thread.
 
-struct Graph {
-    struct Node: Equatable {
+public struct Graph {
+    public init() {}
+
+    public struct Node: Equatable, Sendable {
         /// `media.class`; nil for a node without one.
-        var mediaClass: String?
+        public var mediaClass: String?
         /// `client.id`: the client that made it (an app's own stream), if any.
-        var client: UInt32?
+        public var client: UInt32?
+
+        public init(mediaClass: String?, client: UInt32? = nil) {
+            self.mediaClass = mediaClass
+            self.client = client
+        }
     }
 
-    struct Link: Equatable {
+    public struct Link: Equatable, Sendable {
         /// `link.output.node` and `link.input.node`.
-        var output: UInt32
-        var input: UInt32
+        public var output: UInt32
+        public var input: UInt32
+
+        public init(output: UInt32, input: UInt32) {
+            self.output = output
+            self.input = input
+        }
     }
 
-    var nodes: [UInt32: Node] = [:]
+    public var nodes: [UInt32: Node] = [:]
     /// Port id to the node it belongs to (`node.id`).
-    var ports: [UInt32: UInt32] = [:]
-    var links: [UInt32: Link] = [:]
+    public var ports: [UInt32: UInt32] = [:]
+    public var links: [UInt32: Link] = [:]
     /// Factory id to its `factory.name`.
-    var factories: [UInt32: String] = [:]
+    public var factories: [UInt32: String] = [:]
     /// Clients whose `pipewire.access` is ours (AppRemote.accessValue), with their
     /// `application.name`, which carries the remote's token while it is opened.
-    var ourClients: [UInt32: String] = [:]
+    public var ourClients: [UInt32: String] = [:]
 
     /// Whether `id` is an object this graph follows (and may give a client bits on).
-    func isKnown(_ id: UInt32) -> Bool {
+    public func isKnown(_ id: UInt32) -> Bool {
         nodes[id] != nil || ports[id] != nil || links[id] != nil || factories[id] != nil
     }
 
     /// Forgets a global that went; true if it was one this graph follows.
     @discardableResult
-    mutating func remove(_ id: UInt32) -> Bool {
+    public mutating func remove(_ id: UInt32) -> Bool {
         nodes.removeValue(forKey: id) != nil || ports.removeValue(forKey: id) != nil
             || links.removeValue(forKey: id) != nil || factories.removeValue(forKey: id) != nil
             || ourClients.removeValue(forKey: id) != nil

@@ -1,6 +1,7 @@
 // What an app's restricted client may reach in its user's PipeWire: the rule of
 // enforcement, as a pure function of the graph, so that it is tested without a
-// PipeWire (Tests/PipeWirePluginTests).
+// PipeWire (Tests/PipeWireAccessTests). A module of its own, linked into the
+// plugin: the test bundle cannot link a second plugin's entry point.
 //
 // PipeWire checks these bits on every object (pw_impl_client_update_permissions):
 // R lets the client see the object in its registry and bind it, W change it, X
@@ -9,14 +10,14 @@
 // 0: they connect with an access value of their own, so module-access grants
 // nothing and nobody else does (WirePlumber's drop-ins).
 
-enum AppAccess {
-    static let read: UInt32 = 0o400
-    static let write: UInt32 = 0o200
-    static let execute: UInt32 = 0o100
+public enum AppAccess {
+    public static let read: UInt32 = 0o400
+    public static let write: UInt32 = 0o200
+    public static let execute: UInt32 = 0o100
 
     /// The factories a client needs to make its own stream (client-node) and to
     /// link it to a node it may see (link-factory).
-    static let factories: Set<String> = ["client-node", "link-factory"]
+    public static let factories: Set<String> = ["client-node", "link-factory"]
 
     /// Every object `client` may reach, with its bits; every other object is 0.
     /// - the core (id 0): rx, without which the client's socket is not even read;
@@ -26,7 +27,7 @@ enum AppAccess {
     /// - while `granted`, the source nodes of `permission` (their `media.class`)
     ///   and their ports: rx;
     /// - links between its own nodes and nodes it may reach: rx.
-    static func reach(client: UInt32, permission: DevicePermission, granted: Bool,
+    public static func reach(client: UInt32, permission: DevicePermission, granted: Bool,
                       graph: Graph) -> [UInt32: UInt32] {
         var bits: [UInt32: UInt32] = [0: read | execute, client: read | write | execute]
         for (id, name) in graph.factories where factories.contains(name) { bits[id] = read | execute }
@@ -51,7 +52,7 @@ enum AppAccess {
     /// once not `granted`), whoever made them. PipeWire 0.3.65 does not destroy a
     /// link when a node's permission is taken away, and a session manager links
     /// with its own rights.
-    static func forbiddenLinks(client: UInt32, permission: DevicePermission, granted: Bool,
+    public static func forbiddenLinks(client: UInt32, permission: DevicePermission, granted: Bool,
                                graph: Graph) -> [UInt32] {
         func reachable(_ id: UInt32) -> Bool {
             guard let node = graph.nodes[id] else { return false }

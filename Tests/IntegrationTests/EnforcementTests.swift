@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import PermissionsClient
 import PermissionsTestSupport
 
 /// OpenPipeWireRemote end to end: real PipeWire daemons as users 1 and 2, the
@@ -172,5 +173,40 @@ struct EnforcementTests {
         #expect(!other.stdout.contains(appID), "\(other.stdout)")
         let all = try daemon.ctl("remotes", "--json")
         #expect(all.stdout.contains("\"uid\":1,\"app\":\"\(appID)\",\"permission\":\"camera\""), "\(all.stdout)")
+    }
+
+    /// The library's openPipeWireRemote(for:), as this test process (root, with a
+    /// PipeWire of its own under the runtime root): why not, then a descriptor
+    /// connected to that PipeWire.
+    @Test func theClientLibraryOpensARemoteAndSaysWhyNot() async throws {
+        let own = try root.startPipeWire(0)
+        try own.addCamera("cam-root")
+        try daemon.start()
+        _ = try daemon.waitForLog("following the registry of user 0's PipeWire: 1 camera(s)")
+        let client = try PermissionsClient(bus: .address(bus.address))
+        let me = try await client.identity().appID
+        do {
+            _ = try await client.openPipeWireRemote(for: .camera)
+            Issue.record("opened before a grant")
+        } catch {
+            #expect(error.code == .notAuthorized && error.message.contains("\"not-determined\""), "\(error)")
+        }
+        do {
+            _ = try await client.openPipeWireRemote(for: .notifications)
+            Issue.record("opened a permission no plugin enforces")
+        } catch {
+            #expect(error.code == .notSupported, "\(error)")
+        }
+        #expect(try daemon.ctl("grant", "--user", "0", me, "camera").status == 0)
+        let fd = try await client.openPipeWireRemote(for: .camera)
+        defer { close(fd) }
+        // A socket whose peer is user 0's PipeWire.
+        // struct ucred (pid, uid, gid), which Swift's Glibc does not declare.
+        var credentials: (pid: Int32, uid: UInt32, gid: UInt32) = (0, 0, 0)
+        var length = socklen_t(12)
+        #expect(getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0)
+        let peer = credentials.pid
+        #expect(peer == own.pid, "peer \(peer), PipeWire \(String(describing: own.pid))")
+        #expect(fcntl(fd, F_GETFD) & FD_CLOEXEC != 0)
     }
 }

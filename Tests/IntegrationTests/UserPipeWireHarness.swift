@@ -94,6 +94,9 @@ final class UserPipeWire {
         }
     }
 
+    /// The running PipeWire's process id.
+    var pid: Int32? { process?.processIdentifier }
+
     /// SIGKILL, as a crash: the stale socket stays behind.
     func kill() {
         guard let process else { return }

@@ -8,9 +8,14 @@ enum TestTools {
     /// pwremote.c: an app on a PipeWire connection, OpenPipeWireRemote's or a socket's.
     static func pwremote() throws -> String { try pwremoteBuild.get() }
 
+    /// wprules.c: what WirePlumber 0.5's access.rules make of a client, worked out
+    /// with PipeWire's own parser and matcher.
+    static func wprules() throws -> String { try wprulesBuild.get() }
+
     private static let pwremoteBuild = Result {
         try build("pwremote", packages: ["libpipewire-0.3", "gio-2.0", "gio-unix-2.0"])
     }
+    private static let wprulesBuild = Result { try build("wprules", packages: ["libpipewire-0.3"]) }
 
     private static func build(_ name: String, packages: [String]) throws -> String {
         let directory = try makeTemporaryDirectory("testenv-" + name)

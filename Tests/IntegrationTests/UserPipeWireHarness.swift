@@ -153,7 +153,7 @@ final class UserPipeWire {
     /// An app of the user's (Tests/testenv/pwremote) connected to this PipeWire by
     /// itself, with `access` as its pipewire.access (nil: none, so unrestricted).
     func app(access: String? = nil) throws -> RunningProgram {
-        try RunningProgram(try TestTools.pwremote(),
+        try RunningProgram(try PWRemoteTool.path(),
                            ["--socket", runtimeDirectory + "/pipewire-0"] + (access.map { ["--access", $0] } ?? []),
                            asUser: uid, environment: environment, collectingErrors: true)
     }

@@ -169,7 +169,7 @@ struct WirePlumberTests {
 
         let ours = ["pipewire.access=\(Self.ourAccess)", "access=\(Self.ourAccess)", "application.name=app"]
         func outcome(_ files: [String], _ client: [String]) throws -> String {
-            let r = try run(try TestTools.wprules(), files + ["--"] + client)
+            let r = try run(try WPRulesTool.path(), files + ["--"] + client)
             #expect(r.status == 0, "\(r.stderr)")
             return r.stdout.split(separator: "\n").last.map(String.init) ?? ""
         }
@@ -181,7 +181,7 @@ struct WirePlumberTests {
         // The limit doc/admin.md tells of: a rule read after ours (/etc's, after
         // /usr/share's) that matches our clients wins.
         #expect(try outcome([Self.dropIn05, site], ours) == "default_permissions=rx")
-        let refused = try run(try TestTools.wprules(), [broken, "--"] + ours)
+        let refused = try run(try WPRulesTool.path(), [broken, "--"] + ours)
         #expect(refused.status == 1 && refused.stderr.contains("'}' missing at the end"), "\(refused.stderr)")
     }
 }

@@ -5,20 +5,8 @@ import PermissionsTestSupport
 /// connection (OpenPipeWireRemote) and reports its registry line by line; built
 /// once per test process.
 enum PWRemoteTool {
-    private static let built: Result<String, any Error> = Result {
-        let directory = try makeTemporaryDirectory("pwremote")
-        let flags = try run("/usr/bin/pkg-config", ["--cflags", "--libs", "libpipewire-0.3", "gio-2.0", "gio-unix-2.0"])
-        guard flags.status == 0 else { throw HarnessError(description: "pkg-config: \(flags.stderr)") }
-        let output = directory + "/pwremote"
-        let cc = try run("/usr/bin/cc", ["-O2", "-Wall", "-Werror", "-o", output, packageRoot + "/Tests/testenv/pwremote.c"]
-                         + flags.stdout.split(whereSeparator: \.isWhitespace).map(String.init))
-        guard cc.status == 0 else { throw HarnessError(description: "cc pwremote.c: \(cc.stderr)") }
-        // It runs as the test's users: the directory must be theirs to enter.
-        _ = chmod(directory, 0o755)
-        // The app id the daemon gives it: the canonical path of its executable.
-        guard let canonical = realpath(output, nil) else { throw HarnessError(description: "realpath \(output)") }
-        defer { free(canonical) }
-        return String(cString: canonical)
+    private static let built = Result {
+        try TestTool.build("pwremote", packages: ["libpipewire-0.3", "gio-2.0", "gio-unix-2.0"])
     }
 
     static func path() throws -> String { try built.get() }

@@ -39,8 +39,12 @@
  * Commands on stdin, one a line (end of input is "quit"):
  *   stream            a video capture pw_stream of its own, not autoconnected
  *                     (its node's media.class is Stream/Input/Video)
- *   link OUT IN       a link from node OUT to node IN through the link-factory
- *                     (object.linger=false: it goes with this client)
+ *   link OUT IN [OUT_PORT IN_PORT]
+ *                     a link from node OUT to node IN through the link-factory
+ *                     (object.linger=false: it goes with this client); without
+ *                     ports, PipeWire takes a free port of each node, or one that
+ *                     mixes several links (a camera's video port, once linked,
+ *                     is neither: "unknown output port")
  *   sync              a core round trip
  *   quit              exits 0
  */
@@ -262,7 +266,8 @@ static const struct pw_link_events link_events = {
     .info = on_link_info,
 };
 
-static void make_link(const char *output_node, const char *input_node)
+static void make_link(const char *output_node, const char *input_node, const char *output_port,
+                      const char *input_port)
 {
     if (n_links == MAX_LINKS) {
         out("link-error %d too many links", -ENOSPC);
@@ -271,6 +276,8 @@ static void make_link(const char *output_node, const char *input_node)
     struct pw_properties *props = pw_properties_new(PW_KEY_LINK_OUTPUT_NODE, output_node,
                                                     PW_KEY_LINK_INPUT_NODE, input_node,
                                                     PW_KEY_OBJECT_LINGER, "false", NULL);
+    if (output_port) pw_properties_set(props, PW_KEY_LINK_OUTPUT_PORT, output_port);
+    if (input_port) pw_properties_set(props, PW_KEY_LINK_INPUT_PORT, input_port);
     struct pw_proxy *proxy = pw_core_create_object(core, "link-factory", PW_TYPE_INTERFACE_Link,
                                                    PW_VERSION_LINK, &props->dict, 0);
     pw_properties_free(props);
@@ -288,13 +295,14 @@ static void make_link(const char *output_node, const char *input_node)
 
 static void run_command(char *line)
 {
-    char *words[4];
+    char *words[6];
     int n = 0;
-    for (char *save = NULL, *word = strtok_r(line, " \t", &save); word && n < 4; word = strtok_r(NULL, " \t", &save))
+    for (char *save = NULL, *word = strtok_r(line, " \t", &save); word && n < 6; word = strtok_r(NULL, " \t", &save))
         words[n++] = word;
     if (n == 0) return;
     if (n == 1 && strcmp(words[0], "stream") == 0) make_stream();
-    else if (n == 3 && strcmp(words[0], "link") == 0) make_link(words[1], words[2]);
+    else if (n == 3 && strcmp(words[0], "link") == 0) make_link(words[1], words[2], NULL, NULL);
+    else if (n == 5 && strcmp(words[0], "link") == 0) make_link(words[1], words[2], words[3], words[4]);
     else if (n == 1 && strcmp(words[0], "sync") == 0) command_sync = pw_core_sync(core, PW_ID_CORE, command_sync);
     else if (n == 1 && strcmp(words[0], "quit") == 0) quit(0);
     else {

@@ -172,11 +172,13 @@ extension PipeWireWatcher {
     func applyReach(_ remote: AppRemote) {
         guard let client = remote.client, let proxy = remote.clientProxy,
               let manager = remotes[remote.owner], let registry = manager.registry else { return }
-        let reach = AppAccess.reach(client: client, permission: remote.permission, granted: remote.granted,
+        var reach = AppAccess.reach(client: client, permission: remote.permission, granted: remote.granted,
                                     graph: manager.graph)
+        // Everything else explicitly 0: a session manager that changes the client's
+        // default (a WirePlumber site rule) then widens nothing the manager has seen.
+        for id in manager.graph.allIDs where reach[id] == nil && id != client { reach[id] = 0 }
         var changes: [(UInt32, UInt32)] = []
         for (id, bits) in reach where remote.applied[id] != bits { changes.append((id, bits)) }
-        for id in remote.applied.keys where reach[id] == nil && manager.graph.isKnown(id) { changes.append((id, 0)) }
         remote.applied = reach
         if !changes.isEmpty {
             let ids = changes.map(\.0), bits = changes.map(\.1)

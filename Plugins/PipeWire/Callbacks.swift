@@ -76,6 +76,8 @@ func pipewireRegistryGlobal(_ data: UnsafeMutableRawPointer?, _ id: UInt32, _ pe
         remote.otherGlobalAppeared(id: id) { $0.factories[id] = name }
     } else if strcmp(type, clientType) == 0, value(PW_KEY_ACCESS) == AppRemote.accessValue {
         remote.ourClientAppeared(id: id, name: value(PW_KEY_APP_NAME) ?? "")
+    } else {
+        remote.otherGlobalAppeared(id: id) { $0.others.insert(id) }
     }
 }
 

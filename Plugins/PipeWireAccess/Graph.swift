@@ -38,10 +38,14 @@ public struct Graph {
     /// Clients whose `pipewire.access` is ours (AppRemote.accessValue), with their
     /// `application.name`, which carries the remote's token while it is opened.
     public var ourClients: [UInt32: String] = [:]
+    /// Every other global (devices, modules, metadata, other clients, ...): an app's
+    /// client gets an explicit 0 on each, so that no session manager's change of
+    /// its default permissions can widen what it reaches.
+    public var others = Set<UInt32>()
 
-    /// Whether `id` is an object this graph follows (and may give a client bits on).
-    public func isKnown(_ id: UInt32) -> Bool {
-        nodes[id] != nil || ports[id] != nil || links[id] != nil || factories[id] != nil
+    /// Every global this graph knows of.
+    public var allIDs: Set<UInt32> {
+        Set(nodes.keys).union(ports.keys).union(links.keys).union(factories.keys).union(ourClients.keys).union(others)
     }
 
     /// Forgets a global that went; true if it was one this graph follows.
@@ -49,6 +53,6 @@ public struct Graph {
     public mutating func remove(_ id: UInt32) -> Bool {
         nodes.removeValue(forKey: id) != nil || ports.removeValue(forKey: id) != nil
             || links.removeValue(forKey: id) != nil || factories.removeValue(forKey: id) != nil
-            || ourClients.removeValue(forKey: id) != nil
+            || ourClients.removeValue(forKey: id) != nil || others.remove(id) != nil
     }
 }

@@ -57,9 +57,10 @@ import Testing
     @Test func aGraphForgetsWhatWent() {
         var g = Self.graph
         let removed = g.remove(10), absent = g.remove(999)
-        #expect(removed && !absent && !g.isKnown(10))
+        #expect(removed && !absent && !g.allIDs.contains(10))
         g.ourClients[70] = "permissionsd remote x"
-        let client = g.remove(70)
-        #expect(client && g.ourClients.isEmpty)
+        g.others.insert(80)
+        let client = g.remove(70), other = g.remove(80)
+        #expect(client && other && g.ourClients.isEmpty && g.others.isEmpty)
     }
 }

@@ -20,6 +20,9 @@ struct EnforcedRemote {
     var openedAt: Int64 = 0
     /// The status the plugin was last told (at opening: "authorized").
     var told: Status = .authorized
+    /// A stricter decision for it could not be stored (a full disk): it stays
+    /// narrowed ("denied") until a decision for it is stored, whatever the status.
+    var held = false
     var uid: UInt32 { audience.uid ?? 0 }
 }
 
@@ -114,13 +117,39 @@ extension PermissionsService {
     /// tracker signals, and when a remote has just been handed out.
     func recheckRemotes(permission: String?) {
         for (id, remote) in remotes.byID where permission == nil || remote.permission == permission {
-            let now = tracker.status(remote.audience, app: remote.app, permission: remote.permission)
+            let now = remote.held ? .denied
+                : tracker.status(remote.audience, app: remote.app, permission: remote.permission)
             guard now != remote.told else { continue }
             remotes[id]?.told = now
             logInfo("remote \(id): \(remote.permission) is now \(now.rawValue) for \(remote.app.escapedForLog) "
                     + "of uid \(remote.uid): " + (now == .authorized ? "given back" : "taken away"))
             plugins.remoteStatus(id: id, permission: remote.permission, status: now.rawValue)
         }
+    }
+
+    /// A deny or a reset of `app`'s `permissions` (nil: all) for user `uid` could
+    /// not be stored: the status stays what it was, but the remotes it would
+    /// have narrowed are narrowed anyway (failing closed), until a decision for
+    /// them is stored (`releaseRemotes`).
+    func holdRemotes(uid: UInt32, app: String, permissions: [String]?) {
+        setHeld(true, uid: uid, app: app, permissions: permissions)
+    }
+
+    /// A decision for `app`'s `permissions` (nil: all) of user `uid` was stored:
+    /// their remotes follow the status again.
+    func releaseRemotes(uid: UInt32, app: String, permissions: [String]?) {
+        setHeld(false, uid: uid, app: app, permissions: permissions)
+    }
+
+    private func setHeld(_ held: Bool, uid: UInt32, app: String, permissions: [String]?) {
+        let ids = remotes.byID.values.filter {
+            $0.uid == uid && $0.app == app && $0.held != held && (permissions?.contains($0.permission) ?? true)
+        }.map(\.id)
+        guard !ids.isEmpty else { return }
+        for id in ids { remotes[id]?.held = held }
+        if held { logWarning("a stricter decision for \(app.escapedForLog) of uid \(uid) could not be stored: "
+                             + "its \(ids.count) PipeWire connection(s) are narrowed anyway") }
+        recheckRemotes(permission: nil)
     }
 
     /// The plugin says a remote ended (the app closed it, the backend went, or the

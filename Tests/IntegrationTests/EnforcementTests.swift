@@ -150,6 +150,21 @@ struct EnforcementTests {
         #expect(again.registry.nodeNames == ["cam-one"])
     }
 
+    @Test func aLogoutEndsTheRemote() throws {
+        _ = try startUsers()
+        try decide("grant")
+        let app = try openApp()
+        #expect(try app.firstAnswer() == "synced")
+        try root.removeUserDirectory(Self.user1)
+        _ = try app.program.lines.next { $0 == "disconnected" }
+        _ = try daemon.waitForLog("remote 1: camera for \(appID) of uid 1 closed")
+        #expect(try ctl(as: Self.user1, "remotes", "--json").stdout == "[]\n")
+        // Without a PipeWire the camera is unsupported: no new connection.
+        let refused = try openApp().firstAnswer()
+        #expect(refused.hasPrefix("error org.example.Permissions.Error.NotAuthorized ") && refused.contains("unsupported"),
+                "\(refused)")
+    }
+
     @Test func aNewDaemonDestroysTheConnectionsTheOldOneMade() throws {
         _ = try startUsers()
         try decide("grant")

@@ -31,7 +31,7 @@ case "local-network": runLocalNetworkBench(Array(arguments.dropFirst()))
 case "link-helper": runLinkHelper()  // started by `local-network`, inside its namespace
 case "core": runCoreBench(Array(arguments.dropFirst()))
 case "config-edits": runConfigEditsBench(Array(arguments.dropFirst()))
-case "config-caller": runConfigCaller(Array(arguments.dropFirst()))  // started by `config-edits`, as another user
+case "other-user-caller": runOtherUserCaller(Array(arguments.dropFirst()))  // started by `config-edits`, as another user
 case "memory": runMemoryBench(Array(arguments.dropFirst()))
 case "floor-service": runCoreFloorService(Array(arguments.dropFirst()))  // started by `core`
 default:

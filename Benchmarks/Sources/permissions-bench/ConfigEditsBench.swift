@@ -1,7 +1,7 @@
 // permissions-bench config-edits: what configuration edits cost everyone else.
 // permissionsd (every plugin of the build, as `core` starts it) runs on a
 // configuration of many drop-ins (5 000 by default); another user (uid 65534, a
-// process of its own: `config-caller`) calls GetStatus back to back the whole time,
+// process of its own: `other-user-caller`) calls GetStatus back to back the whole time,
 // while the bench, as the administrator, alternates idle windows with windows in
 // which it edits one drop-in every 200 ms (written beside it and renamed into
 // place, as editors save). Each call falls in the window it started in; the p50 and
@@ -17,13 +17,14 @@ import PermissionsTestSupport
 import SystemPrimitives
 
 struct ConfigEditsOptions {
-    var dropIns = 5_000
-    var intervalMilliseconds = 200
-    var window = 4.0
-    var rounds = 3
-    var keep = false
-    /// --smoke: the smallest run, to show the bench works (CI), not to measure.
-    var smoke = false
+    let dropIns: Int
+    let intervalMilliseconds: Int
+    /// --window, --rounds, --keep, --smoke.
+    let windows: WindowOptions
+    var window: Double { windows.window }
+    var rounds: Int { windows.rounds }
+    var keep: Bool { windows.keep }
+    var smoke: Bool { windows.smoke }
 
     static let usage = """
         usage: permissions-bench config-edits [--quick] [--smoke] [--drop-ins N] [--interval-ms N] [--window S] [--rounds N] [--keep]
@@ -37,39 +38,24 @@ struct ConfigEditsOptions {
         """
 
     init(_ arguments: [String]) {
-        var rest = arguments[...]
-        func number(_ option: String) -> Double {
-            guard let v = rest.popFirst(), let n = Double(v), n > 0 else { Self.usageError("\(option) needs a positive number") }
-            return n
-        }
-        while let option = rest.popFirst() {
+        var dropIns = 5_000, interval = 200
+        windows = WindowOptions(arguments, usage: Self.usage) { option, number in
             switch option {
-            case "--quick": dropIns = 1_000; window = 1; rounds = 1
-            case "--smoke": smoke = true; dropIns = 50; window = 0.3; rounds = 1; intervalMilliseconds = 100
-            case "--drop-ins": dropIns = Int(number(option))
-            case "--interval-ms": intervalMilliseconds = Int(number(option))
-            case "--window": window = number(option)
-            case "--rounds": rounds = Int(number(option))
-            case "--keep": keep = true
-            case "-h", "--help":
-                print(Self.usage)
-                exit(0)
-            default: Self.usageError("unknown option \(option)")
+            case "--quick": dropIns = 1_000
+            case "--smoke": dropIns = 50; interval = 100
+            case "--drop-ins": dropIns = Int(number())
+            case "--interval-ms": interval = Int(number())
+            default: return false
             }
+            return true
         }
-    }
-
-    static func usageError(_ message: String) -> Never {
-        fail("\(message)\n\(usage)", code: 2)
+        (self.dropIns, intervalMilliseconds) = (dropIns, interval)
     }
 }
 
 func runConfigEditsBench(_ arguments: [String]) {
     ConfigEditsBench(ConfigEditsOptions(arguments)).run()
 }
-
-/// The uid of the other user, whose calls are measured.
-private let configCallerUID = 65534
 
 final class ConfigEditsBench {
     let options: ConfigEditsOptions
@@ -98,15 +84,12 @@ final class ConfigEditsBench {
     func run() {
         let t0 = monotonicNanoseconds()
         let fm = FileManager.default
-        for dir in ["run", "config/permissions.conf.d", "state", "logs", "caller"] {
+        for dir in ["run", "config/permissions.conf.d", "state", "logs"] {
             do { try fm.createDirectory(atPath: root + "/" + dir, withIntermediateDirectories: true) } catch {
                 fail("cannot create \(root)/\(dir): \(error)")
             }
         }
-        // The caller runs as another user: it must reach its own directory.
-        chmod(root, 0o755)
         chmod(root + "/run", 0o700)
-        chown(root + "/caller", uid_t(configCallerUID), gid_t(configCallerUID))
         write("[location]\nenabled=true\nmax-accuracy=exact\n\n[notifications]\nenabled=true\n",
               to: root + "/config/permissions.conf")
         for i in 0..<options.dropIns {
@@ -135,24 +118,10 @@ final class ConfigEditsBench {
 
         // The other user, measuring from now until the last window has ended.
         let windows = Double(2 * options.rounds) * options.window
-        var pipeFDs: [Int32] = [0, 0]
-        guard pipe(&pipeFDs) == 0 else { fail("pipe failed") }
-        let samplesFile = root + "/caller/samples"
-        let callerSpec = SpawnSpec("/usr/bin/setpriv",
-                                       ["--reuid=\(configCallerUID)", "--regid=\(configCallerUID)", "--clear-groups",
-                                        selfExecutable, "config-caller", "--address", bus.address,
-                                        "--seconds", String(windows + 120), "--out", samplesFile,
-                                        "--stop", root + "/caller/stop"],
-                                       name: "config-caller", log: root + "/logs/caller.log")
-        callerSpec.stdoutFD = pipeFDs[1]
-        let (caller, _) = callerSpec.spawn()
-        close(pipeFDs[1])
-        guard readChildLine(pipeFDs[0], seconds: 30) == "ready" else {
-            fail("the caller did not start measuring; see \(root)/logs/caller.log (run with --keep)")
-        }
+        let caller = OtherUserCaller(root: root, address: bus.address, seconds: windows + 120)
         print("permissions-bench config-edits: \(options.dropIns) drop-ins, an edit every \(options.intervalMilliseconds) ms "
               + "in edit windows; \(options.rounds) rounds of \(format(options.window)) s idle + "
-              + "\(format(options.window)) s edits; GetStatus(location) back to back by uid \(configCallerUID); "
+              + "\(format(options.window)) s edits; GetStatus(location) back to back by uid \(otherUserUID); "
               + "\(ProcessInfo.processInfo.activeProcessorCount) cores; binaries from \(binDir); "
               + "permissionsd took its name after " + String(format: "%.0f ms", startup))
         fflush(nil)
@@ -196,29 +165,17 @@ final class ConfigEditsBench {
             applied.append(Double(served - lastEdit) / 1e6)
             generations += generation(client) - before
         }
-        // Stopped by a file it looks for, so that it writes every sample it has.
-        write("", to: root + "/caller/stop")
-        let stopDeadline = monotonicNanoseconds() + 10_000_000_000
-        while caller.isRunning {
-            if monotonicNanoseconds() > stopDeadline { fail("the caller did not stop within 10 s") }
-            sleepSeconds(0.01)
-        }
-        let samples = readSamples(samplesFile)
-        func within(_ windows: [(UInt64, UInt64)]) -> Samples {
-            Samples(samples.filter { s in windows.contains { s.0 >= $0.0 && s.0 < $0.1 } }.map { Double($0.1) / 1000 })
-        }
-        let i = within(idle)
-        let b = within(busy)
+        let calls = caller.stop()
+        let i = samples(calls, within: idle)
+        let b = samples(calls, within: busy)
         let r50 = ratio(b.p50, i.p50)
         let r99 = ratio(b.p99, i.p99)
         let t = report.check(.configEdits, r99)
-        var table = Table("Configuration edits under load: GetStatus(location) by another user (µs), "
-                              + "\(options.dropIns) drop-ins, an edit every \(options.intervalMilliseconds) ms",
-                              columns: ["window", "calls", "p50", "p99", "max", "target", "met"])
-        table.add(["idle", "\(i.count)", format(i.p50), format(i.p99), format(i.max), "", ""])
-        table.add(["edits", "\(b.count)", format(b.p50), format(b.p99), format(b.max), "", ""])
-        table.add(["edits vs idle", "", ratioText(r50), ratioText(r99), ratioText(ratio(b.max, i.max)),
-                   "p99 " + t.wanted, t.metText])
+        var table = latencyTable("Configuration edits under load: GetStatus(location) by another user (µs), "
+                                     + "\(options.dropIns) drop-ins, an edit every \(options.intervalMilliseconds) ms")
+        table.add(latencyRow("idle", i))
+        table.add(latencyRow("edits", b))
+        table.add(ratioRow("edits vs idle", b, i, t))
         table.print()
         let appliedSamples = Samples(applied)
         print("\(editCount) edits, \(generations) configurations applied (edits made during a reading share the next); "
@@ -227,10 +184,8 @@ final class ConfigEditsBench {
         printJSONLine("config_edits", [
             ("drop_ins", .int(options.dropIns)), ("interval_ms", .int(options.intervalMilliseconds)),
             ("rounds", .int(options.rounds)), ("window_s", .num(options.window)),
-            ("idle_calls", .int(i.count)), ("idle_p50_us", .num(i.p50)), ("idle_p99_us", .num(i.p99)),
-            ("idle_max_us", .num(i.max)),
-            ("edit_calls", .int(b.count)), ("edit_p50_us", .num(b.p50)), ("edit_p99_us", .num(b.p99)),
-            ("edit_max_us", .num(b.max)), ("ratio_p50", .num(r50)), ("ratio_p99", .num(r99)),
+        ] + latencyFields("idle", i) + latencyFields("edit", b) + [
+            ("ratio_p50", .num(r50)), ("ratio_p99", .num(r99)),
             ("edits", .int(editCount)), ("generations", .int(generations)),
             ("last_edit_applied_ms", .strings(applied.map { format($0) })),
             ("last_edit_applied_max_ms", .num(appliedSamples.max)), ("startup_ms", .num(startup)),
@@ -263,55 +218,4 @@ final class ConfigEditsBench {
               let generation = value.uint32Value else { fail("ConfigGeneration is not a uint32") }
         return Int(generation)
     }
-
-    /// The caller's samples: (start, duration) in nanoseconds, one call a line.
-    private func readSamples(_ path: String) -> [(UInt64, UInt64)] {
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
-            fail("the caller wrote no samples to \(path); see \(root)/logs/caller.log (run with --keep)")
-        }
-        return text.split(separator: "\n").compactMap { line in
-            let parts = line.split(separator: " ")
-            guard parts.count == 2, let start = UInt64(parts[0]), let duration = UInt64(parts[1]) else { return nil }
-            return (start, duration)
-        }
-    }
-}
-
-/// `config-caller --address A --seconds S --out FILE --stop FILE`: started by
-/// `config-edits` as another user. Calls GetStatus(location) back to back; says
-/// "ready" on stdout after a warm-up, then keeps "START DURATION" (CLOCK_MONOTONIC
-/// nanoseconds) for each call, until S seconds have passed or the stop file exists
-/// (looked for every 100 calls), and writes them to the out file.
-func runConfigCaller(_ arguments: [String]) {
-    var address = "", out = "", stop = "", seconds = 60.0
-    var rest = arguments[...]
-    while let option = rest.popFirst(), let value = rest.popFirst() {
-        switch option {
-        case "--address": address = value
-        case "--out": out = value
-        case "--stop": stop = value
-        case "--seconds": seconds = Double(value) ?? seconds
-        default: fail("config-caller: unknown option \(option)")
-        }
-    }
-    guard !address.isEmpty, !out.isEmpty, !stop.isEmpty else { fail("config-caller: --address, --out and --stop are needed") }
-    let connection = openBlocking(address)
-    let target = CallTarget.getStatus("location")
-    for _ in 0..<500 { busCall(connection, target.message()) }
-    print("ready")
-    fflush(nil)
-    let end = monotonicNanoseconds() + UInt64(seconds * 1e9)
-    var samples: [(UInt64, UInt64)] = []
-    samples.reserveCapacity(1 << 20)
-    while monotonicNanoseconds() < end, samples.count % 100 != 0 || access(stop, F_OK) != 0 {
-        let message = target.message()
-        let t0 = monotonicNanoseconds()
-        busCall(connection, message)
-        samples.append((t0, monotonicNanoseconds() - t0))
-    }
-    let text = samples.map { "\($0.0) \($0.1)\n" }.joined()
-    guard FileManager.default.createFile(atPath: out, contents: text.data(using: .utf8)) else {
-        fail("config-caller: cannot write \(out)")
-    }
-    exit(0)
 }

@@ -18,6 +18,10 @@ let usage = """
       config-edits
                   another user's GetStatus while the configuration (5 000 drop-ins) is
                   edited every 200 ms, against idle (config-edits --help)
+      request-handles
+                  another user's GetStatus while one user floods StartRequest up to
+                  requests-per-connection and requests-per-user, against idle
+                  (request-handles --help)
       memory      idle RSS, PSS and USS of permissionsd (and xdg-permission-store), and
                   its largest mappings by resident size
 
@@ -31,7 +35,8 @@ case "local-network": runLocalNetworkBench(Array(arguments.dropFirst()))
 case "link-helper": runLinkHelper()  // started by `local-network`, inside its namespace
 case "core": runCoreBench(Array(arguments.dropFirst()))
 case "config-edits": runConfigEditsBench(Array(arguments.dropFirst()))
-case "config-caller": runConfigCaller(Array(arguments.dropFirst()))  // started by `config-edits`, as another user
+case "request-handles": runRequestHandlesBench(Array(arguments.dropFirst()))
+case "other-user-caller": runOtherUserCaller(Array(arguments.dropFirst()))  // started by config-edits and request-handles
 case "memory": runMemoryBench(Array(arguments.dropFirst()))
 case "floor-service": runCoreFloorService(Array(arguments.dropFirst()))  // started by `core`
 default:

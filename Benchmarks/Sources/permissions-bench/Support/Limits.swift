@@ -23,6 +23,7 @@ enum LimitName: String, CaseIterable {
     case fanoutUnicast = "fanout-unicast-100-vs-floor"
     case rssGrowth = "rss-growth-over-calls"
     case configEdits = "config-edits-p99-vs-idle"
+    case requestHandles = "request-handles-p99-vs-idle"
 }
 
 /// One entry of limits.json.

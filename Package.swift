@@ -98,6 +98,9 @@ let package = Package(
         // Locks, queue confinement, escaping, errno and the EINTR retry, the clock:
         // Glibc only, so that every target (the plugins too) may use it.
         .target(name: "SystemPrimitives"),
+        // A user's own socket (ROOT/UID/NAME) connected only when it is that user's,
+        // and the connector's protocol: what the daemon and permissionsd-connector share.
+        .target(name: "UserSockets", dependencies: ["SystemPrimitives", "CShims"]),
         .target(name: "DBusKit", dependencies: ["CDBus", "SystemPrimitives"]),
         // The shared vocabulary: status words and precedence, names and their checks,
         // configuration entries, bus names. Imports nothing, so plugins can use it.
@@ -112,7 +115,7 @@ let package = Package(
         // Loads, isolates and watches the plugins; keeps each one's snapshots.
         .target(name: "PermissionsPluginHost",
                 dependencies: ["PermissionsModel", "PermissionsSupport", "SystemPrimitives", "CPermissionsPlugin",
-                               "CShims"]),
+                               "CShims", "UserSockets"]),
         // Who is calling: credentials, /proc, flatpak/snap, the caller cache.
         .target(name: "PermissionsIdentity",
                 dependencies: ["PermissionsModel", "PermissionsSupport", "SystemPrimitives", "DBusKit", "CGLib"]),
@@ -142,7 +145,8 @@ let package = Package(
         .target(name: "PermissionsClient", dependencies: ["DBusKit", "PermissionsModel", "SystemPrimitives"]),
 
         // Linked statically into each Swift plugin; never into the daemon.
-        .target(name: "PluginKit", dependencies: ["CPermissionsPlugin", "PermissionsModel"], path: "Plugins/PluginKit"),
+        .target(name: "PluginKit", dependencies: ["CPermissionsPlugin", "PermissionsModel", "SystemPrimitives"],
+                path: "Plugins/PluginKit"),
 
         // What the integration tests and the benches start: a private bus and the
         // daemon under test. A library (not a test target), so that the

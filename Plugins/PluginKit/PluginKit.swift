@@ -1,5 +1,6 @@
 public import CPermissionsPlugin
 public import PermissionsModel
+public import SystemPrimitives
 internal import Glibc
 
 // Helpers for writing a permissions plugin in Swift. They build the C structs of
@@ -67,6 +68,28 @@ public struct HostHandle: @unchecked Sendable {
     public func publish(_ snapshot: PluginSnapshot, forUser uid: UInt32) -> Int32 {
         guard publishesForUsers, let publish = host.pointee.publish_for_user else { return -ENOSYS }
         return snapshot.withCStruct { publish(host.pointee.host_data, uid, $0) }
+    }
+
+    /// Whether the host connects users' own sockets (ABI 1.3's connect_user_socket):
+    /// a daemon serving many users does; one serving one user, or an older host,
+    /// does not.
+    public var connectsUserSockets: Bool {
+        let size = MemoryLayout<permissions_host>.offset(of: \permissions_host.connect_user_socket)!
+            + MemoryLayout<UnsafeRawPointer?>.size
+        return host.pointee.struct_size >= size && host.pointee.connect_user_socket != nil
+    }
+
+    /// A connection to user `uid`'s own socket ROOT/UID/`name`, verified to be that
+    /// user's (see connect_user_socket in permissions-plugin.h): a connected stream
+    /// socket, non-blocking and close-on-exec, the caller's to close; ENOSYS from a
+    /// host that does not connect them (`connectsUserSockets`). Blocks for up to
+    /// about a second: call it from the plugin's own thread.
+    public func connectUserSocket(uid: UInt32, name: String) -> Result<Int32, Errno> {
+        guard connectsUserSockets, let connect = host.pointee.connect_user_socket else {
+            return .failure(Errno(rawValue: ENOSYS))
+        }
+        let rc = connect(host.pointee.host_data, uid, name)
+        return rc >= 0 ? .success(rc) : .failure(Errno(rawValue: -rc))
     }
 
     /// Publishes a snapshot; returns the host's answer (0 or -errno).

@@ -68,6 +68,8 @@ let package = Package(
     products: [
         .executable(name: "permissionsd", targets: ["permissionsd"]),
         .executable(name: "permissionsctl", targets: ["permissionsctl"]),
+        // The helper that connects the daemon to users' PipeWire (CAP_DAC_OVERRIDE alone).
+        .executable(name: "permissionsd-connector", targets: ["permissionsd-connector"]),
         // The library apps use: statuses, requests and change streams in Swift.
         .library(name: "PermissionsClient", targets: ["PermissionsClient"]),
         // For Benchmarks/ (the benchmarks, a package of their own so that no build of
@@ -138,6 +140,10 @@ let package = Package(
                           dependencies: ["PermissionsDaemon", "PermissionsModel", "PermissionsSupport",
                                          "PermissionsPluginHost", "PermissionsConfig", "SystemPrimitives", "DBusKit",
                                          "CLISupport", "CInstallPaths", "CShims"]),
+        // Connects the daemon to a user's own PipeWire socket when its unit's
+        // privileges cannot (doc/threat-model.md, "Reaching each user's PipeWire").
+        .executableTarget(name: "permissionsd-connector",
+                          dependencies: ["UserSockets", "SystemPrimitives", "CLISupport", "PermissionsModel"]),
         .executableTarget(name: "permissionsctl",
                           dependencies: ["DBusKit", "CLISupport", "PermissionsModel", "PermissionsClient",
                                          "SystemPrimitives"]),

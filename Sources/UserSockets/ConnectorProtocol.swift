@@ -65,13 +65,14 @@ public enum ConnectorProtocol {
             return bytes
         }
 
-        /// The request in `bytes` (`truncated`: the message was longer than them),
+        /// The request in `bytes` (`truncated`: the message was longer than them;
+        /// read it into room for one byte more than a request, so that a longer one shows),
         /// or the errno to answer and why, for the log line. Checks the form only:
         /// who may ask, and which names and uids, are the connector's to decide.
         public static func decode(_ bytes: [UInt8], truncated: Bool) -> Result<Request, UserSocketFailure> {
             guard bytes.count == requestSize, !truncated else {
                 return .failure(UserSocketFailure(Errno(rawValue: EINVAL), "a request of "
-                                                  + (truncated ? "more than \(bytes.count)" : "\(bytes.count)")
+                                                  + (truncated ? "more than \(requestSize)" : "\(bytes.count)")
                                                   + " bytes, not \(requestSize)"))
             }
             let word = bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 0, as: UInt32.self) }

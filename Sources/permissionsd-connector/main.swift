@@ -53,6 +53,15 @@ do {
 let log = ConnectorLog(verbose: verbose)
 // A caller gone before its reply is EPIPE on that send (MSG_NOSIGNAL), never a signal.
 signal(SIGPIPE, SIG_IGN)
+// Stopped by SIGTERM or SIGINT, their default action, whatever mask or disposition
+// its starter left it (a test runner blocks them): it keeps nothing to clean up.
+var stopSignals = sigset_t()
+sigemptyset(&stopSignals)
+for stop in [SIGTERM, SIGINT] {
+    sigaddset(&stopSignals, stop)
+    signal(stop, SIG_DFL)
+}
+pthread_sigmask(SIG_UNBLOCK, &stopSignals, nil)
 let listening: Int32
 switch listenPath.map({ ListeningSocket.make(at: $0) }) ?? ListeningSocket.fromSystemd() {
 case .failure(let problem):

@@ -10,8 +10,10 @@ final class RunningProgram {
     let lines: LineCollector
     private let input = Pipe()
 
+    /// `standardErrorToLines`: its standard error is collected instead of its
+    /// standard output (a program that logs there).
     init(_ executable: String, _ arguments: [String], asUser uid: UInt32? = nil,
-         environment: [String: String]? = nil) throws {
+         environment: [String: String]? = nil, standardErrorToLines: Bool = false) throws {
         if let uid {
             process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
             process.arguments = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", executable] + arguments
@@ -22,8 +24,8 @@ final class RunningProgram {
         if let environment { process.environment = environment }
         let out = Pipe()
         process.standardInput = input
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
+        process.standardOutput = standardErrorToLines ? FileHandle.nullDevice : out
+        process.standardError = standardErrorToLines ? out : FileHandle.nullDevice
         try process.run()
         lines = LineCollector(out.fileHandleForReading)
     }

@@ -149,19 +149,33 @@ stop_running_connector() {
         systemctl stop permissionsd-connector.socket permissionsd-connector.service 2>/dev/null || true
         return 0
     fi
-    local pid deadline
+    local pid
     for pid in $(running_connector_pids); do
         kill -TERM "$pid" 2>/dev/null || continue
-        deadline=$((SECONDS + 5))
-        until process_ended "$pid"; do
-            if [ $SECONDS -ge $deadline ]; then
-                echo "$(basename "$0"): permissionsd-connector (pid $pid) did not stop within 5 s" >&2
-                return 1
-            fi
-            sleep 0.05  # polling a process that is not our child, with a deadline
-        done
-        echo "$(basename "$0"): stopped permissionsd-connector (pid $pid)" >&2
+        stopped_within 5 "permissionsd-connector (pid $pid)" process_ended "$pid" || return 1
     done
+}
+
+# stopped_within SECONDS WHAT COMMAND...: waits until COMMAND succeeds, for up to
+# SECONDS, then says that WHAT stopped; or that it did not, and fails.
+stopped_within() {
+    local seconds=$1 what=$2 deadline=$((SECONDS + $1))
+    shift 2
+    until "$@"; do
+        if [ $SECONDS -ge $deadline ]; then
+            echo "$(basename "$0"): $what did not stop within $seconds s" >&2
+            return 1
+        fi
+        sleep 0.05  # polling a process that is not our child, with a deadline
+    done
+    echo "$(basename "$0"): stopped $what" >&2
+}
+
+# Whether the daemon PID has ended and the name is free.
+daemon_gone() {
+    process_ended "$1" &&
+        [ "$(busctl --system call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus \
+                NameHasOwner s "$SERVICE_NAME" 2>/dev/null)" != "b true" ]
 }
 
 # Stops the running daemon, if any: through systemd where it runs, else SIGTERM to
@@ -178,15 +192,5 @@ stop_running_daemon() {
     local pid
     pid=$(running_daemon_pid) || return 0
     kill -TERM "$pid" 2>/dev/null || return 0
-    local deadline=$((SECONDS + 20))
-    until process_ended "$pid" &&
-          [ "$(busctl --system call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus \
-                  NameHasOwner s "$SERVICE_NAME" 2>/dev/null)" != "b true" ]; do
-        if [ $SECONDS -ge $deadline ]; then
-            echo "$(basename "$0"): permissionsd (pid $pid) did not stop within 20 s" >&2
-            return 1
-        fi
-        sleep 0.05  # polling a process that is not our child, with a deadline
-    done
-    echo "$(basename "$0"): stopped permissionsd (pid $pid)" >&2
+    stopped_within 20 "permissionsd (pid $pid)" daemon_gone "$pid"
 }

@@ -56,7 +56,8 @@ func plugin(_ name: String, target: String, dir: String, dependencies: [Target.D
 let plugins = [
     plugin("location", target: "LocationPlugin", dir: "Location"),
     plugin("notifications", target: "NotificationsPlugin", dir: "Notifications"),
-    plugin("pipewire", target: "PipeWirePlugin", dir: "PipeWire", dependencies: ["CPipeWire", "CPipeWireShims"],
+    plugin("pipewire", target: "PipeWirePlugin", dir: "PipeWire",
+           dependencies: ["CPipeWire", "CPipeWireShims", "PipeWireAccess"],
            exclude: ["README.md"], swiftSettings: pipewireSwiftSettings),
     plugin("bluetooth", target: "BluetoothPlugin", dir: "Bluetooth", dependencies: ["DBusKit", "CBluetooth"],
            exclude: ["README.md"]),
@@ -153,6 +154,9 @@ let package = Package(
         // Linked statically into each Swift plugin; never into the daemon.
         .target(name: "PluginKit", dependencies: ["CPermissionsPlugin", "PermissionsModel", "SystemPrimitives"],
                 path: "Plugins/PluginKit"),
+        // What an app's restricted PipeWire client may reach: pure, so that it is
+        // unit-tested apart from the plugin (whose entry point a test cannot link twice).
+        .target(name: "PipeWireAccess", path: "Plugins/PipeWireAccess"),
 
         // What the integration tests and the benches start: a private bus and the
         // daemon under test. A library (not a test target), so that the
@@ -168,6 +172,7 @@ let package = Package(
                                    "PermissionsIdentity", "PermissionsConfig", "PermissionsService",
                                    "PermissionsDaemon", "PermissionsTestSupport"]),
         // The BlueZ plugin's pure parts and its HCI seam, without bus or kernel.
+        .testTarget(name: "PipeWireAccessTests", dependencies: ["PipeWireAccess"]),
         .testTarget(name: "BluetoothPluginTests",
                     dependencies: ["BluetoothPlugin", "PluginKit", "PermissionsModel", "DBusKit", "SystemPrimitives"]),
         .testTarget(name: "IntegrationTests",

@@ -1,9 +1,9 @@
 # Sourced by scripts/install and scripts/uninstall: their shared flags, and where
 # each file goes. The directories other programs search (dbus-daemon, polkit,
-# systemd) come from their pkg-config files, whatever the prefix, as meson and
-# autotools projects do; each can be overridden (tests install into a temporary
-# directory). Sets PREFIX, DESTDIR, SYSCONFDIR, LOCALSTATEDIR, BUILD_DIR and the
-# *_DIR variables below; MANIFEST is the list of what was installed.
+# systemd, WirePlumber) come from their pkg-config files, whatever the prefix, as
+# meson and autotools projects do; each can be overridden (tests install into a
+# temporary directory). Sets PREFIX, DESTDIR, SYSCONFDIR, LOCALSTATEDIR, BUILD_DIR
+# and the *_DIR variables below; MANIFEST is the list of what was installed.
 
 usage() {
     cat <<EOF
@@ -20,6 +20,9 @@ Usage: $(basename "$0") [OPTIONS]
   --polkit-actions-dir DIR     default: polkit-gobject-1's policydir
                                (/usr/share/polkit-1/actions without it)
   --systemd-unit-dir DIR       default: systemd's systemdsystemunitdir
+  --wireplumber-data-dir DIR   default: WirePlumber's data directory, its .pc
+                               file's prefix/share/wireplumber (wireplumber-0.5,
+                               else wireplumber-0.4; /usr/share/wireplumber without)
 EOF
     [ "$(basename "$0")" = install ] && cat <<EOF
   --build-dir DIR              install what a release build already put in DIR
@@ -38,6 +41,7 @@ DBUS_POLICY_DIR=
 DBUS_SERVICES_DIR=
 POLKIT_DIR=
 UNIT_DIR=
+WIREPLUMBER_DIR=
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -49,6 +53,7 @@ while [ $# -gt 0 ]; do
         --dbus-system-services-dir) DBUS_SERVICES_DIR=${2:?$1 needs a value}; shift 2 ;;
         --polkit-actions-dir) POLKIT_DIR=${2:?$1 needs a value}; shift 2 ;;
         --systemd-unit-dir) UNIT_DIR=${2:?$1 needs a value}; shift 2 ;;
+        --wireplumber-data-dir) WIREPLUMBER_DIR=${2:?$1 needs a value}; shift 2 ;;
         --build-dir) [ "$(basename "$0")" = install ] || { usage >&2; exit 2; }
                      BUILD_DIR=${2:?--build-dir needs a value}; shift 2 ;;
         -h|--help) usage; exit 0 ;;
@@ -80,6 +85,14 @@ fi
 if [ -z "$UNIT_DIR" ]; then
     UNIT_DIR=$(pkgvar systemd systemdsystemunitdir)
     UNIT_DIR=${UNIT_DIR:-/lib/systemd/system}
+fi
+# WirePlumber reads its drop-ins from the data directory it was built with (and
+# /etc/wireplumber, ~/.config/wireplumber), never from another prefix's share/:
+# the one directory serves 0.4 (main.lua.d/) and 0.5 (wireplumber.conf.d/).
+if [ -z "$WIREPLUMBER_DIR" ]; then
+    wireplumber_prefix=$(pkgvar wireplumber-0.5 prefix)
+    [ -n "$wireplumber_prefix" ] || wireplumber_prefix=$(pkgvar wireplumber-0.4 prefix)
+    WIREPLUMBER_DIR=${wireplumber_prefix:-/usr}/share/wireplumber
 fi
 
 LIBEXEC_DIR=$PREFIX/libexec

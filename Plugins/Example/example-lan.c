@@ -11,13 +11,22 @@
  *     deny=org.example.Tracker   locked deny: "restricted"
  *     disabled-for=1000          "disabled" for this user alone (ABI 1.2 hosts)
  *
- * The plugin keeps no thread: it publishes from init and configure, which the host
- * calls on the plugin's own thread, one at a time.
+ * It also shows enforcement (ABI 1.3): it names "example-lan" in `enforced`, and
+ * an app that calls OpenPipeWireRemote("example-lan", {}) gets a socket on which
+ * the plugin writes the app's status each time it changes ("authorized" first,
+ * one word a line). Its "backend" is the plugin itself; a real one (the PipeWire
+ * plugin) narrows what the connection reaches instead of telling.
+ *
+ * The plugin keeps no thread: it publishes from init and configure, and answers
+ * open_remote and remote_status, which the host calls on the plugin's own thread,
+ * one at a time.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "permissions-plugin.h"
 
@@ -25,6 +34,13 @@
 #define MAX_APPS 256
 
 #define MAX_USERS 64
+#define MAX_REMOTES 64
+
+/* An open remote: the host's id and the plugin's end of the socket pair. */
+struct remote {
+    uint64_t id;
+    int fd;
+};
 
 struct config {
     int enabled;
@@ -41,6 +57,8 @@ struct state {
      * replaced, so each gets the machine-wide one again whenever it changes. */
     uint32_t users[MAX_USERS];
     int n_users;
+    struct remote remotes[MAX_REMOTES];
+    int n_remotes;
 };
 
 static void config_clear(struct config *c) {
@@ -170,15 +188,67 @@ static int plugin_configure(void *state, const struct permissions_config *config
     return 0;
 }
 
+/* Forgets remote i: closes the plugin's end and tells the host it has ended. */
+static void remote_end(struct state *s, int i) {
+    close(s->remotes[i].fd);
+    if (PERMISSIONS_HAS_FIELD(s->host, struct permissions_host, remote_closed) && s->host->remote_closed)
+        s->host->remote_closed(s->host->host_data, s->remotes[i].id);
+    s->remotes[i] = s->remotes[--s->n_remotes];
+}
+
+/* Writes `status` to remote i; a remote whose app has closed its end ends. */
+static void remote_tell(struct state *s, int i, const char *status) {
+    char line[64];
+    int n = snprintf(line, sizeof line, "%s\n", status);
+    /* Never blocks, never raises SIGPIPE: a full or closed socket ends the remote. */
+    if (send(s->remotes[i].fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) != n)
+        remote_end(s, i);
+}
+
+/* ABI 1.3: the host checked that the app is "authorized"; returns the app's end. */
+static int plugin_open_remote(void *state, const struct permissions_remote *remote) {
+    struct state *s = state;
+    if (strcmp(remote->permission, PERMISSION) != 0)
+        return -EINVAL;
+    if (s->n_remotes == MAX_REMOTES)
+        return -EBUSY;
+    int pair[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) < 0)
+        return -errno;
+    s->remotes[s->n_remotes++] = (struct remote){ .id = remote->id, .fd = pair[0] };
+    if (send(pair[0], "authorized\n", 11, MSG_NOSIGNAL | MSG_DONTWAIT) != 11) {
+        close(pair[1]);
+        s->n_remotes--;
+        close(pair[0]);
+        return -EIO;
+    }
+    return pair[1];
+}
+
+/* ABI 1.3: the app's status changed; never blocks. */
+static void plugin_remote_status(void *state, uint64_t id, const char *status) {
+    struct state *s = state;
+    for (int i = 0; i < s->n_remotes; i++) {
+        if (s->remotes[i].id == id) {
+            remote_tell(s, i, status);
+            return;
+        }
+    }
+}
+
 static void plugin_fini(void *state) {
     struct state *s = state;
     if (!s)
         return;
+    /* Fail closed: nothing would tell the apps any more. */
+    for (int i = 0; i < s->n_remotes; i++)
+        close(s->remotes[i].fd);
     config_clear(&s->current);
     free(s);
 }
 
 static const char *const permissions[] = { PERMISSION, NULL };
+static const char *const enforced[] = { PERMISSION, NULL };
 
 static const struct permissions_plugin descriptor = {
     .abi_version = PERMISSIONS_PLUGIN_ABI_VERSION,
@@ -190,6 +260,9 @@ static const struct permissions_plugin descriptor = {
     .init = plugin_init,
     .configure = plugin_configure,
     .fini = plugin_fini,
+    .enforced = enforced,                /* ABI 1.3; an older host reads none of these three */
+    .open_remote = plugin_open_remote,
+    .remote_status = plugin_remote_status,
 };
 
 const struct permissions_plugin *permissions_plugin_entry_v1(void) {

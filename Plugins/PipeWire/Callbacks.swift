@@ -1,3 +1,4 @@
+import PipeWireAccess
 internal import CPipeWire
 internal import CPipeWireShims
 internal import Glibc
@@ -48,11 +49,36 @@ func pipewireCoreError(_ data: UnsafeMutableRawPointer?, _ id: UInt32, _ seq: In
 /// points at a string literal in the shim library, never written, so sharing the
 /// pointer between threads is safe.
 nonisolated(unsafe) private let nodeType: UnsafePointer<CChar> = cpw_type_interface_node()
+// The same for the other types enforcement follows (Graph.swift).
+nonisolated(unsafe) private let portType: UnsafePointer<CChar> = cpw_type_interface_port()
+nonisolated(unsafe) private let linkType: UnsafePointer<CChar> = cpw_type_interface_link()
+nonisolated(unsafe) private let factoryType: UnsafePointer<CChar> = cpw_type_interface_factory()
+nonisolated(unsafe) private let clientType: UnsafePointer<CChar> = cpw_type_interface_client()
 
 func pipewireRegistryGlobal(_ data: UnsafeMutableRawPointer?, _ id: UInt32, _ permissions: UInt32,
                             _ type: UnsafePointer<CChar>?, _ version: UInt32, _ props: UnsafePointer<spa_dict>?) {
-    guard let type, strcmp(type, nodeType) == 0 else { return }
-    remote(data).nodeAppeared(id: id, device: device(from: props))
+    guard let type else { return }
+    func value(_ key: String) -> String? {
+        guard let props, let v = spa_dict_lookup(props, key) else { return nil }
+        return String(cString: v)
+    }
+    func number(_ key: String) -> UInt32? { value(key).flatMap { UInt32($0) } }
+    let remote = remote(data)
+    if strcmp(type, nodeType) == 0 {
+        remote.nodeAppeared(id: id, device: device(from: props),
+                            node: Graph.Node(mediaClass: value(PW_KEY_MEDIA_CLASS), client: number(PW_KEY_CLIENT_ID)))
+    } else if strcmp(type, portType) == 0, let node = number(PW_KEY_NODE_ID) {
+        remote.otherGlobalAppeared(id: id) { $0.ports[id] = node }
+    } else if strcmp(type, linkType) == 0, let output = number(PW_KEY_LINK_OUTPUT_NODE),
+              let input = number(PW_KEY_LINK_INPUT_NODE) {
+        remote.otherGlobalAppeared(id: id) { $0.links[id] = Graph.Link(output: output, input: input) }
+    } else if strcmp(type, factoryType) == 0, let name = value(PW_KEY_FACTORY_NAME) {
+        remote.otherGlobalAppeared(id: id) { $0.factories[id] = name }
+    } else if strcmp(type, clientType) == 0, value(PW_KEY_ACCESS) == AppRemote.accessValue {
+        remote.ourClientAppeared(id: id, name: value(PW_KEY_APP_NAME) ?? "")
+    } else {
+        remote.otherGlobalAppeared(id: id) { $0.others.insert(id) }
+    }
 }
 
 func pipewireRegistryGlobalRemove(_ data: UnsafeMutableRawPointer?, _ id: UInt32) {

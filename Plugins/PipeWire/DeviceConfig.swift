@@ -1,3 +1,4 @@
+import PipeWireAccess
 import PluginKit
 import PermissionsModel
 

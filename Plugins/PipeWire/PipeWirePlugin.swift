@@ -1,6 +1,7 @@
 // The PipeWire plugin: `camera` and `microphone` from the user's PipeWire graph
 // (see README.md). This file is only the C ABI's glue; PipeWireWatcher does the
-// work. The host calls these three on the plugin's own host thread, one at a time.
+// work. The host calls these on the plugin's own host thread, one at a time.
+import PipeWireAccess
 public import CPermissionsPlugin
 internal import Glibc
 import PluginKit
@@ -31,11 +32,25 @@ func pipewireFini(_ state: UnsafeMutableRawPointer?) {
     Unmanaged<PipeWireWatcher>.fromOpaque(state).takeRetainedValue().stop()
 }
 
+/// open_remote (ABI 1.3), on the host's thread for this plugin: see AppRemotes.swift.
+func pipewireOpenRemote(_ state: UnsafeMutableRawPointer?, _ remote: UnsafePointer<permissions_remote>?) -> Int32 {
+    guard let state, let request = RemoteRequest(remote) else { return -EINVAL }
+    return Unmanaged<PipeWireWatcher>.fromOpaque(state).takeUnretainedValue().openRemote(request)
+}
+
+/// remote_status (ABI 1.3), on the host's thread for this plugin.
+func pipewireRemoteStatus(_ state: UnsafeMutableRawPointer?, _ id: UInt64, _ status: UnsafePointer<CChar>?) {
+    guard let state, let status else { return }
+    Unmanaged<PipeWireWatcher>.fromOpaque(state).takeUnretainedValue().remoteStatus(id, String(cString: status))
+}
+
 nonisolated(unsafe) let descriptor = makeDescriptor(
-    name: "pipewire", version: "1.0",
+    name: "pipewire", version: "1.1",
     description: "Cameras and microphones: Video/Source and Audio/Source nodes of the user's PipeWire",
     permissions: DevicePermission.allCases.map(\.rawValue),
-    initialize: pipewireInit, configure: pipewireConfigure, finish: pipewireFini)
+    initialize: pipewireInit, configure: pipewireConfigure, finish: pipewireFini,
+    enforcement: Enforcement(permissions: DevicePermission.allCases.map(\.rawValue),
+                             open: pipewireOpenRemote, status: pipewireRemoteStatus))
 
 /// The entry point. `public`: an internal function that nothing in the module calls
 /// is dropped by whole-module optimisation in release builds, `@c` or not, and the

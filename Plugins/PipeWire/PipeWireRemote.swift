@@ -1,3 +1,4 @@
+import PipeWireAccess
 internal import CPipeWire
 internal import CPipeWireShims
 internal import Glibc
@@ -49,6 +50,8 @@ final class PipeWireRemote {
     var syncSeq: Int32 = -1
     private(set) var phase = Phase.unreachable
     var devices = DeviceTable()
+    /// What enforcement needs of the graph (Graph.swift).
+    var graph = Graph()
     var backoff: Backoff
     /// One log line per outage, not one per attempt.
     var outageLogged = false
@@ -171,6 +174,7 @@ final class PipeWireRemote {
 
     func coreError(id: UInt32, res: Int32, message: String) {
         let reason = "\(message): \(errnoName(-res))"
+        if id != UInt32(PW_ID_CORE), watcher.managerError(proxyID: id, on: self) { return }
         guard id == UInt32(PW_ID_CORE), Self.connectionErrors.contains(-res) else {
             watcher.host.log(.warning, "\(owner.name): error on object \(id): \(reason)")
             return
@@ -180,13 +184,17 @@ final class PipeWireRemote {
                          + "unsupported until it is back")
         outageLogged = true
         devices.removeAll()
+        watcher.managerLost(self)
+        graph = Graph()
         setPhase(.unreachable)
         backoff.reset()
         armRetry(after: 0)  // the teardown, outside this callback, and a first new attempt
     }
 
     func coreDone(id: UInt32, seq: Int32) {
-        guard id == UInt32(PW_ID_CORE), seq == syncSeq, phase == .connecting else { return }
+        guard id == UInt32(PW_ID_CORE) else { return }
+        watcher.managerSynced(seq, on: self)
+        guard seq == syncSeq, phase == .connecting else { return }
         backoff.reset()
         outageLogged = false
         watcher.host.log(.info, "following the registry of \(owner.name): "
@@ -206,8 +214,10 @@ final class PipeWireRemote {
 
     /// A global of type Node appeared; `device` is nil unless it is a camera or a
     /// microphone. Before the first listing completes, devices are only collected.
-    func nodeAppeared(id: UInt32, device: Device?) {
+    func nodeAppeared(id: UInt32, device: Device?, node: Graph.Node) {
         guard phase != .unreachable else { return }
+        graph.nodes[id] = node
+        watcher.graphChanged(on: self)
         var changed = Set<DevicePermission>()
         // An id is reused only after its global_remove, so this finds nothing; were
         // it ever to, the old node must not stay counted under the new one's id.
@@ -220,12 +230,33 @@ final class PipeWireRemote {
     }
 
     func globalRemoved(id: UInt32) {
-        guard phase != .unreachable, let old = devices.remove(id: id) else { return }
+        guard phase != .unreachable else { return }
+        if graph.remove(id) {
+            watcher.appClientRemoved(id, on: self)
+            watcher.graphChanged(on: self)
+        }
+        guard let old = devices.remove(id: id) else { return }
         if phase == .connected { watcher.publish(old.permission, of: self) }
+    }
+
+    /// A global other than a node that enforcement follows appeared.
+    func otherGlobalAppeared(id: UInt32, _ change: (inout Graph) -> Void) {
+        guard phase != .unreachable else { return }
+        change(&graph)
+        watcher.graphChanged(on: self)
+    }
+
+    /// A client with our access value appeared (AppRemotes.swift).
+    func ourClientAppeared(id: UInt32, name: String) {
+        guard phase != .unreachable else { return }
+        graph.ourClients[id] = name
+        watcher.appClientAppeared(id, name: name, on: self)
     }
 
     /// Removes the listeners and proxies and closes the socket.
     func tearDown() {
+        watcher.managerLost(self)
+        graph = Graph()
         registryListener.unregister()
         coreListener.unregister()
         if let registry { pw_proxy_destroy(registry) }

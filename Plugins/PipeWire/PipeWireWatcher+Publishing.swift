@@ -1,3 +1,4 @@
+import PipeWireAccess
 internal import CPipeWireShims
 import PluginKit
 internal import SystemPrimitives

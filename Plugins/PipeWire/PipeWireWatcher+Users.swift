@@ -1,3 +1,4 @@
+import PipeWireAccess
 internal import CPipeWire
 internal import CPipeWireShims
 internal import Glibc

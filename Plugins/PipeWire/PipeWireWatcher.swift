@@ -1,3 +1,4 @@
+import PipeWireAccess
 internal import CPipeWire
 internal import CPipeWireShims
 internal import Glibc
@@ -47,6 +48,10 @@ final class PipeWireWatcher {
     /// Whether `configure` has handed a configuration over (the host's queue only).
     private var handedOverOnce = false
     var lastPublished: [Target: PluginSnapshot] = [:]
+    /// Connections handed to apps (AppRemotes.swift), by the host's remote id.
+    var appRemotes: [UInt64: AppRemote] = [:]
+    /// At fini: the manager syncs that confirm their clients' destruction.
+    var finalSyncs = Set<Int32>()
     var throttle = PublishThrottle()
     /// Publications that wait for the throttle's timer.
     var throttled: Set<Target> = []
@@ -116,8 +121,10 @@ final class PipeWireWatcher {
         return rc
     }
 
-    /// Joins the thread, then frees every PipeWire object. No host call after it.
+    /// Destroys the connections handed to apps, joins the thread, then frees every
+    /// PipeWire object. No host call after it.
     func stop() {
+        dropAllAppRemotes()
         pw_thread_loop_stop(threadLoop)  // joins: from here on, this is the only thread
         for remote in remotes.values { remote.close() }
         remotes = [:]

@@ -15,19 +15,65 @@ public func makeDescriptor(
     initialize: @convention(c) (UnsafePointer<permissions_host>?, UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> Int32,
     configure: (@convention(c) (UnsafeMutableRawPointer?, UnsafePointer<permissions_config>?) -> Int32)?,
     finish: (@convention(c) (UnsafeMutableRawPointer?) -> Void)?,
-    validate: (@convention(c) (UnsafeMutableRawPointer?, UnsafePointer<permissions_config>?) -> Int32)? = nil
+    validate: (@convention(c) (UnsafeMutableRawPointer?, UnsafePointer<permissions_config>?) -> Int32)? = nil,
+    enforcement: Enforcement? = nil
 ) -> UnsafePointer<permissions_plugin> {
-    let list = UnsafeMutablePointer<UnsafePointer<CChar>?>.allocate(capacity: permissions.count + 1)
-    for (i, p) in permissions.enumerated() { list[i] = UnsafePointer(strdup(p)) }
-    list[permissions.count] = nil
     let d = UnsafeMutablePointer<permissions_plugin>.allocate(capacity: 1)
     d.initialize(to: permissions_plugin(
         abi_version: PERMISSIONS_PLUGIN_ABI_VERSION,
         struct_size: UInt32(MemoryLayout<permissions_plugin>.size),
         name: UnsafePointer(strdup(name)), version: UnsafePointer(strdup(version)),
-        description: UnsafePointer(strdup(description)), permissions: UnsafePointer(list),
-        init: initialize, configure: configure, fini: finish, validate: validate))
+        description: UnsafePointer(strdup(description)), permissions: cStringList(permissions),
+        init: initialize, configure: configure, fini: finish, validate: validate,
+        enforced: enforcement.map { cStringList($0.permissions) },
+        open_remote: enforcement?.open, remote_status: enforcement?.status))
     return UnsafePointer(d)
+}
+
+/// A NULL-terminated list of copies of `strings`, never freed (a descriptor's).
+private func cStringList(_ strings: [String]) -> UnsafePointer<UnsafePointer<CChar>?> {
+    let list = UnsafeMutablePointer<UnsafePointer<CChar>?>.allocate(capacity: strings.count + 1)
+    for (i, p) in strings.enumerated() { list[i] = UnsafePointer(strdup(p)) }
+    list[strings.count] = nil
+    return UnsafePointer(list)
+}
+
+/// ABI 1.3's enforcement entries of a descriptor: the permissions a plugin
+/// enforces, and its open_remote and remote_status.
+public struct Enforcement {
+    public var permissions: [String]
+    public var open: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<permissions_remote>?) -> Int32
+    public var status: @convention(c) (UnsafeMutableRawPointer?, UInt64, UnsafePointer<CChar>?) -> Void
+
+    public init(permissions: [String],
+                open: @escaping @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<permissions_remote>?) -> Int32,
+                status: @escaping @convention(c) (UnsafeMutableRawPointer?, UInt64, UnsafePointer<CChar>?) -> Void) {
+        self.permissions = permissions
+        self.open = open
+        self.status = status
+    }
+}
+
+/// What the host asks of `open_remote`, copied out of its struct.
+public struct RemoteRequest: Sendable {
+    public var id: UInt64
+    public var uid: UInt32
+    public var pid: UInt32
+    public var appID: String
+    public var permission: String
+
+    /// Reads the host's struct by its declared size; nil when it lacks a field.
+    public init?(_ remote: UnsafePointer<permissions_remote>?) {
+        guard let remote else { return nil }
+        let r = HostStruct<permissions_remote>(remote)
+        guard let id = r.field(\.id, as: UInt64.self), let uid = r.field(\.uid, as: UInt32.self),
+              let pid = r.field(\.pid, as: UInt32.self),
+              let app = r.field(\.app_id, as: UnsafePointer<CChar>?.self) ?? nil,
+              let permission = r.field(\.permission, as: UnsafePointer<CChar>?.self) ?? nil else { return nil }
+        (self.id, self.uid, self.pid) = (id, uid, pid)
+        appID = String(cString: app)
+        self.permission = String(cString: permission)
+    }
 }
 
 /// The host functions a plugin was given, for use from any thread.
@@ -70,14 +116,26 @@ public struct HostHandle: @unchecked Sendable {
         return snapshot.withCStruct { publish(host.pointee.host_data, uid, $0) }
     }
 
+    /// Tells the host that remote `id` has ended (ABI 1.3's remote_closed); nothing
+    /// on an older host, which opens no remotes.
+    public func remoteClosed(_ id: UInt64) {
+        typealias Closed = @convention(c) (UnsafeMutableRawPointer?, UInt64) -> Void
+        let h = HostStruct<permissions_host>(host)
+        guard let closed = h.field(\.remote_closed, as: Closed?.self) ?? nil else { return }
+        closed(h.field(\.host_data, as: UnsafeMutableRawPointer?.self) ?? nil, id)
+    }
+
+    private typealias ConnectUserSocket = @convention(c) (UnsafeMutableRawPointer?, UInt32, UnsafePointer<CChar>?) -> Int32
+
+    /// The host's connect_user_socket (ABI 1.3), when its struct has one set.
+    private var connectUserSocketFunction: ConnectUserSocket? {
+        HostStruct<permissions_host>(host).field(\.connect_user_socket, as: ConnectUserSocket?.self) ?? nil
+    }
+
     /// Whether the host connects users' own sockets (ABI 1.3's connect_user_socket):
     /// a daemon serving many users does; one serving one user, or an older host,
     /// does not.
-    public var connectsUserSockets: Bool {
-        let size = MemoryLayout<permissions_host>.offset(of: \permissions_host.connect_user_socket)!
-            + MemoryLayout<UnsafeRawPointer?>.size
-        return host.pointee.struct_size >= size && host.pointee.connect_user_socket != nil
-    }
+    public var connectsUserSockets: Bool { connectUserSocketFunction != nil }
 
     /// A connection to user `uid`'s own socket ROOT/UID/`name`, verified to be that
     /// user's (see connect_user_socket in permissions-plugin.h): a connected stream
@@ -85,10 +143,9 @@ public struct HostHandle: @unchecked Sendable {
     /// host that does not connect them (`connectsUserSockets`). Blocks for up to
     /// about a second: call it from the plugin's own thread.
     public func connectUserSocket(uid: UInt32, name: String) -> Result<Int32, Errno> {
-        guard connectsUserSockets, let connect = host.pointee.connect_user_socket else {
-            return .failure(Errno(rawValue: ENOSYS))
-        }
-        let rc = connect(host.pointee.host_data, uid, name)
+        guard let connect = connectUserSocketFunction else { return .failure(Errno(rawValue: ENOSYS)) }
+        let rc = connect(HostStruct<permissions_host>(host).field(\.host_data, as: UnsafeMutableRawPointer?.self) ?? nil,
+                         uid, name)
         return rc >= 0 ? .success(rc) : .failure(Errno(rawValue: -rc))
     }
 

@@ -1,3 +1,5 @@
+internal import Glibc
+
 /// A D-Bus value with its type, for marshalling through `DBusMessageIter`.
 ///
 /// Containers carry their element signatures so that empty arrays and
@@ -23,6 +25,8 @@ public indirect enum DBusValue: Sendable, Hashable {
     case structure([DBusValue])
     /// `v`
     case variant(DBusValue)
+    /// `h`: a file descriptor, passed over the Unix socket beside the message.
+    case unixFD(FileDescriptor)
 
     public struct DictEntry: Sendable, Hashable {
         public var key: DBusValue
@@ -52,6 +56,7 @@ public indirect enum DBusValue: Sendable, Hashable {
         case .dictionary(let key, let value, _): "a{" + key + value + "}"
         case .structure(let fields): "(" + fields.map(\.signature).joined() + ")"
         case .variant: "v"
+        case .unixFD: "h"
         }
     }
 }
@@ -130,4 +135,26 @@ extension DBusValue {
     public var stringArray: [String]? {
         arrayElements?.compactMap(\.stringValue)
     }
+}
+
+/// A file descriptor this process owns, closed when the last reference goes: what
+/// a message carries as `h`. libdbus duplicates a descriptor it sends, and hands
+/// over a new one for each it receives, so each side keeps its own.
+///
+/// `Sendable`: the descriptor number never changes, and closing happens once, in
+/// deinit, when no one else can use it.
+public final class FileDescriptor: Sendable, Hashable {
+    public let fd: Int32
+
+    /// Takes ownership of `fd`.
+    public init(adopting fd: Int32) { self.fd = fd }
+
+    /// A duplicate (close-on-exec) that the caller owns, or -1 with errno set: for
+    /// handing the descriptor on beyond this object's life.
+    public func duplicate() -> Int32 { fcntl(fd, F_DUPFD_CLOEXEC, 0) }
+
+    deinit { if fd >= 0 { close(fd) } }
+
+    public static func == (a: FileDescriptor, b: FileDescriptor) -> Bool { a === b }
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 }

@@ -104,6 +104,10 @@ enum MessageCoding {
             }
         case .variant(let inner):
             ok = container(&iter, "v", inner.signature) { sub in append(inner, to: &sub) }
+        case .unixFD(let descriptor):
+            // libdbus sends a duplicate: the message does not take `descriptor` over.
+            var v = descriptor.fd
+            ok = dbus_message_iter_append_basic(&iter, code("h"), &v)
         }
         if ok == 0 { fatalError("libdbus: out of memory while appending an argument") }
     }
@@ -129,8 +133,8 @@ enum MessageCoding {
         return dbus_message_iter_close_container(&iter, &sub)
     }
 
-    /// Reads the value under the iterator (not advancing it). Unix fds, which this
-    /// project never uses, read as nil.
+    /// Reads the value under the iterator (not advancing it). A Unix fd is read as
+    /// a new descriptor of this process's, closed with its `FileDescriptor`.
     static func read(_ iter: inout DBusMessageIter) -> DBusValue? {
         let type = dbus_message_iter_get_arg_type(&iter)
         switch type {
@@ -146,6 +150,10 @@ enum MessageCoding {
         case code("s"): return .string(readString(&iter))
         case code("o"): return .objectPath(readString(&iter))
         case code("g"): return .signature(readString(&iter))
+        case code("h"):
+            var v: Int32 = -1
+            dbus_message_iter_get_basic(&iter, &v)
+            return v >= 0 ? .unixFD(FileDescriptor(adopting: v)) : nil
         case code("v"):
             var sub = DBusMessageIter()
             dbus_message_iter_recurse(&iter, &sub)

@@ -33,6 +33,13 @@ public struct PermissionsClientError: Error, Sendable, Equatable, CustomStringCo
         /// No service on the bus (`org.freedesktop.DBus.Error.ServiceUnknown`,
         /// `NameHasNoOwner`), or no bus at all.
         case unavailable
+        /// `org.example.Permissions.Error.NotSupported`: the permission has no
+        /// such thing (`openPipeWireRemote` for one no plugin enforces).
+        case notSupported
+        /// `org.example.Permissions.Error.Unavailable`: the service is there, but
+        /// what is behind the permission cannot do it now (this user's PipeWire is
+        /// not running).
+        case backendUnavailable
         /// The service stopped or left the bus while a `request` waited
         /// (`org.example.Permissions.Error.Cancelled`, or its owner left). The
         /// request is not retried: a retry could prompt twice.
@@ -83,6 +90,8 @@ public struct PermissionsClientError: Error, Sendable, Equatable, CustomStringCo
         case .storageFailed: "The permissions service could not store the answer."
         case .limitExceeded: "Too many calls of this app's user are waiting in the permissions service."
         case .unavailable: "The permissions service is not available."
+        case .notSupported: "The permissions service does not offer this for that permission."
+        case .backendUnavailable: "What the permission is about cannot be reached now."
         case .serviceRestarted: "The permissions service stopped while the request waited."
         case .disconnected: "The connection to the bus was lost."
         case .other: "The permissions service answered with the error \(name)."
@@ -103,6 +112,8 @@ public struct PermissionsClientError: Error, Sendable, Equatable, CustomStringCo
         case BusNames.errorPrefix + ErrorName.storageFailed: .storageFailed
         case BusNames.errorPrefix + ErrorName.limitExceeded, "org.freedesktop.DBus.Error.LimitsExceeded": .limitExceeded
         case BusNames.errorPrefix + ErrorName.cancelled: .serviceRestarted
+        case BusNames.errorPrefix + ErrorName.notSupported: .notSupported
+        case BusNames.errorPrefix + ErrorName.unavailable: .backendUnavailable
         case "org.freedesktop.DBus.Error.ServiceUnknown", BusError.nameHasNoOwner, "org.freedesktop.DBus.Error.NotSupported",
              "org.freedesktop.DBus.Error.FileNotFound", "org.freedesktop.DBus.Error.NoServer",
              "org.freedesktop.DBus.Error.BadAddress":

@@ -239,6 +239,7 @@ public final class Daemon {
             self.queue.async { me.value.stop(status: 1) }
         }
         host.onPublish = { [unowned self] _, publications in self.service.publish(publications) }
+        host.onRemoteClosed = { [unowned self] id in self.service.remoteClosed(id) }
         host.onChange = { [unowned self] plugin in
             self.service.pluginChanged(permissions: Set(plugin.info.permissions).union(plugin.latest.keys)
                 .union(plugin.latestForUser.keys))

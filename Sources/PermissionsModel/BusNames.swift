@@ -24,4 +24,6 @@ public enum ErrorName {
     public static let storageFailed = "StorageFailed"
     public static let cancelled = "Cancelled"
     public static let limitExceeded = "LimitExceeded"
+    public static let notSupported = "NotSupported"
+    public static let unavailable = "Unavailable"
 }

@@ -6,8 +6,9 @@ public enum Versions {
     /// The org.example.Permissions interface's, which the service's `version`
     /// property announces: it grows when the interface changes (2: decisions per
     /// user, the *ForUser methods, Subscribe, GetDiagnostics; 3: StartRequest
-    /// and its RequestHandle objects, the parent_window option).
-    public static let interface: UInt32 = 3
+    /// and its RequestHandle objects, the parent_window option; 4:
+    /// OpenPipeWireRemote and ListPipeWireRemotes).
+    public static let interface: UInt32 = 4
 }
 
 extension Versions {

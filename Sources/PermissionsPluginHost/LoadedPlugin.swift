@@ -35,6 +35,10 @@ package final class LoadedPlugin: @unchecked Sendable {
     /// Users' own snapshots published so far (publish_for_user), by permission and
     /// uid (daemon queue).
     package var latestForUser: [String: [UInt32: Snapshot]] = [:]
+    /// The permissions it enforces through open_remote (ABI 1.3; daemon queue).
+    package var enforced: Set<String> = []
+    /// Called on the daemon queue when the plugin says a remote ended (remote_closed).
+    var remoteClosed: ((LoadedPlugin, UInt64) -> Void)?
 
     /// The hash of the content it was loaded from (daemon queue).
     var contentHash: UInt64?
@@ -47,6 +51,8 @@ package final class LoadedPlugin: @unchecked Sendable {
     /// of the size it declared: never copied whole).
     private var functions: (initialize: PluginInit, configure: PluginConfigure?, fini: PluginFini?,
                             validate: PluginConfigure?)?
+    /// ABI 1.3's open_remote and remote_status, when the plugin has both (callQueue).
+    private var enforcement: (open: PluginOpenRemote, status: PluginRemoteStatus)?
     private var state: UnsafeMutableRawPointer?
     private var host: UnsafeMutablePointer<permissions_host>?
     /// init returned 0: fini is owed (callQueue only).
@@ -69,6 +75,8 @@ package final class LoadedPlugin: @unchecked Sendable {
         var suppressedLogs = 0
         /// During configure: the first error line it logged (.some(nil) until one comes).
         var configureReason: String??
+        /// Remotes open_remote opened that have not ended (ABI 1.3).
+        var remotes = Set<UInt64>()
     }
     let shared = Locked(Shared())
     /// Called on the daemon queue with the publications that arrived, each the
@@ -162,12 +170,24 @@ package final class LoadedPlugin: @unchecked Sendable {
         guard let initialize = d[v1: \.`init`] else { return "the descriptor has no init function" }
         // ABI 1.1: only when the descriptor's size covers it.
         functions = (initialize, d[v1: \.configure], d[v1: \.fini], d[\.validate] ?? nil)
+        // ABI 1.3: enforced permissions count only with both calls, and only its own.
+        var enforced: Set<String> = []
+        if let open = d[\.open_remote] ?? nil, let status = d[\.remote_status] ?? nil,
+           var cursor = d[\.enforced] ?? nil {
+            while let p = cursor.pointee, enforced.count < 256 {
+                let name = String(cString: p)
+                if permissions.contains(name) { enforced.insert(name) }
+                cursor += 1
+            }
+            if !enforced.isEmpty { enforcement = (open, status) }
+        }
         let pluginVersion = d[v1: \.version].map { String(cString: $0) } ?? ""
         let declared = permissions
         shared.withLock { $0.declared = Set(declared) }
-        daemonQueue.async { [self] in
+        daemonQueue.async { [self, enforced] in
             info.version = pluginVersion
             info.permissions = declared
+            self.enforced = enforced
         }
         return nil
     }
@@ -217,6 +237,7 @@ package final class LoadedPlugin: @unchecked Sendable {
             // Never freed, like the struct itself: the plugin may keep the pointer until fini.
             user_runtime_root: userRuntimeRoot.map { UnsafePointer(strdup($0)!) },
             publish_for_user: hostPublishForUser,
+            remote_closed: hostRemoteClosed,
             connect_user_socket: userSockets == nil ? nil : hostConnectUserSocket))
         self.host = host
         var newState: UnsafeMutableRawPointer? = nil
@@ -281,6 +302,38 @@ package final class LoadedPlugin: @unchecked Sendable {
         }
     }
 
+    /// open_remote (ABI 1.3): a descriptor the caller owns, or a negative errno
+    /// (-ENOTSUP from a plugin that enforces nothing, or once it has stopped).
+    func openRemote(id: UInt64, uid: UInt32, pid: UInt32, app: String, permission: String) -> Int32 {
+        guard let open = enforcement?.open, started else { return -ENOTSUP }
+        // Known before the call: the plugin may end it from its own thread at once.
+        guard shared.withLock({ $0.closed ? false : $0.remotes.insert(id).inserted }) else { return -ESHUTDOWN }
+        let fd = app.withCString { appPointer in
+            permission.withCString { permissionPointer in
+                var remote = permissions_remote(abi_version: PERMISSIONS_PLUGIN_ABI_VERSION,
+                                                struct_size: UInt32(MemoryLayout<permissions_remote>.size),
+                                                id: id, uid: uid, pid: pid, app_id: appPointer,
+                                                permission: permissionPointer)
+                return open(state, &remote)
+            }
+        }
+        if fd < 0 { shared.withLock { _ = $0.remotes.remove(id) } }
+        return fd
+    }
+
+    /// remote_status (ABI 1.3): remote `id`'s status is now `status`.
+    func remoteStatus(id: UInt64, status: String) {
+        guard let call = enforcement?.status, started else { return }
+        status.withCString { call(state, id, $0) }
+    }
+
+    /// A plugin thread says remote `id` ended: handed to the daemon queue, unless
+    /// host calls are closed (the host forgets a stopped plugin's remotes itself).
+    func closeRemote(_ id: UInt64) {
+        guard shared.withLock({ $0.closed ? false : $0.remotes.remove(id) != nil }) else { return }
+        daemonQueue.async { [self] in remoteClosed?(self, id) }
+    }
+
     /// fini, after which the plugin must not call the host (and is ignored if it does).
     func stop() {
         closeHostCalls()
@@ -290,10 +343,17 @@ package final class LoadedPlugin: @unchecked Sendable {
     }
 
     /// From now on, host calls are ignored.
+    /// Remotes still open end with it: nothing will narrow them any more (the
+    /// plugin's fini disconnects them).
     func closeHostCalls() {
-        shared.withLock {
-            $0.closed = true
-            $0.pending = [:]
+        let remotes = shared.withLock { s -> Set<UInt64> in
+            s.closed = true
+            s.pending = [:]
+            defer { s.remotes = [] }
+            return s.remotes
+        }
+        if !remotes.isEmpty {
+            daemonQueue.async { [self] in remotes.sorted().forEach { remoteClosed?(self, $0) } }
         }
     }
 
@@ -407,6 +467,8 @@ typealias PluginInit = @convention(c) (UnsafePointer<permissions_host>?,
                                        UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> Int32
 typealias PluginConfigure = @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<permissions_config>?) -> Int32
 typealias PluginFini = @convention(c) (UnsafeMutableRawPointer?) -> Void
+typealias PluginOpenRemote = @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<permissions_remote>?) -> Int32
+typealias PluginRemoteStatus = @convention(c) (UnsafeMutableRawPointer?, UInt64, UnsafePointer<CChar>?) -> Void
 
 // The host functions of `struct permissions_host`. Plain functions so that they
 // carry no actor isolation: plugins call them from their own threads.
@@ -443,6 +505,10 @@ func hostPublishForUser(_ data: UnsafeMutableRawPointer?, _ uid: UInt32,
                         _ snapshot: UnsafePointer<permissions_snapshot>?) -> Int32 {
     guard let p = plugin(data), let snapshot else { return -EINVAL }
     return p.publish(snapshot, uid: uid)
+}
+
+func hostRemoteClosed(_ data: UnsafeMutableRawPointer?, _ id: UInt64) {
+    plugin(data)?.closeRemote(id)
 }
 
 func hostConnectUserSocket(_ data: UnsafeMutableRawPointer?, _ uid: UInt32, _ name: UnsafePointer<CChar>?) -> Int32 {

@@ -87,6 +87,9 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
     /// The refused files that stand for names changed (the Plugins property); on the
     /// daemon queue.
     package var onListChange: (() -> Void)?
+    /// A remote a plugin opened has ended (ABI 1.3's remote_closed, or its plugin
+    /// stopped serving); on the daemon queue.
+    package var onRemoteClosed: ((UInt64) -> Void)?
     /// A copy starting refused the configuration in force ("FILE:LINE: reason"); on
     /// the daemon queue.
     package var onConfigurationRefused: ((String) -> Void)?

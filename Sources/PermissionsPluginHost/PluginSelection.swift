@@ -94,6 +94,7 @@ extension PluginHost {
             }
         }
         plugin.misbehaved = { [unowned self] p, reason in self.makeUnavailable(p, reason) }
+        plugin.remoteClosed = { [unowned self] _, id in self.onRemoteClosed?(id) }
         return plugin
     }
 

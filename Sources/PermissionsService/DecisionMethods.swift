@@ -81,8 +81,10 @@ extension PermissionsService {
                 // The reply goes once the decision is on disk; a failure changed nothing,
                 // in memory or on disk (a session grant included).
                 if case .failure(let error) = outcome {
+                    if decision == .denied { self.holdRemotes(uid: uid, app: app, permissions: [permission]) }
                     return call.fail(PermissionsError.storageFailed("cannot store the decision: \(error)"))
                 }
+                self.releaseRemotes(uid: uid, app: app, permissions: [permission])
                 call.reply()
             }
         }
@@ -208,11 +210,16 @@ extension PermissionsService {
 
     /// Resets one owner's rows and replies with how many went.
     private func reset(_ call: MethodCall, uid: UInt32?, app: String, names: [String]) {
-        tracker.resetDecisions(uid: uid, app: app, names: names) { outcome in
+        tracker.resetDecisions(uid: uid, app: app, names: names) { [unowned self] outcome in
             switch outcome {
-            case .success(let removed): call.reply([.uint32(UInt32(removed))])
-            // Nothing changed, in memory or on disk (session grants included).
-            case .failure(let error): call.fail(PermissionsError.storageFailed("cannot reset decisions: \(error)"))
+            case .success(let removed):
+                if let uid { releaseRemotes(uid: uid, app: app, permissions: names.isEmpty ? nil : names) }
+                call.reply([.uint32(UInt32(removed))])
+            // Nothing changed, in memory or on disk (session grants included); the
+            // connections the reset would have narrowed are narrowed (EnforcedRemotes).
+            case .failure(let error):
+                if let uid { holdRemotes(uid: uid, app: app, permissions: names.isEmpty ? nil : names) }
+                call.fail(PermissionsError.storageFailed("cannot reset decisions: \(error)"))
             }
         }
     }

@@ -47,4 +47,16 @@ package enum PermissionsError {
     package static func limitExceeded(_ message: String) -> BusError {
         BusError(prefix + ErrorName.limitExceeded, message)
     }
+
+    /// Asked of a permission that has no such thing: OpenPipeWireRemote for one
+    /// whose plugin does not enforce it.
+    package static func notSupported(_ message: String) -> BusError {
+        BusError(prefix + ErrorName.notSupported, message)
+    }
+
+    /// The backend cannot do it now: the user's PipeWire is not running, or the
+    /// plugin could not open a connection.
+    package static func unavailable(_ message: String) -> BusError {
+        BusError(prefix + ErrorName.unavailable, message)
+    }
 }

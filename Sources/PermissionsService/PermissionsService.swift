@@ -38,6 +38,8 @@ package final class PermissionsService {
     var pendingCalls = PendingCalls()
     /// StartRequest's open handles (RequestHandles.swift).
     var requestHandles = RequestHandles()
+    /// OpenPipeWireRemote's connections (EnforcedRemotes.swift).
+    var remotes = EnforcedRemotes()
     /// [service] outgoing-calls=, outgoing-calls-per-user=, pending-calls-per-connection=,
     /// pending-calls-per-user=; agents-per-user=, requests-per-connection= and
     /// requests-per-user= are read where they apply.
@@ -110,6 +112,8 @@ package final class PermissionsService {
                               undecided: { [unowned self] in self.undecided($0) })
         tracker.emit = { [unowned self] audience, app, permission, status in
             self.deliver(audience, app: app, permission: permission, status)
+            // Connections handed out follow the status as apps are told it.
+            if !self.remotes.byID.isEmpty { self.recheckRemotes(permission: permission) }
         }
         tracker.users = { [unowned self] in self.subscribedUsers(scripts: false) }
         tracker.scriptUsers = { [unowned self] in self.subscribedUsers(scripts: true) }
@@ -260,6 +264,8 @@ package final class PermissionsService {
             Method("RegisterAgent", input: "o") { [unowned self] in self.registerAgent($0) },
             Method("UnregisterAgent", input: "o") { [unowned self] in self.unregisterAgent($0) },
             Method("GetDiagnostics") { [unowned self] in self.getDiagnostics($0) },
+            Method("OpenPipeWireRemote", input: "sa{sv}") { [unowned self] in self.openPipeWireRemote($0) },
+            Method("ListPipeWireRemotes") { [unowned self] in self.listPipeWireRemotes($0) },
         ], properties: [
             Property("Permissions") { [unowned self] in .strings(self.permissions) },
             Property("Plugins") { [unowned self] in

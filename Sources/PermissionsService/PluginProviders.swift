@@ -15,6 +15,22 @@ package protocol PluginProviders: SnapshotSource {
     var pluginList: [PluginEntry] { get }
     /// The name of the plugin that declares `permission` (serving it or not), or nil.
     func pluginName(providing permission: String) -> String?
+    /// Whether the plugin serving `permission` enforces it (opens remotes for it).
+    func enforces(_ permission: String) -> Bool
+    /// Opens remote `id` for (uid, app) to `permission`'s backend: `done` gets the
+    /// descriptor (the caller's) or a negative errno, on the service's queue.
+    func openRemote(id: UInt64, uid: UInt32, pid: UInt32, app: String, permission: String,
+                    done: @escaping (Int32) -> Void)
+    /// Remote `id`'s status is now `status`: its plugin narrows or widens it.
+    func remoteStatus(id: UInt64, permission: String, status: String)
+}
+
+extension PluginProviders {
+    // Providers that enforce nothing (unit tests' fakes).
+    package func enforces(_ permission: String) -> Bool { false }
+    package func openRemote(id: UInt64, uid: UInt32, pid: UInt32, app: String, permission: String,
+                            done: @escaping (Int32) -> Void) { done(-95 /* ENOTSUP */) }
+    package func remoteStatus(id: UInt64, permission: String, status: String) {}
 }
 
 /// One plugin as the Plugins property shows it: (name, version, state, permissions).

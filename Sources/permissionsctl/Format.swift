@@ -61,6 +61,15 @@ enum Format {
                 (f[3].stringArray ?? []).joined(separator: ",")]
     }
 
+    /// A ListPipeWireRemotes row (tusssx): id, uid, app, permission, status as
+    /// last told to the plugin, opened at.
+    static func remoteRow(_ row: DBusValue) -> [String] {
+        guard case .structure(let f) = row, f.count == 6, case .uint64(let id) = f[0], case .uint32(let uid) = f[1],
+              case .int64(let at) = f[5] else { return [] }
+        return [String(id), String(uid), f[2].stringValue ?? "", f[3].stringValue ?? "", f[4].stringValue ?? "",
+                timestamp(at)]
+    }
+
     /// Microseconds since the epoch as UTC ISO 8601.
     static func timestamp(_ micros: Int64) -> String {
         var seconds = time_t(micros / 1_000_000)

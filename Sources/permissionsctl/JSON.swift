@@ -50,11 +50,21 @@ indirect enum JSON {
         case .array(_, let items), .structure(let items): self = .array(items.map { JSON($0) })
         case .dictionary(_, _, let entries):
             self = .object(entries.map { (Format.value($0.key), JSON($0.value)) })
+        case .unixFD: self = .null  // no method permissionsctl prints returns one
         }
     }
 }
 
 extension Format {
+    /// A ListPipeWireRemotes row: {"id", "uid", "app", "permission", "status", "opened-at" (UTC ISO 8601)}.
+    static func remoteObject(_ row: DBusValue) -> JSON {
+        guard case .structure(let f) = row, f.count == 6, case .uint64(let id) = f[0], case .uint32(let uid) = f[1],
+              case .int64(let at) = f[5] else { return .null }
+        return .object([("id", .int(id)), ("uid", .int(uid)), ("app", .string(f[2].stringValue ?? "")),
+                        ("permission", .string(f[3].stringValue ?? "")), ("status", .string(f[4].stringValue ?? "")),
+                        ("opened-at", .string(timestamp(at)))])
+    }
+
     /// A ListDecisions row: {"app", "permission", "decision", "set-at" (UTC ISO 8601), "set-by"}.
     static func decisionObject(_ row: DBusValue) -> JSON {
         guard case .structure(let f) = row, f.count == 5, case .int64(let at) = f[3] else { return .null }

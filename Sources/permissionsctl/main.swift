@@ -36,6 +36,8 @@ let usage = """
                                  --broadcast: the everyone-level ones only
       agent                      answer prompts in this terminal
       plugins [--json]           the loaded plugins and their permissions
+      remotes [--json]           the PipeWire connections apps hold through the
+                                 service (OpenPipeWireRemote): yours; root: all
       doctor                     check the service: on the bus, version, plugins,
                                  configuration, store, who you are taken for, agent
       help                       show this help
@@ -103,7 +105,7 @@ if ["system", "session", "address"].filter(parsed.has).count > 1 {
 guard let command = parsed.positional.first else { fail("no command given\nTry 'permissionsctl --help'.", code: 2) }
 
 let commands: Set = ["status", "get", "list", "grant", "deny", "reset", "assign", "request", "monitor", "agent",
-                     "plugins", "doctor", "help"]
+                     "plugins", "remotes", "doctor", "help"]
 guard commands.contains(command) else { fail("unknown command \"\(command)\"\nTry 'permissionsctl --help'.", code: 2) }
 // Usage is answered before any connection, so it works without a bus. request's
 // --reason takes any text ("-h" too), so only its first argument can ask.
@@ -137,7 +139,7 @@ if let busOption {
 func commandOptions(of command: String, _ given: [String]) -> ParsedOptions {
     let allowed: [String: Set<String>] = ["status": ["json"], "get": ["user"], "list": ["user", "all", "json"],
                                           "grant": ["user"], "deny": ["user"], "reset": ["user", "unassigned"],
-                                          "monitor": ["broadcast", "json"], "plugins": ["json"]]
+                                          "monitor": ["broadcast", "json"], "plugins": ["json"], "remotes": ["json"]]
     guard let names = allowed[command] else {
         // No app id, permission name or user name starts with "-": on a command without
         // options ("status --user 2", "assign --user 2 APP"), it is a misplaced option,
@@ -300,6 +302,11 @@ do {
         let plugins = try client.property("Plugins").arrayElements ?? []
         if jsonOutput { output(JSON.array(plugins.map(Format.pluginObject)).text); break }
         output(Format.table(["PLUGIN", "VERSION", "STATE", "PERMISSIONS"], plugins.map(Format.pluginRow)))
+    case "remotes":
+        expectArguments(0...0, "[--json]")
+        let remotes = try client.call("ListPipeWireRemotes").first?.arrayElements ?? []
+        if jsonOutput { output(JSON.array(remotes.map(Format.remoteObject)).text); break }
+        output(Format.table(["ID", "USER", "APP", "PERMISSION", "STATUS", "OPENED AT"], remotes.map(Format.remoteRow)))
     case "monitor":
         expectArguments(0...0, "[--json] [--broadcast]")
         try client.monitor(broadcast: options.has("broadcast")) { output(jsonOutput ? $0.json.text : $0.text) }

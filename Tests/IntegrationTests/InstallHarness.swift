@@ -109,7 +109,8 @@ enum Installing {
         let flags = ["--prefix", root + "/usr", "--sysconfdir", root + "/etc", "--localstatedir", root + "/var",
                      "--dbus-system-policy-dir", root + "/dbus/system.d",
                      "--dbus-system-services-dir", root + "/dbus/system-services",
-                     "--polkit-actions-dir", root + "/polkit/actions", "--systemd-unit-dir", root + "/systemd"]
+                     "--polkit-actions-dir", root + "/polkit/actions", "--systemd-unit-dir", root + "/systemd",
+                     "--wireplumber-data-dir", root + "/wireplumber"]
         try install(flags)
         return (root, flags)
     }

@@ -65,8 +65,8 @@ import PermissionsTestSupport
         let runtime = try TestRuntimeRoot()
         let installed = try RunningProgram(root + "/usr/libexec/permissionsd-connector",
                                            ["--listen", runtime.path + "/installed.socket", "--verbose"],
-                                           standardErrorToLines: true)
-        _ = try installed.lines.next { $0.contains("serving user sockets") }
+                                           collectingErrors: true)
+        _ = try installed.errors!.next { $0.contains("serving user sockets") }
         let pid = installed.process.processIdentifier
         let other = try TestConnector(root: runtime.path)
 

@@ -24,6 +24,13 @@ import PermissionsTestSupport
         if polkit.isEmpty { polkit = "/usr/share/polkit-1/actions" }
         let units = try Installing.pkgconfig("systemd", "systemdsystemunitdir")
         #expect(!dbusServices.isEmpty && !units.isEmpty)
+        // WirePlumber's data directory: that of the WirePlumber installed here, which
+        // reads drop-ins beside its own access configuration there (no other share/).
+        var wireplumberPrefix = try Installing.pkgconfig("wireplumber-0.5", "prefix")
+        if wireplumberPrefix.isEmpty { wireplumberPrefix = try Installing.pkgconfig("wireplumber-0.4", "prefix") }
+        let wireplumber = (wireplumberPrefix.isEmpty ? "/usr" : wireplumberPrefix) + "/share/wireplumber"
+        #expect(FileManager.default.fileExists(atPath: wireplumber + "/main.lua.d/50-default-access-config.lua"),
+                "no WirePlumber 0.4 configuration in \(wireplumber) (scripts/install-deps installs wireplumber)")
 
         let plugins = ["location", "notifications", "pipewire", "bluetooth", "local-network"]
         var expected: Set<String> = [
@@ -47,6 +54,8 @@ import PermissionsTestSupport
             "/usr/share/man/man1/permissionsctl.1",
             "/usr/share/man/man5/permissions.conf.5",
             "/usr/share/bash-completion/completions/permissionsctl",
+            wireplumber + "/main.lua.d/60-org.example.Permissions-access.lua",
+            wireplumber + "/wireplumber.conf.d/90-org.example.Permissions-access.conf",
             "/etc/permissions/permissions.conf",
         ]
         for plugin in plugins { expected.insert("/usr/lib/permissions/plugins/libpermissions-\(plugin).so") }

@@ -283,8 +283,8 @@ final class RealMachine {
                                   "--inh-caps=\(capabilities)", "--ambient-caps=\(capabilities)",
                                   "--bounding-set=\(capabilities)", "--no-new-privs"] + execStart)
         let connector = try RunningProgram(command[0], Array(command.dropFirst()), environment: ["PATH": "/usr/bin:/bin"],
-                                           standardErrorToLines: true)
-        _ = try connector.lines.next { $0.hasPrefix("Listening on \(socket)") }
+                                           collectingErrors: true)
+        _ = try connector.errors!.next { $0.hasPrefix("Listening on \(socket)") }
         let chmod = try runInside(["/bin/chmod", mode, socket])
         try #require(chmod.status == 0, "\(chmod.stderr)")
         return connector

@@ -253,12 +253,12 @@ struct RealMachineTests {
 
         // The connector ran as its unit says, and refused no one.
         let running = try #require(RealMachine.processes(running: tree.root + "/usr/libexec/permissionsd-connector").first,
-                                   "\(connector.lines.all)")
+                                   "\(connector.errors!.all)")
         let status = try String(contentsOfFile: "/proc/\(running)/status", encoding: .utf8)
         #expect(status.contains("\nUid:\t\(RealMachine.connectorUser)\t"), "\(status)")
         #expect(status.contains("\nCapEff:\t0000000000000002\n") && status.contains("\nCapBnd:\t0000000000000002\n")
                 && status.contains("\nNoNewPrivs:\t1\n"), "\(status)")
-        #expect(!connector.lines.all.contains { $0.contains("refused") }, "\(connector.lines.all)")
+        #expect(!connector.errors!.all.contains { $0.contains("refused") }, "\(connector.errors!.all)")
         // The daemon had its unit's capabilities, and no more.
         let daemon = try #require(RealMachine.daemons(of: tree).first)
         let daemonStatus = try String(contentsOfFile: "/proc/\(daemon)/status", encoding: .utf8)

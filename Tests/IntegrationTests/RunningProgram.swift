@@ -4,16 +4,16 @@ import PermissionsTestSupport
 /// A program that keeps running while a test talks to it (a monitor, an agent):
 /// its output lines are collected, its standard input is a pipe, and it is killed
 /// when the object goes. With `asUser`, it runs as that uid (and gid) via setpriv;
-/// with `environment`, in that environment instead of the test runner's.
+/// with `environment`, in that environment instead of the test runner's; with
+/// `collectingErrors`, its standard error lines are collected too (`errors`).
 final class RunningProgram {
     let process = Process()
     let lines: LineCollector
+    let errors: LineCollector?
     private let input = Pipe()
 
-    /// `standardErrorToLines`: its standard error is collected instead of its
-    /// standard output (a program that logs there).
     init(_ executable: String, _ arguments: [String], asUser uid: UInt32? = nil,
-         environment: [String: String]? = nil, standardErrorToLines: Bool = false) throws {
+         environment: [String: String]? = nil, collectingErrors: Bool = false) throws {
         if let uid {
             process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
             process.arguments = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", executable] + arguments
@@ -24,10 +24,12 @@ final class RunningProgram {
         if let environment { process.environment = environment }
         let out = Pipe()
         process.standardInput = input
-        process.standardOutput = standardErrorToLines ? FileHandle.nullDevice : out
-        process.standardError = standardErrorToLines ? out : FileHandle.nullDevice
+        process.standardOutput = out
+        let err = collectingErrors ? Pipe() : nil
+        if let err { process.standardError = err } else { process.standardError = FileHandle.nullDevice }
         try process.run()
         lines = LineCollector(out.fileHandleForReading)
+        errors = err.map { LineCollector($0.fileHandleForReading) }
     }
 
     deinit {

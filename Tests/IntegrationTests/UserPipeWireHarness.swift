@@ -99,6 +99,9 @@ final class UserPipeWire {
         }
     }
 
+    /// The running PipeWire's process id (with `inside`, nsenter's).
+    var pid: Int32? { process?.processIdentifier }
+
     /// SIGKILL, as a crash: the stale socket stays behind. To its process group
     /// (Process makes the child a group's leader, and setpriv and nsenter keep it):
     /// with `inside`, PipeWire is nsenter's child, which would outlive nsenter (its
@@ -119,6 +122,13 @@ final class UserPipeWire {
         }
     }
 
+    /// `pw-cli ls TYPE` as the user (an unrestricted client): every object of the type.
+    func list(_ type: String) throws -> String {
+        let r = try run("/usr/bin/setpriv", asUser("/usr/bin/pw-cli") + ["ls", type], environment: environment)
+        guard r.status == 0 else { throw HarnessError(description: "pw-cli ls \(type) as \(uid): \(r.stderr)") }
+        return r.stdout
+    }
+
     func addCamera(_ name: String) throws {
         try pwCli(["create-node", "adapter", "{ factory.name=videotestsrc node.name=\(name) "
                    + "node.description=\"Fake Camera \(name)\" media.class=Video/Source object.linger=true }"])
@@ -132,6 +142,39 @@ final class UserPipeWire {
 
     func removeNode(_ name: String) throws {
         try pwCli(["destroy", name])
+    }
+
+    /// pw-dump as the user: every object of their PipeWire, as pw-dump's JSON.
+    func dump() throws -> [[String: Any]] {
+        let r = try run("/usr/bin/setpriv", asUser("/usr/bin/pw-dump") + ["-N"], environment: environment)
+        guard r.status == 0, let objects = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [[String: Any]]
+        else { throw HarnessError(description: "pw-dump as \(uid): \(r.status) \(r.stderr)") }
+        return objects
+    }
+
+    /// The id of the object of `type` ("Client", "Node", "Link") whose property
+    /// `key` is `value`, from pw-dump (which writes numeric values as numbers).
+    func objectID(_ type: String, _ key: String, _ value: String) throws -> UInt32 {
+        let match = try dump().first { object in
+            let props = (object["info"] as? [String: Any])?["props"] as? [String: Any]
+            return object["type"] as? String == "PipeWire:Interface:" + type && props?[key].map { "\($0)" } == value
+        }
+        guard let id = match?["id"] as? Int else { throw HarnessError(description: "no \(type) with \(key)=\(value)") }
+        return UInt32(id)
+    }
+
+    /// An app of the user's (Tests/testenv/pwremote) connected to this PipeWire by
+    /// itself, with `access` as its pipewire.access (nil: none, so unrestricted).
+    func app(access: String? = nil) throws -> RunningProgram {
+        try RunningProgram(try PWRemoteTool.path(),
+                           ["--socket", runtimeDirectory + "/pipewire-0"] + (access.map { ["--access", $0] } ?? []),
+                           asUser: uid, environment: environment, collectingErrors: true)
+    }
+
+    /// Sets a client's permissions on one object (-1: its default) as a manager
+    /// does (pw-cli permissions, bits in octal: R 0400, W 0200, X 0100, M 0010).
+    func setPermissions(client: UInt32, object: Int64, _ octal: String) throws {
+        try pwCli(["--", "permissions", "\(client)", "\(object)", octal])
     }
 
     deinit { kill() }

@@ -152,6 +152,23 @@
  *   for that call only: the receiver copies what it keeps. The host never frees
  *   plugin memory and the plugin never frees host memory.
  *
+ * ENFORCEMENT (ABI 1.3)
+ *   A plugin may do more than tell: it may hand apps a connection to its backend
+ *   that reaches only what the user allowed (PipeWire: the camera's nodes for an
+ *   app allowed the camera, and nothing else). It names those permissions in
+ *   `enforced` and implements open_remote and remote_status. The app calls the
+ *   service (OpenPipeWireRemote); the host checks that the app's status is
+ *   "authorized", calls open_remote on the plugin's thread (under the 2-second
+ *   watchdog), and passes the descriptor to the app. From then on the host calls
+ *   remote_status, on the plugin's thread, each time the status of that remote's
+ *   (uid, app, permission) changes: a deny, a reset, an admin lock, the device
+ *   state, an expiry. The plugin then narrows or widens what the connection
+ *   reaches, and must fail closed: a connection whose reach it cannot set is
+ *   disconnected, never left wider. When a connection ends, for whatever reason,
+ *   the plugin calls host->remote_closed. A host older than 1.3 never calls
+ *   these, and a plugin built before 1.3 has none: its permissions are not
+ *   enforced, and the service refuses to open remotes for them.
+ *
  * ERRORS
  *   Functions that can fail return 0 on success or a negative errno. From init,
  *   -ENOTSUP or -ENODEV mean "not available on this system": the host logs that
@@ -297,6 +314,12 @@ struct permissions_host {
      * A plugin built before this field never calls it and behaves as before: one
      * machine-wide state for everyone. */
     int (*publish_for_user)(void *host_data, uint32_t uid, const struct permissions_snapshot *snapshot);
+    /* ABI 1.3: a remote that open_remote opened has ended for good (see
+     * ENFORCEMENT): the app's connection closed, the backend went away, or the
+     * plugin disconnected it. The host forgets it and sends no more remote_status
+     * for it. Any thread; never blocks. Absent from an older host: there, no
+     * remote is ever opened. */
+    void (*remote_closed)(void *host_data, uint64_t remote_id);
     /* ABI 1.3: on a daemon that serves many users (user_runtime_root non-NULL),
      * connect to user uid's own socket ROOT/UID/NAME (name: a file name, such as
      * "pipewire-0"), verified to be that user's: ROOT/UID a directory owned by uid,
@@ -316,6 +339,18 @@ struct permissions_host {
      * that serves one user, and absent from an older host (PERMISSIONS_HAS_FIELD):
      * there, connect by path. */
     int (*connect_user_socket)(void *host_data, uint32_t uid, const char *name);
+};
+
+/* ABI 1.3: one enforced connection the host asks a plugin to open (see
+ * ENFORCEMENT). Borrowed for the call. */
+struct permissions_remote {
+    uint32_t abi_version;
+    uint32_t struct_size;
+    uint64_t id;                         /* the host's name for it, unique for the daemon's life */
+    uint32_t uid;                        /* the user the app runs as: whose backend to use */
+    uint32_t pid;                        /* the app's process, for logs; 0 if unknown */
+    const char *app_id;                  /* the app the connection is for, as the host identified it */
+    const char *permission;              /* one of the plugin's enforced permissions */
 };
 
 /* The descriptor a plugin returns from its entry point. */
@@ -341,6 +376,20 @@ struct permissions_plugin {
      * or -EINVAL with each problem reported through config->problem. May be NULL.
      * The host reads it only when struct_size covers it. */
     int (*validate)(void *state, const struct permissions_config *config);
+    /* ABI 1.3: enforcement (see ENFORCEMENT). All three, or none (NULL). */
+    /* NULL-terminated: the plugin's permissions it enforces through open_remote. */
+    const char *const *enforced;
+    /* Open a connection to the backend for remote->app_id of user remote->uid, that
+     * reaches only what remote->permission covers, and return its file descriptor
+     * (the host owns it from then on), or a negative errno: -ENODEV (that user has
+     * no backend now), -ETIMEDOUT, -EIO. The host has checked that the app's status
+     * is "authorized". Returns within 1 second. */
+    int (*open_remote)(void *state, const struct permissions_remote *remote);
+    /* The status of an open remote's (uid, app, permission) is now `status` (a
+     * status word: "authorized", "denied", "restricted", "disabled", ...). Anything
+     * but "authorized" takes away what the connection reaches, at once; "authorized"
+     * gives it back. Never blocks. */
+    void (*remote_status)(void *state, uint64_t remote_id, const char *status);
 };
 
 /* The sizes of the structs in their v1 layout, the smallest a reader accepts.

@@ -53,4 +53,25 @@ void cpw_loop_destroy_source(struct pw_loop *loop, struct spa_source *source);
  * which Swift would otherwise reach with a pointer cast. */
 const struct spa_dict *cpw_properties_dict(const struct pw_properties *properties);
 
+/* Enforcement (Plugins/PipeWire/AppRemotes.swift). The interface type names of
+ * the globals a manager follows besides nodes. */
+const char *cpw_type_interface_client(void);
+const char *cpw_type_interface_port(void);
+const char *cpw_type_interface_link(void);
+const char *cpw_type_interface_factory(void);
+
+/* A connection with the client properties keys[i]=values[i]: over `fd` when it is
+ * not negative (taken, even on failure), else to `path` (NULL: libpipewire's own
+ * rules). */
+struct pw_core *cpw_context_connect_tagged(struct pw_context *context, const char *path, int fd,
+                                           const char *const *keys, const char *const *values, uint32_t n);
+
+/* pw_registry_bind of a Client global, and pw_registry_destroy. */
+struct pw_proxy *cpw_registry_bind_client(struct pw_registry *registry, uint32_t id);
+int cpw_registry_destroy(struct pw_registry *registry, uint32_t id);
+
+/* pw_client_update_permissions on a bound client: object ids[i] gets bits[i]
+ * (PW_PERM_R 0400, W 0200, X 0100, M 0010). */
+int cpw_client_update_permissions(struct pw_proxy *client, uint32_t n, const uint32_t *ids, const uint32_t *bits);
+
 #endif

@@ -1,0 +1,41 @@
+import Dispatch
+internal import Glibc
+
+// Enforcement (ABI 1.3): the plugin of a permission opens connections to its
+// backend that reach only what the app was allowed, and narrows them when the
+// status changes. The host only carries the calls; the service decides.
+extension PluginHost {
+    /// Whether the plugin serving `permission` enforces it (names it in its
+    /// descriptor's `enforced`, with open_remote and remote_status).
+    package func enforces(_ permission: String) -> Bool {
+        guard let provider = providers[permission], provider.info.state == .loaded else { return false }
+        return provider.enforced.contains(permission)
+    }
+
+    /// Asks the plugin serving `permission` to open remote `id` for (uid, app):
+    /// `done` gets, on the daemon queue, the descriptor (the caller's to close) or a
+    /// negative errno: -ENOTSUP when no plugin enforces the permission now,
+    /// -ETIMEDOUT when the plugin did not return within the deadline (it is then
+    /// made unavailable).
+    package func openRemote(id: UInt64, uid: UInt32, pid: UInt32, app: String, permission: String,
+                            done: @escaping (Int32) -> Void) {
+        guard enforces(permission), let plugin = providers[permission] else { return done(-ENOTSUP) }
+        call(plugin, "open_remote", {
+            plugin.openRemote(id: id, uid: uid, pid: pid, app: app, permission: permission)
+        }, then: { fd in
+            // The plugin may have been given up meanwhile: what it opened is not kept.
+            guard self.providers[permission] === plugin, plugin.info.state == .loaded else {
+                if fd >= 0 { close(fd) }
+                return done(-ENOTSUP)
+            }
+            done(fd)
+        }, timedOut: { done(-ETIMEDOUT) })
+    }
+
+    /// Tells the plugin serving `permission` that remote `id`'s status is now
+    /// `status` (a status word). Queued behind its other calls; never waits.
+    package func remoteStatus(id: UInt64, permission: String, status: String) {
+        guard let plugin = providers[permission], plugin.info.state == .loaded else { return }
+        plugin.callQueue.async { plugin.remoteStatus(id: id, status: status) }
+    }
+}

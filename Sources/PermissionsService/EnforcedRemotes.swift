@@ -1,0 +1,178 @@
+internal import PermissionsModel
+internal import DBusKit
+internal import PermissionsIdentity
+internal import PermissionsStore
+internal import PermissionsSupport
+internal import SystemPrimitives
+internal import Glibc
+
+/// One connection OpenPipeWireRemote handed out: to the backend of `permission`
+/// (its plugin enforces it), for `app` of user `uid`. It reaches what the
+/// permission covers only while the app's status is "authorized": every change of
+/// that status is told to the plugin, which narrows or widens the connection.
+struct EnforcedRemote {
+    let id: UInt64
+    let audience: Audience
+    let app: String
+    let permission: String
+    let pid: UInt32
+    /// When it was handed out (µs since the epoch); 0 while it is being opened.
+    var openedAt: Int64 = 0
+    /// The status the plugin was last told (at opening: "authorized").
+    var told: Status = .authorized
+    /// A stricter decision for it could not be stored (a full disk): it stays
+    /// narrowed ("denied") until a decision for it is stored, whatever the status.
+    var held = false
+    var uid: UInt32 { audience.uid ?? 0 }
+}
+
+/// The open remotes, by id, with a count per user. Confined to the service queue.
+struct EnforcedRemotes {
+    /// How many remotes one user may hold at once: each is a client of their own
+    /// PipeWire, which the daemon follows and narrows on every change.
+    static let perUser = 64
+    private(set) var byID: [UInt64: EnforcedRemote] = [:]
+    private var nextID: UInt64 = 1
+
+    func count(uid: UInt32) -> Int { byID.values.count { $0.uid == uid } }
+
+    mutating func add(audience: Audience, app: String, permission: String, pid: UInt32) -> UInt64 {
+        defer { nextID += 1 }
+        byID[nextID] = EnforcedRemote(id: nextID, audience: audience, app: app, permission: permission, pid: pid)
+        return nextID
+    }
+
+    @discardableResult
+    mutating func remove(_ id: UInt64) -> EnforcedRemote? { byID.removeValue(forKey: id) }
+
+    subscript(id: UInt64) -> EnforcedRemote? {
+        get { byID[id] }
+        set { byID[id] = newValue }
+    }
+}
+
+/// OpenPipeWireRemote and ListPipeWireRemotes: connections to a backend that
+/// reach only what the app is allowed, for as long as it is. Part of
+/// PermissionsService; confined to its queue.
+extension PermissionsService {
+    func openPipeWireRemote(_ call: MethodCall) {
+        // Options: none yet; unknown keys are ignored, as Request's are, so that
+        // newer clients work with this daemon.
+        let permission: String
+        switch knownPermission(call.arguments[0]) {
+        case .failure(let error): return call.fail(error)
+        case .success(let name): permission = name
+        }
+        guard plugins.enforces(permission) else {
+            return call.fail(PermissionsError.notSupported(
+                "\"\(permission.escapedForMessage)\" is not enforced: no plugin opens connections for it"))
+        }
+        withCaller(call) { [unowned self] identity in
+            let status = self.status(of: identity, permission: permission)
+            guard status == .authorized else {
+                return call.fail(PermissionsError.notAuthorized(
+                    "\(permission) is \"\(status.rawValue)\" for \(identity.appID.escapedForMessage): "
+                        + "a connection needs \"authorized\""))
+            }
+            guard self.remotes.count(uid: identity.uid) < EnforcedRemotes.perUser else {
+                return call.fail(PermissionsError.limitExceeded(
+                    "user \(identity.uid) holds \(EnforcedRemotes.perUser) connections; the limit is "
+                        + "\(EnforcedRemotes.perUser)"))
+            }
+            let audience = self.audience(of: identity)
+            let id = self.remotes.add(audience: audience, app: identity.appID, permission: permission,
+                                      pid: identity.pid)
+            self.plugins.openRemote(id: id, uid: identity.uid, pid: identity.pid, app: identity.appID,
+                                    permission: permission) { [unowned self] fd in
+                self.remoteOpened(id, fd: fd, call: call)
+            }
+        }
+    }
+
+    /// The plugin answered open_remote: hand the descriptor over, or say why not.
+    private func remoteOpened(_ id: UInt64, fd: Int32, call: MethodCall) {
+        guard fd >= 0 else {
+            let remote = remotes.remove(id)
+            let why = fd == -ENODEV
+                ? "user \(remote?.uid ?? 0) has no \(remote?.permission ?? "") backend running now"
+                : "cannot open a connection: \(errnoName(-fd))"
+            return call.fail(PermissionsError.unavailable(why))
+        }
+        let descriptor = FileDescriptor(adopting: fd)
+        guard var remote = remotes[id] else {
+            // It ended while it was being opened (the plugin saw its client go).
+            return call.fail(PermissionsError.unavailable("the connection ended as it was opened"))
+        }
+        remote.openedAt = currentMicroseconds()
+        remotes[id] = remote
+        logInfo("remote \(id): \(remote.permission) for \(remote.app.escapedForLog) of uid \(remote.uid) "
+                + "(pid \(remote.pid))")
+        call.reply([.unixFD(descriptor)])
+        // The status may have changed while the plugin opened it.
+        recheckRemotes(permission: remote.permission)
+    }
+
+    /// Tells the plugin of every open remote of `permission` (nil: all) whose
+    /// status is no longer what it was told. Called on every status change the
+    /// tracker signals, and when a remote has just been handed out.
+    func recheckRemotes(permission: String?) {
+        for (id, remote) in remotes.byID where permission == nil || remote.permission == permission {
+            let now = remote.held ? .denied
+                : tracker.status(remote.audience, app: remote.app, permission: remote.permission)
+            guard now != remote.told else { continue }
+            remotes[id]?.told = now
+            logInfo("remote \(id): \(remote.permission) is now \(now.rawValue) for \(remote.app.escapedForLog) "
+                    + "of uid \(remote.uid): " + (now == .authorized ? "given back" : "taken away"))
+            plugins.remoteStatus(id: id, permission: remote.permission, status: now.rawValue)
+        }
+    }
+
+    /// A deny or a reset of `app`'s `permissions` (nil: all) for user `uid` could
+    /// not be stored: the status stays what it was, but the remotes it would
+    /// have narrowed are narrowed anyway (failing closed), until a decision for
+    /// them is stored (`releaseRemotes`).
+    func holdRemotes(uid: UInt32, app: String, permissions: [String]?) {
+        setHeld(true, uid: uid, app: app, permissions: permissions)
+    }
+
+    /// A decision for `app`'s `permissions` (nil: all) of user `uid` was stored:
+    /// their remotes follow the status again.
+    func releaseRemotes(uid: UInt32, app: String, permissions: [String]?) {
+        setHeld(false, uid: uid, app: app, permissions: permissions)
+    }
+
+    private func setHeld(_ held: Bool, uid: UInt32, app: String, permissions: [String]?) {
+        let ids = remotes.byID.values.filter {
+            $0.uid == uid && $0.app == app && $0.held != held && (permissions?.contains($0.permission) ?? true)
+        }.map(\.id)
+        guard !ids.isEmpty else { return }
+        for id in ids { remotes[id]?.held = held }
+        if held { logWarning("a stricter decision for \(app.escapedForLog) of uid \(uid) could not be stored: "
+                             + "its \(ids.count) PipeWire connection(s) are narrowed anyway") }
+        recheckRemotes(permission: nil)
+    }
+
+    /// The plugin says a remote ended (the app closed it, the backend went, or the
+    /// plugin stopped).
+    package func remoteClosed(_ id: UInt64) {
+        guard let remote = remotes.remove(id) else { return }
+        if remote.openedAt != 0 {
+            logInfo("remote \(id): \(remote.permission) for \(remote.app.escapedForLog) of uid \(remote.uid) closed")
+        }
+    }
+
+    /// ListPipeWireRemotes() -> a(tusssx): the caller's user's open remotes (every
+    /// user's for root): id, uid, app id, permission, status as last told, opened at.
+    func listPipeWireRemotes(_ call: MethodCall) {
+        withCaller(call) { [unowned self] identity in
+            let rows = self.remotes.byID.values
+                .filter { $0.openedAt != 0 && (identity.uid == 0 || $0.uid == identity.uid) }
+                .sorted { $0.id < $1.id }
+                .map { r -> DBusValue in
+                    .structure([.uint64(r.id), .uint32(r.uid), .string(r.app), .string(r.permission),
+                                .string(r.told.rawValue), .int64(r.openedAt)])
+                }
+            call.reply([.array(elementSignature: "(tusssx)", rows)])
+        }
+    }
+}

@@ -45,8 +45,12 @@ final class UserSocketReach: Sendable {
         switch ConnectorClient.connect(via: connectorSocket, uid: uid, name: name) {
         case .success(let fd):
             return connected(uid, fd)
+        case .failure(.refused(let error)) where error.rawValue == EACCES:
+            // The connector's privileges fell short too (or it refused this daemon).
+            unreachable(uid, name, "\(failure), and the connector refused it: \(error) (its log says why)")
+            return -EACCES
         case .failure(.refused(let error)):
-            // The connector logged why; a refusal is not the connector missing.
+            // A verdict on the socket, which the connector logged.
             Log.shared.log(.debug, "user \(uid)'s \(name): the connector refused: \(error)")
             return -error.rawValue
         case .failure(.unreachable(let why)):

@@ -126,4 +126,24 @@ struct UserPipeWireTests {
         #expect(connector.refusals.isEmpty, "\(connector.refusals)")
         #expect(daemon.logLines(containing: "cannot reach user").isEmpty, "\(daemon.log)")
     }
+
+    /// A connector without its capability (its bounding set emptied) is no way in
+    /// either: the user reads unsupported, and the daemon says so once, with the
+    /// remedy, as when there is no connector.
+    @Test func aConnectorWithoutItsCapabilityIsLoggedWithTheRemedy() throws {
+        let root = try TestRuntimeRoot()
+        try root.startPipeWire(Self.user1).addCamera("cam-one")
+        let connector = try TestConnector(root: root.path, boundingSet: "-all")
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, pluginDirectories: [pipewirePluginDirectory],
+                                         environment: [:], start: false)
+        daemon.extraArguments = ["--user-runtime-root", root.path, "--connector-socket", connector.socket]
+        daemon.launcher = ["/usr/bin/setpriv", "--bounding-set", "-all,+sys_ptrace,+dac_read_search", "--"]
+        try daemon.start()
+        let remedy = try daemon.waitForLog("cannot reach user 1's pipewire-0 under this daemon's privileges")
+        #expect(remedy.contains("and the connector refused it: Permission denied (errno 13)")
+                && remedy.contains("start permissionsd-connector.socket"), "\(remedy)")
+        _ = try connector.waitForLine("refused pid \(daemon.pid ?? 0) (uid 0)")
+        #expect(daemon.logLines(containing: "following the registry of user 1's PipeWire").isEmpty)
+    }
 }

@@ -331,8 +331,9 @@ struct permissions_host {
      * Returns a connected stream socket, non-blocking and close-on-exec, that the
      * plugin owns (and closes); or -ENOENT (no such socket), -ECONNREFUSED (nobody
      * listens on it), -EPERM (not the user's), -ETIMEDOUT (nobody accepted within
-     * about half a second), -EACCES (not reachable under this daemon's privileges,
-     * and no connector answered: the daemon logs that once per user, with the
+     * about half a second), -EACCES (reachable neither under this daemon's
+     * privileges nor through the connector, which is missing, does not answer, or
+     * cannot reach it either: the daemon logs that once per user, with the
      * remedy), -EINVAL (not a file name), -ESHUTDOWN (as for publish), or another
      * negative errno. Blocks for up to about 1 second: call it from the plugin's
      * own thread, never from init, configure, validate or fini. NULL on a daemon

@@ -69,6 +69,8 @@ let package = Package(
     products: [
         .executable(name: "permissionsd", targets: ["permissionsd"]),
         .executable(name: "permissionsctl", targets: ["permissionsctl"]),
+        // The helper that connects the daemon to users' PipeWire (CAP_DAC_OVERRIDE alone).
+        .executable(name: "permissionsd-connector", targets: ["permissionsd-connector"]),
         // The library apps use: statuses, requests and change streams in Swift.
         .library(name: "PermissionsClient", targets: ["PermissionsClient"]),
         // For Benchmarks/ (the benchmarks, a package of their own so that no build of
@@ -99,6 +101,9 @@ let package = Package(
         // Locks, queue confinement, escaping, errno and the EINTR retry, the clock:
         // Glibc only, so that every target (the plugins too) may use it.
         .target(name: "SystemPrimitives"),
+        // A user's own socket (ROOT/UID/NAME) connected only when it is that user's,
+        // and the connector's protocol: what the daemon and permissionsd-connector share.
+        .target(name: "UserSockets", dependencies: ["SystemPrimitives", "CShims"]),
         .target(name: "DBusKit", dependencies: ["CDBus", "SystemPrimitives"]),
         // The shared vocabulary: status words and precedence, names and their checks,
         // configuration entries, bus names. Imports nothing, so plugins can use it.
@@ -113,7 +118,7 @@ let package = Package(
         // Loads, isolates and watches the plugins; keeps each one's snapshots.
         .target(name: "PermissionsPluginHost",
                 dependencies: ["PermissionsModel", "PermissionsSupport", "SystemPrimitives", "CPermissionsPlugin",
-                               "CShims"]),
+                               "CShims", "UserSockets"]),
         // Who is calling: credentials, /proc, flatpak/snap, the caller cache.
         .target(name: "PermissionsIdentity",
                 dependencies: ["PermissionsModel", "PermissionsSupport", "SystemPrimitives", "DBusKit", "CGLib"]),
@@ -136,6 +141,10 @@ let package = Package(
                           dependencies: ["PermissionsDaemon", "PermissionsModel", "PermissionsSupport",
                                          "PermissionsPluginHost", "PermissionsConfig", "SystemPrimitives", "DBusKit",
                                          "CLISupport", "CInstallPaths", "CShims"]),
+        // Connects the daemon to a user's own PipeWire socket when its unit's
+        // privileges cannot (doc/threat-model.md, "Reaching each user's PipeWire").
+        .executableTarget(name: "permissionsd-connector",
+                          dependencies: ["UserSockets", "SystemPrimitives", "CLISupport", "PermissionsModel"]),
         .executableTarget(name: "permissionsctl",
                           dependencies: ["DBusKit", "CLISupport", "PermissionsModel", "PermissionsClient",
                                          "SystemPrimitives"]),
@@ -143,7 +152,8 @@ let package = Package(
         .target(name: "PermissionsClient", dependencies: ["DBusKit", "PermissionsModel", "SystemPrimitives"]),
 
         // Linked statically into each Swift plugin; never into the daemon.
-        .target(name: "PluginKit", dependencies: ["CPermissionsPlugin", "PermissionsModel"], path: "Plugins/PluginKit"),
+        .target(name: "PluginKit", dependencies: ["CPermissionsPlugin", "PermissionsModel", "SystemPrimitives"],
+                path: "Plugins/PluginKit"),
         // What an app's restricted PipeWire client may reach: pure, so that it is
         // unit-tested apart from the plugin (whose entry point a test cannot link twice).
         .target(name: "PipeWireAccess", path: "Plugins/PipeWireAccess"),

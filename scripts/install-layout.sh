@@ -138,6 +138,59 @@ process_ended() {
     [ -z "$state" ] || [ "$state" = Z ]
 }
 
+# The connector (permissionsd-connector) of this install: with systemd, its units;
+# without, the processes running this install's binary (/proc/PID/exe, "(deleted)"
+# once an upgrade has replaced the file), which whoever started them runs.
+CONNECTOR=$LIBEXEC_DIR/permissionsd-connector
+
+# Prints the PIDs of this install's running connectors, one a line.
+running_connector_pids() {
+    [ -z "$DESTDIR" ] || return 0
+    local exe pid
+    for exe in /proc/[0-9]*/exe; do
+        pid=${exe#/proc/}; pid=${pid%/exe}
+        case "$(readlink "$exe" 2>/dev/null || true)" in
+            "$CONNECTOR"|"$CONNECTOR (deleted)") echo "$pid" ;;
+        esac
+    done
+}
+
+# Stops the connector: its units through systemd where it runs, else SIGTERM to
+# each process of this install's, waiting (up to 5 s) until each has ended.
+stop_running_connector() {
+    if has_systemd; then
+        systemctl stop permissionsd-connector.socket permissionsd-connector.service 2>/dev/null || true
+        return 0
+    fi
+    local pid
+    for pid in $(running_connector_pids); do
+        kill -TERM "$pid" 2>/dev/null || continue
+        stopped_within 5 "permissionsd-connector (pid $pid)" process_ended "$pid" || return 1
+    done
+}
+
+# stopped_within SECONDS WHAT COMMAND...: waits until COMMAND succeeds, for up to
+# SECONDS, then says that WHAT stopped; or that it did not, and fails.
+stopped_within() {
+    local seconds=$1 what=$2 deadline=$((SECONDS + $1))
+    shift 2
+    until "$@"; do
+        if [ $SECONDS -ge $deadline ]; then
+            echo "$(basename "$0"): $what did not stop within $seconds s" >&2
+            return 1
+        fi
+        sleep 0.05  # polling a process that is not our child, with a deadline
+    done
+    echo "$(basename "$0"): stopped $what" >&2
+}
+
+# Whether the daemon PID has ended and the name is free.
+daemon_gone() {
+    process_ended "$1" &&
+        [ "$(busctl --system call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus \
+                NameHasOwner s "$SERVICE_NAME" 2>/dev/null)" != "b true" ]
+}
+
 # Stops the running daemon, if any: through systemd where it runs, else SIGTERM to
 # the PID, then waits (up to 20 s: the daemon's own stop takes at most 15) until the
 # process has ended and the name is free. Prints what it did; fails if the daemon
@@ -152,15 +205,5 @@ stop_running_daemon() {
     local pid
     pid=$(running_daemon_pid) || return 0
     kill -TERM "$pid" 2>/dev/null || return 0
-    local deadline=$((SECONDS + 20))
-    until process_ended "$pid" &&
-          [ "$(busctl --system call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus \
-                  NameHasOwner s "$SERVICE_NAME" 2>/dev/null)" != "b true" ]; do
-        if [ $SECONDS -ge $deadline ]; then
-            echo "$(basename "$0"): permissionsd (pid $pid) did not stop within 20 s" >&2
-            return 1
-        fi
-        sleep 0.05  # polling a process that is not our child, with a deadline
-    done
-    echo "$(basename "$0"): stopped permissionsd (pid $pid)" >&2
+    stopped_within 20 "permissionsd (pid $pid)" daemon_gone "$pid"
 }

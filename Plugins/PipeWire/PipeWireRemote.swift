@@ -109,8 +109,13 @@ final class PipeWireRemote {
         attempt()
     }
 
-    /// One attempt, which never blocks: PipeWire's client socket is non-blocking,
-    /// and connect(2) to a Unix socket succeeds or fails at once.
+    /// One attempt. By path it never blocks: PipeWire's client socket is
+    /// non-blocking, and connect(2) to a Unix socket succeeds or fails at once. A
+    /// user's PipeWire on a host with connect_user_socket (ABI 1.3) comes through
+    /// the host instead, verified to be that user's and reached with the
+    /// connector's help when the daemon's own privileges fall short: that call
+    /// holds this loop's thread (every user's remote) for up to about a second
+    /// (a full backlog, a connector slow to answer), usually a few milliseconds.
     private func attempt() {
         if let path = socketPath, access(path, F_OK) != 0 {
             return attemptFailed(errno, "\(owner.name) is not reachable at \(path)")
@@ -118,7 +123,17 @@ final class PipeWireRemote {
         guard let context = watcher.makeContext() else {
             return attemptFailed(errno, "cannot create a PipeWire context")
         }
-        let connected = socket.map { cpw_context_connect_path(context, $0) } ?? pw_context_connect(context, nil, 0)
+        let connected: OpaquePointer?
+        switch owner {
+        case .user(let uid) where watcher.host.connectsUserSockets:
+            switch watcher.host.connectUserSocket(uid: uid, name: UserRuntimeDirectories.socketName) {
+            case .failure(let error): return attemptFailed(error.rawValue, "\(owner.name) is not reachable")
+            // The core owns the fd from here, and closes it on failure too.
+            case .success(let fd): connected = pw_context_connect_fd(context, fd, nil, 0)
+            }
+        default:
+            connected = socket.map { cpw_context_connect_path(context, $0) } ?? pw_context_connect(context, nil, 0)
+        }
         guard let core = connected else {
             return attemptFailed(errno, "\(owner.name) is not reachable")
         }

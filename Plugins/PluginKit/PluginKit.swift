@@ -1,5 +1,6 @@
 public import CPermissionsPlugin
 public import PermissionsModel
+public import SystemPrimitives
 internal import Glibc
 
 // Helpers for writing a permissions plugin in Swift. They build the C structs of
@@ -122,6 +123,30 @@ public struct HostHandle: @unchecked Sendable {
         let h = HostStruct<permissions_host>(host)
         guard let closed = h.field(\.remote_closed, as: Closed?.self) ?? nil else { return }
         closed(h.field(\.host_data, as: UnsafeMutableRawPointer?.self) ?? nil, id)
+    }
+
+    private typealias ConnectUserSocket = @convention(c) (UnsafeMutableRawPointer?, UInt32, UnsafePointer<CChar>?) -> Int32
+
+    /// The host's connect_user_socket (ABI 1.3), when its struct has one set.
+    private var connectUserSocketFunction: ConnectUserSocket? {
+        HostStruct<permissions_host>(host).field(\.connect_user_socket, as: ConnectUserSocket?.self) ?? nil
+    }
+
+    /// Whether the host connects users' own sockets (ABI 1.3's connect_user_socket):
+    /// a daemon serving many users does; one serving one user, or an older host,
+    /// does not.
+    public var connectsUserSockets: Bool { connectUserSocketFunction != nil }
+
+    /// A connection to user `uid`'s own socket ROOT/UID/`name`, verified to be that
+    /// user's (see connect_user_socket in permissions-plugin.h): a connected stream
+    /// socket, non-blocking and close-on-exec, the caller's to close; ENOSYS from a
+    /// host that does not connect them (`connectsUserSockets`). Blocks for up to
+    /// about a second: call it from the plugin's own thread.
+    public func connectUserSocket(uid: UInt32, name: String) -> Result<Int32, Errno> {
+        guard let connect = connectUserSocketFunction else { return .failure(Errno(rawValue: ENOSYS)) }
+        let rc = connect(HostStruct<permissions_host>(host).field(\.host_data, as: UnsafeMutableRawPointer?.self) ?? nil,
+                         uid, name)
+        return rc >= 0 ? .success(rc) : .failure(Errno(rawValue: -rc))
     }
 
     /// Publishes a snapshot; returns the host's answer (0 or -errno).

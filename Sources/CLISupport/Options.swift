@@ -40,6 +40,21 @@ public func printError(_ line: String) {
     text.utf8CString.withUnsafeBufferPointer { _ = write(2, $0.baseAddress, $0.count - 1) }
 }
 
+/// Answers --help (`usage`) and --version (`version`) the way every program of the
+/// package does, on standard output, and exits 0; returns when neither was given.
+/// An argument left after the options is a usage error.
+public func answerHelpAndVersion(_ parsed: ParsedOptions, usage: String, version: () -> String) throws(UsageError) {
+    if parsed.has("help") {
+        print(usage, terminator: "")
+        exit(0)
+    }
+    if parsed.has("version") {
+        print(version())
+        exit(0)
+    }
+    if let extra = parsed.positional.first { throw UsageError(description: "unexpected argument \(extra)") }
+}
+
 /// Parses `arguments` (argv without the program name). With `stopAtFirstPositional`
 /// (getopt's "+"), options end at the first non-option, so a subcommand's own
 /// arguments are left alone.

@@ -66,6 +66,11 @@ _Static_assert(offsetof(struct permissions_config, problem_data) >= PERMISSIONS_
                "problem_data inside the v1 configuration");
 _Static_assert(offsetof(struct permissions_host, user_runtime_root) >= PERMISSIONS_HOST_V1_SIZE,
                "user_runtime_root inside the v1 host struct");
+/* ABI 1.3's connect_user_socket comes right after remote_closed: no padding
+ * between them to leave uninitialised (VERSIONING). */
+_Static_assert(offsetof(struct permissions_host, connect_user_socket)
+               == offsetof(struct permissions_host, remote_closed) + sizeof(void (*)(void)),
+               "connect_user_socket not right after remote_closed");
 /* Config entries never grow in ABI 1 (see VERSIONING). */
 _Static_assert(sizeof(struct permissions_config_entry) == PERMISSIONS_CONFIG_ENTRY_V1_SIZE,
                "permissions_config_entry grew");
@@ -79,6 +84,6 @@ _Static_assert(PERMISSIONS_PLUGIN_V1_SIZE == 64 && PERMISSIONS_HOST_V1_SIZE == 3
 _Static_assert(sizeof(struct permissions_snapshot) == 80, "ABI 1.1 snapshot size");
 _Static_assert(sizeof(struct permissions_plugin) == 96, "ABI 1.3 descriptor size");
 _Static_assert(sizeof(struct permissions_config) == 40, "ABI 1.1 configuration size");
-_Static_assert(sizeof(struct permissions_host) == 56, "ABI 1.3 host size");
+_Static_assert(sizeof(struct permissions_host) == 64, "ABI 1.3 host size");
 _Static_assert(sizeof(struct permissions_remote) == 40, "ABI 1.3 remote size");
 #endif

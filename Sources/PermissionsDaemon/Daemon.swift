@@ -24,8 +24,23 @@ public struct DaemonOptions: Sendable {
     /// Where each user's runtime directory is (ROOT/UID), as given; else see
     /// `resolvedUserRuntimeRoot`.
     public var userRuntimeRoot: String?
+    /// Where permissionsd-connector listens, as given; else see
+    /// `resolvedConnectorSocket`.
+    public var connectorSocket: String?
 
     public init() {}
+
+    /// The connector's socket on the system bus: the path of
+    /// dbus/permissionsd-connector.socket's ListenSequentialPacket=.
+    public static let systemConnectorSocket = "/run/permissionsd-connector.socket"
+
+    /// Where plugins' connect_user_socket asks permissionsd-connector when the
+    /// daemon's own privileges fall short: as given, else the connector unit's
+    /// socket on the system bus; nil (no connector) otherwise.
+    public var resolvedConnectorSocket: String? {
+        if let connectorSocket { return connectorSocket }
+        return bus == .system ? Self.systemConnectorSocket : nil
+    }
 
     /// What plugins are told of users' runtime directories: as given, else
     /// /run/user on the system bus (many users, each with their own PipeWire and the
@@ -204,7 +219,8 @@ public final class Daemon {
             Self.endProcess(0)
         }
 
-        host = PluginHost(queue: queue, userRuntimeRoot: options.resolvedUserRuntimeRoot)
+        host = PluginHost(queue: queue, userRuntimeRoot: options.resolvedUserRuntimeRoot,
+                          connectorSocket: options.resolvedConnectorSocket)
         var reader = IdentityReader()
         reader.hostPID = options.resolvedHostPID
         let callers = CallerCache(connection: connection, reader: reader)

@@ -5,6 +5,7 @@ internal import Glibc
 import Dispatch
 internal import SystemPrimitives
 internal import PermissionsSupport
+internal import UserSockets
 
 /// One plugin library: its descriptor, its private state, the `permissions_host`
 /// struct handed to it, and what it last published.
@@ -88,13 +89,16 @@ package final class LoadedPlugin: @unchecked Sendable {
     static let maxLogLinesPerSecond = 50
 
     /// The host struct's `user_runtime_root` (see PluginHost.userRuntimeRoot).
-    let userRuntimeRoot: String?
+    var userRuntimeRoot: String? { userSockets?.root }
+    /// What connect_user_socket does; nil (and the field NULL) on a daemon that
+    /// serves one user.
+    let userSockets: UserSocketReach?
 
-    init(path: String, name: String, daemonQueue: DispatchQueue, userRuntimeRoot: String? = nil) {
+    init(path: String, name: String, daemonQueue: DispatchQueue, userSockets: UserSocketReach? = nil) {
         self.path = path
         self.name = name
         self.daemonQueue = daemonQueue
-        self.userRuntimeRoot = userRuntimeRoot
+        self.userSockets = userSockets
         self.callQueue = DispatchQueue(label: "plugin.\(name)")
         self.info = PluginInfo(name: name, version: "", state: .loading, permissions: [], file: path)
     }
@@ -233,7 +237,8 @@ package final class LoadedPlugin: @unchecked Sendable {
             // Never freed, like the struct itself: the plugin may keep the pointer until fini.
             user_runtime_root: userRuntimeRoot.map { UnsafePointer(strdup($0)!) },
             publish_for_user: hostPublishForUser,
-            remote_closed: hostRemoteClosed))
+            remote_closed: hostRemoteClosed,
+            connect_user_socket: userSockets == nil ? nil : hostConnectUserSocket))
         self.host = host
         var newState: UnsafeMutableRawPointer? = nil
         let rc = functions!.initialize(host, &newState)
@@ -411,6 +416,13 @@ package final class LoadedPlugin: @unchecked Sendable {
         }
     }
 
+    /// connect_user_socket: -ESHUTDOWN once host calls are closed, as for publish.
+    func connectUserSocket(uid: UInt32, name: String) -> Int32 {
+        guard let userSockets else { return -ENOSYS }
+        guard !shared.withLock({ $0.closed }) else { return -ESHUTDOWN }
+        return userSockets.connect(uid: uid, name: name)
+    }
+
     /// Logs a plugin's line, at most `maxLogLinesPerSecond` a second.
     func log(_ priority: Int32, _ message: String) {
         let (allowed, suppressed) = shared.withLock { s -> (Bool, Int) in
@@ -497,6 +509,11 @@ func hostPublishForUser(_ data: UnsafeMutableRawPointer?, _ uid: UInt32,
 
 func hostRemoteClosed(_ data: UnsafeMutableRawPointer?, _ id: UInt64) {
     plugin(data)?.closeRemote(id)
+}
+
+func hostConnectUserSocket(_ data: UnsafeMutableRawPointer?, _ uid: UInt32, _ name: UnsafePointer<CChar>?) -> Int32 {
+    guard let p = plugin(data), let name else { return -EINVAL }
+    return p.connectUserSocket(uid: uid, name: String(cString: name))
 }
 
 /// One pending publication's place: a permission, machine-wide (uid nil) or one user's.

@@ -101,13 +101,15 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
     }
 
     /// The directory holding each user's runtime directory (ROOT/UID), handed to
-    /// plugins as the host struct's `user_runtime_root`: set on a daemon that serves
-    /// many users, nil on one that serves one user.
-    let userRuntimeRoot: String?
+    /// plugins as the host struct's `user_runtime_root`, and how their
+    /// connect_user_socket reaches a socket in it (directly, else through the
+    /// connector at `connectorSocket`): set on a daemon that serves many users, nil
+    /// on one that serves one user.
+    let userSockets: UserSocketReach?
 
-    package init(queue: DispatchQueue, userRuntimeRoot: String? = nil) {
+    package init(queue: DispatchQueue, userRuntimeRoot: String? = nil, connectorSocket: String? = nil) {
         self.queue = queue
-        self.userRuntimeRoot = userRuntimeRoot
+        self.userSockets = userRuntimeRoot.map { UserSocketReach(root: $0, connectorSocket: connectorSocket) }
     }
 
     package var infos: [PluginInfo] {

@@ -80,7 +80,7 @@ extension PluginHost {
 
     /// A plugin object for one copy, wired to the host.
     func makePlugin(path: String, name: String) -> LoadedPlugin {
-        let plugin = LoadedPlugin(path: path, name: name, daemonQueue: queue, userRuntimeRoot: userRuntimeRoot)
+        let plugin = LoadedPlugin(path: path, name: name, daemonQueue: queue, userSockets: userSockets)
         plugin.infoChanged = { [unowned self] in self.providersCache = nil }
         plugin.drain = { [unowned self] p, batch in
             for publication in batch {

@@ -47,6 +47,11 @@ let usage = """
                            (default /run/user on the system bus; on a session bus
                            or --address, the user's own environment decides unless
                            this is given)
+      --connector-socket PATH
+                           where permissionsd-connector listens, asked for a
+                           user's socket this daemon may not connect to itself
+                           (default /run/permissionsd-connector.socket on the
+                           system bus; none otherwise unless this is given)
       --verbose            log debug messages
       --check-config       check the configuration (and each plugin's part of it)
                            as the daemon would, print every problem, apply nothing;
@@ -60,20 +65,13 @@ let usage = """
     """
 
 let specs = ["system", "session", "verbose", "help", "version", "check-config"].map { OptionSpec($0) }
-    + ["address", "config-dir", "state-dir", "plugin-dir", "host-pid", "user-runtime-root"].map { OptionSpec($0, takesValue: true) }
+    + ["address", "config-dir", "state-dir", "plugin-dir", "host-pid", "user-runtime-root",
+       "connector-socket"].map { OptionSpec($0, takesValue: true) }
 
 var options = DaemonOptions()
 do {
     let parsed = try parseOptions(Array(CommandLine.arguments.dropFirst()), specs: specs, stopAtFirstPositional: false)
-    if parsed.has("help") {
-        print(usage, terminator: "")
-        exit(0)
-    }
-    if parsed.has("version") {
-        print(Versions.line(program: "permissionsd"))
-        exit(0)
-    }
-    if let extra = parsed.positional.first { throw UsageError(description: "unexpected argument \(extra)") }
+    try answerHelpAndVersion(parsed, usage: usage) { Versions.line(program: "permissionsd") }
     let busChoices = ["system", "session", "address"].filter(parsed.has)
     if busChoices.count > 1 { throw UsageError(description: "choose one of --system, --session, --address") }
     if busChoices.isEmpty, let starter = Activation.starterBus() { options.bus = starter }
@@ -95,6 +93,10 @@ do {
     if let root = parsed.last("user-runtime-root") {
         guard root.hasPrefix("/") else { throw UsageError(description: "--user-runtime-root must be an absolute path") }
         options.userRuntimeRoot = root
+    }
+    if let socket = parsed.last("connector-socket") {
+        guard socket.hasPrefix("/") else { throw UsageError(description: "--connector-socket must be an absolute path") }
+        options.connectorSocket = socket
     }
     options.verbose = parsed.has("verbose")
     InstalledPaths.applyDefaults(to: &options, parsed: parsed)

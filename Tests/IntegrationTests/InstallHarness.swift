@@ -51,10 +51,14 @@ enum Installing {
     /// empty tmpfs: what a machine without the toolchain looks like to it. With
     /// `ownPIDNamespace`, also in a PID namespace of its own, as its PID 1 (with a
     /// /proc of that namespace), killed with `unshare` (--kill-child), and with it
-    /// everything in the namespace.
-    static func withoutToolchain(_ command: [String], ownPIDNamespace: Bool = false) -> [String] {
-        ["/usr/bin/unshare"] + (ownPIDNamespace ? ["--pid", "--kill-child", "--mount-proc"] : ["--mount"])
-            + ["--propagation", "private", "/bin/sh", "-c", "mount -t tmpfs tmpfs \"$0\" && exec \"$@\"", toolchainDir]
+    /// everything in the namespace. With `privateRun`, /run is an empty tmpfs of
+    /// its own too (mode 0755), for what a test puts in a machine's /run.
+    static func withoutToolchain(_ command: [String], ownPIDNamespace: Bool = false,
+                                 privateRun: Bool = false) -> [String] {
+        let run = privateRun ? " && mount -t tmpfs -o mode=0755 tmpfs /run" : ""
+        return ["/usr/bin/unshare"] + (ownPIDNamespace ? ["--pid", "--kill-child", "--mount-proc"] : ["--mount"])
+            + ["--propagation", "private", "/bin/sh", "-c", "mount -t tmpfs tmpfs \"$0\"\(run) && exec \"$@\"",
+               toolchainDir]
             + command
     }
 
@@ -121,7 +125,9 @@ enum Installing {
 /// bus is the system bus of both).
 ///
 /// With `ownPIDNamespace`, the bus is PID 1 of a PID namespace of its own, as an
-/// init is on a machine: the daemon it activates reads PID 1's mount namespace
+/// init is on a machine (with `privateRun`, with a /run of its own; with
+/// `boundingSet`, the bus and what it activates bounded to those capabilities,
+/// `setpriv --bounding-set`'s argument): the daemon it activates reads PID 1's mount namespace
 /// as the host's, which it cannot where the test runner's PID 1 is out of reach
 /// (a sandbox's). Clients that are to be the host's run `inside` it.
 final class InstalledBus {
@@ -132,7 +138,8 @@ final class InstalledBus {
     private let process = Process()
 
     init(type: String?, policy: String? = nil, alsoIncluding: [String] = [], services: String,
-         environment: [String: String] = [:], ownPIDNamespace: Bool = false) throws {
+         environment: [String: String] = [:], ownPIDNamespace: Bool = false, privateRun: Bool = false,
+         boundingSet: String? = nil) throws {
         directory = try makeTemporaryDirectory("install-bus")
         chmod(directory, 0o755)  // nobody connects too
         var environment = environment
@@ -169,9 +176,10 @@ final class InstalledBus {
                 """
         }
         try config.write(toFile: directory + "/bus.conf", atomically: true, encoding: .utf8)
-        let command = Installing.withoutToolchain(["/usr/bin/dbus-daemon", "--nofork",
+        let bounded = boundingSet.map { ["/usr/bin/setpriv", "--bounding-set", $0, "--"] } ?? []
+        let command = Installing.withoutToolchain(bounded + ["/usr/bin/dbus-daemon", "--nofork",
                                                      "--config-file=\(directory)/bus.conf", "--print-address=1"],
-                                                    ownPIDNamespace: ownPIDNamespace)
+                                                    ownPIDNamespace: ownPIDNamespace, privateRun: privateRun)
         process.executableURL = URL(fileURLWithPath: command[0])
         process.arguments = Array(command.dropFirst())
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }

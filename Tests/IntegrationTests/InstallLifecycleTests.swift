@@ -5,7 +5,8 @@ import PermissionsTestSupport
 /// scripts/install and scripts/uninstall with the service running, on a bus without
 /// systemd (the daemon D-Bus activated by dbus-daemon itself): an install over a
 /// running daemon restarts it, so that the new binary serves; an uninstall stops it
-/// before removing its files. A daemon that is not this install's is left alone.
+/// before removing its files, and a connector of this install too. A daemon that
+/// is not this install's is left alone.
 /// (With systemd as init the scripts go through systemctl instead, which CI cannot
 /// run: doc/testing.md.)
 @Suite struct InstallLifecycleTests {
@@ -53,6 +54,30 @@ import PermissionsTestSupport
         #expect(Self.ended(second))
         #expect(try Self.owner(bus.address) == nil)
         #expect(!FileManager.default.fileExists(atPath: daemonPath))
+    }
+
+    /// Without systemd, a connector is started by hand (or another init): an
+    /// upgrade says it still runs the old binary; an uninstall stops it before its
+    /// file goes. One of another install (the build tree's) is left alone.
+    @Test func uninstallStopsARunningConnectorOfThisInstall() throws {
+        let (root, flags) = try Installing.installWithRealPaths()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let runtime = try TestRuntimeRoot()
+        let installed = try RunningProgram(root + "/usr/libexec/permissionsd-connector",
+                                           ["--listen", runtime.path + "/installed.socket", "--verbose"],
+                                           collectingErrors: true)
+        _ = try installed.errors!.next { $0.contains("serving user sockets") }
+        let pid = installed.process.processIdentifier
+        let other = try TestConnector(root: runtime.path)
+
+        let again = try Installing.install(flags)
+        #expect(again.stderr.contains("install: permissionsd-connector (pid \(pid)) still runs the old binary: restart it"),
+                "\(again.stderr)")
+        let removed = try Installing.install(flags, script: "uninstall")
+        #expect(removed.stderr.contains("uninstall: stopped permissionsd-connector (pid \(pid))"), "\(removed.stderr)")
+        #expect(Self.ended(pid))
+        #expect(!FileManager.default.fileExists(atPath: root + "/usr/libexec/permissionsd-connector"))
+        #expect(other.isRunning)
     }
 
     @Test func aDaemonOfAnotherInstallIsLeftAlone() throws {

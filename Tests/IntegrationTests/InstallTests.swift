@@ -35,6 +35,7 @@ import PermissionsTestSupport
         let plugins = ["location", "notifications", "pipewire", "bluetooth", "local-network"]
         var expected: Set<String> = [
             "/usr/libexec/permissionsd",
+            "/usr/libexec/permissionsd-connector",
             "/usr/bin/permissionsctl",
             "/usr/include/permissions/permissions-plugin.h",
             "/usr/lib/pkgconfig/permissions-plugin.pc",
@@ -46,7 +47,10 @@ import PermissionsTestSupport
             "/usr/share/dbus-1/interfaces/org.example.Permissions.Agent.xml",
             polkit + "/org.example.Permissions.policy",
             units + "/permissionsd.service",
+            units + "/permissionsd-connector.service",
+            units + "/permissionsd-connector.socket",
             "/usr/share/man/man8/permissionsd.8",
+            "/usr/share/man/man8/permissionsd-connector.8",
             "/usr/share/man/man1/permissionsctl.1",
             "/usr/share/man/man5/permissions.conf.5",
             "/usr/share/bash-completion/completions/permissionsctl",
@@ -75,18 +79,31 @@ import PermissionsTestSupport
         let unit = try String(contentsOfFile: stage + units + "/permissionsd.service", encoding: .utf8)
         #expect(unit.contains("\nExecStart=/usr/libexec/permissionsd --system\n"))
         #expect(unit.contains("\nStateDirectory=permissions\n"))
+        #expect(unit.contains("\nWants=permissionsd-connector.socket\n") && unit.contains("\nAfter=permissionsd-connector.socket\n"))
+        let connectorUnit = try String(contentsOfFile: stage + units + "/permissionsd-connector.service", encoding: .utf8)
+        #expect(connectorUnit.contains("\nExecStart=/usr/libexec/permissionsd-connector\n"), "\(connectorUnit)")
+        // The connector's socket is where the daemon looks for it by default.
+        let socketUnit = try String(contentsOfFile: stage + units + "/permissionsd-connector.socket", encoding: .utf8)
+        let daemonHelp = try run(stage + "/usr/libexec/permissionsd", ["--help"]).stdout
+        let listen = try #require(socketUnit.split(separator: "\n").first { $0.hasPrefix("ListenSequentialPacket=") })
+        let path = listen.dropFirst("ListenSequentialPacket=".count)
+        #expect(daemonHelp.contains("(default \(path) on the"), "\(daemonHelp)")
+        #expect(socketUnit.contains("\nSocketMode=0600\n") && socketUnit.contains("\nSocketUser=root\n"))
         let pc = try String(contentsOfFile: stage + "/usr/lib/pkgconfig/permissions-plugin.pc", encoding: .utf8)
         #expect(pc.contains("\nprefix=/usr\n") && pc.contains("pluginsdir=${prefix}/lib/permissions/plugins"))
-        #expect(!(manifest + activation + unit + pc).contains(stage))
+        #expect(!(manifest + activation + unit + connectorUnit + pc).contains(stage))
 
-        // The unit, as hardened as systemd's own bus services.
-        let figure = try Installing.exposure(of: stage + units + "/permissionsd.service")
-        #expect(figure <= 2.0, "systemd-analyze security rates the unit \(figure)")
+        // The units, as hardened as systemd's own bus services, or more.
+        for name in ["permissionsd.service", "permissionsd-connector.service"] {
+            let figure = try Installing.exposure(of: stage + units + "/" + name)
+            #expect(figure <= 2.0, "systemd-analyze security rates \(name) \(figure)")
+        }
 
         // The man pages render without a warning, and name the package version.
         let packageVersion = try run(stage + "/usr/libexec/permissionsd", ["--version"]).stdout
             .split(separator: "\n").first?.split(separator: " ").last.map(String.init) ?? "?"
-        for page in ["man8/permissionsd.8", "man1/permissionsctl.1", "man5/permissions.conf.5"] {
+        for page in ["man8/permissionsd.8", "man8/permissionsd-connector.8", "man1/permissionsctl.1",
+                     "man5/permissions.conf.5"] {
             let lint = try run("/usr/bin/groff", ["-man", "-ww", "-z", stage + "/usr/share/man/" + page])
             #expect(lint.status == 0 && lint.stderr.isEmpty, "\(page): \(lint.stderr)")
             let text = try String(contentsOfFile: stage + "/usr/share/man/" + page, encoding: .utf8)
@@ -96,7 +113,7 @@ import PermissionsTestSupport
         // No installed ELF file names the toolchain; with the toolchain hidden, the
         // daemon runs and loads every Swift plugin (each needs the runtime, and the
         // pipewire and bluetooth ones a library the daemon itself does not load).
-        for file in found where file.hasSuffix(".so") || file.hasSuffix("/permissionsd") || file.hasSuffix("/permissionsctl") {
+        for file in found where file.hasSuffix(".so") || file.hasPrefix("/usr/libexec/") || file.hasSuffix("/permissionsctl") {
             let dynamic = try run("/usr/bin/readelf", ["-d", stage + file]).stdout
             #expect(!dynamic.contains(Installing.toolchainDir), "\(file): \(dynamic)")
         }
@@ -115,6 +132,10 @@ import PermissionsTestSupport
         #expect(check.stderr == "", "\(check.stderr)")
         let version = try Installing.runWithoutToolchain([stage + "/usr/bin/permissionsctl", "--version"])
         #expect(version.status == 0 && version.stdout.hasPrefix("permissionsctl "), "\(version.stderr)")
+        let connectorVersion = try Installing.runWithoutToolchain([stage + "/usr/libexec/permissionsd-connector",
+                                                                   "--version"])
+        #expect(connectorVersion.status == 0 && connectorVersion.stdout.hasPrefix("permissionsd-connector "),
+                "\(connectorVersion.stderr)")
     }
 
     // MARK: An install whose paths are real
@@ -129,12 +150,18 @@ import PermissionsTestSupport
         // The installed unit names the installed daemon; systemd-analyze verify finds
         // nothing to say (its man pages are found where they were installed).
         let unit = root + "/systemd/permissionsd.service"
+        let connectorUnit = root + "/systemd/permissionsd-connector.service"
         var manEnvironment = ProcessInfo.processInfo.environment
         manEnvironment["MANPATH"] = root + "/usr/share/man"
-        let verify = try run("/usr/bin/systemd-analyze", ["verify", unit], environment: manEnvironment)
+        let verify = try run("/usr/bin/systemd-analyze", ["verify", unit, connectorUnit,
+                                                          root + "/systemd/permissionsd-connector.socket"],
+                             environment: manEnvironment)
         #expect(verify.status == 0 && verify.stdout.isEmpty && verify.stderr.isEmpty, "\(verify.stdout) \(verify.stderr)")
         #expect(try String(contentsOfFile: unit, encoding: .utf8).contains("\nExecStart=\(daemonPath) --system\n"))
+        #expect(try String(contentsOfFile: connectorUnit, encoding: .utf8)
+                    .contains("\nExecStart=\(root)/usr/libexec/permissionsd-connector\n"))
         #expect(try Installing.exposure(of: unit) <= 2.0)
+        #expect(try Installing.exposure(of: connectorUnit) <= 2.0)
 
         // Its compiled-in defaults are the installed directories: with no option,
         // --check-config reads SYSCONFDIR/permissions/permissions.conf.

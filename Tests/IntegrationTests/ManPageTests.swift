@@ -109,17 +109,29 @@ func longOptions(_ text: some StringProtocol) -> Set<String> {
             .filter { $0.hasSuffix("/lib/permissions/plugins") }
     }
 
-    @Test func permissionsdOptionsAreThoseOfItsHelp() throws {
-        let help = try run(binDir + "/permissionsd", ["--help"])
+    /// A daemon's `--help` and its man page, whose OPTIONS must be the options the
+    /// help lists (at least `minimum` of them, so that a page that lost its options
+    /// cannot pass).
+    static func checkOptions(of program: String, page name: String, minimum: Int) throws -> (help: String, page: ManPage) {
+        let help = try run(binDir + "/" + program, ["--help"])
         #expect(help.status == 0)
-        let page = try ManPage("permissionsd.8")
+        let page = try ManPage(name)
         let documented = page.tags("OPTIONS").reduce(into: Set<String>()) { $0.formUnion(longOptions($1)) }
-        #expect(documented.count >= 10)
+        #expect(documented.count >= minimum)
         #expect(documented == Self.helpOptions(help.stdout), "\(help.stdout)")
+        return (help.stdout, page)
+    }
+
+    @Test func permissionsdOptionsAreThoseOfItsHelp() throws {
+        let (help, page) = try Self.checkOptions(of: "permissionsd", page: "permissionsd.8", minimum: 10)
         let directories = Self.pluginDirectories(page.text("OPTIONS"))
         #expect(directories == ["<exe>/../lib/permissions/plugins", "/usr/local/lib/permissions/plugins",
                                 "/usr/lib/permissions/plugins"])
-        #expect(Self.pluginDirectories(help.stdout) == directories, "\(help.stdout)")
+        #expect(Self.pluginDirectories(help) == directories, "\(help)")
+    }
+
+    @Test func permissionsdConnectorOptionsAreThoseOfItsHelp() throws {
+        _ = try Self.checkOptions(of: "permissionsd-connector", page: "permissionsd-connector.8", minimum: 5)
     }
 
     @Test func permissionsctlOptionsAreThoseOfItsHelp() throws {

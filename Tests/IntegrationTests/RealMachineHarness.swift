@@ -24,6 +24,9 @@ struct InstalledTree: Sendable {
     var activationDirectory: String { root + "/dbus/system-services" }
     var polkitActions: String { root + "/polkit/actions/org.example.Permissions.policy" }
     var stateDirectory: String { root + "/var/lib/permissions" }
+    var daemonUnit: String { root + "/systemd/permissionsd.service" }
+    var connectorService: String { root + "/systemd/permissionsd-connector.service" }
+    var connectorSocket: String { root + "/systemd/permissionsd-connector.socket" }
 }
 
 /// One install for a whole suite (scripts/install takes seconds; the tests of a
@@ -136,7 +139,12 @@ final class RealMachine {
     let polkit: RealPolkit
     private let scratch: String
 
-    init(_ tree: InstalledTree, busPolicy: String? = nil, polkitRules: [String: String]? = nil) throws {
+    /// `privateRun`: the machine's /run is a tmpfs of its own (for users' runtime
+    /// directories and the connector's socket), not the test runner's.
+    /// `unitCapabilities`: the daemon has what its installed unit's
+    /// CapabilityBoundingSet= leaves it (the bus that activates it is bounded so).
+    init(_ tree: InstalledTree, busPolicy: String? = nil, polkitRules: [String: String]? = nil,
+         privateRun: Bool = false, unitCapabilities: Bool = false) throws {
         self.tree = tree
         let leftOver = Self.daemons(of: tree)
         guard leftOver.isEmpty else {
@@ -151,7 +159,8 @@ final class RealMachine {
         }
         bus = try InstalledBus(type: "system", policy: policy,
                                alsoIncluding: ["/usr/share/dbus-1/system.d/org.freedesktop.PolicyKit1.conf"],
-                               services: tree.activationDirectory, ownPIDNamespace: true)
+                               services: tree.activationDirectory, ownPIDNamespace: true, privateRun: privateRun,
+                               boundingSet: unitCapabilities ? try Self.boundingSet(of: tree.daemonUnit) : nil)
         let rules: [String: String]
         if let polkitRules {
             rules = polkitRules
@@ -171,10 +180,13 @@ final class RealMachine {
     }
 
     /// The processes running the tree's installed daemon (found in /proc by executable).
-    static func daemons(of tree: InstalledTree) -> [Int32] {
+    static func daemons(of tree: InstalledTree) -> [Int32] { processes(running: tree.daemon) }
+
+    /// The processes running `executable` (found in /proc).
+    static func processes(running executable: String) -> [Int32] {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
         return entries.compactMap(Int32.init).filter {
-            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\($0)/exe")) == tree.daemon
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\($0)/exe")) == executable
         }
     }
 
@@ -216,6 +228,66 @@ final class RealMachine {
     func start(_ command: [String], as uid: UInt32) throws -> RunningProgram {
         let full = bus.inside(command, asUser: uid)
         return try RunningProgram(full[0], Array(full.dropFirst()), environment: environment)
+    }
+
+    /// A unit's CapabilityBoundingSet= as `setpriv --bounding-set` takes it
+    /// ("CAP_SYS_PTRACE CAP_DAC_READ_SEARCH" is "-all,+sys_ptrace,+dac_read_search").
+    static func boundingSet(of unit: String) throws -> String {
+        let text = try String(contentsOfFile: unit, encoding: .utf8)
+        let line = try #require(text.split(separator: "\n").first { $0.hasPrefix("CapabilityBoundingSet=") },
+                                "\(unit): no CapabilityBoundingSet=")
+        let capabilities = line.dropFirst("CapabilityBoundingSet=".count).split(separator: " ")
+        return (["-all"] + capabilities.map { "+" + $0.dropFirst("CAP_".count).lowercased() }).joined(separator: ",")
+    }
+
+    /// ROOT/UID in the machine's /run/user, 0700 and the user's, as logind makes it
+    /// at login (a machine made with `privateRun`).
+    func makeUserRuntimeDirectory(_ uid: UInt32) throws -> String {
+        let directory = "/run/user/\(uid)"
+        for command in [["/bin/mkdir", "-p", "-m", "0755", "/run/user"], ["/bin/mkdir", "-m", "0700", directory],
+                        ["/bin/chown", "\(uid):\(uid)", directory]] {
+            let r = try runInside(command)
+            try #require(r.status == 0, "\(command): \(r.stderr)")
+        }
+        return directory
+    }
+
+    /// The uid systemd's DynamicUser= gives the connector here (any free one in its range).
+    static let connectorUser: UInt32 = 61184
+
+    /// The installed connector, started on the machine as systemd would start it from
+    /// its installed units: its socket (ListenSequentialPacket=, root's, SocketMode=)
+    /// made first and passed on the first connection (systemd-socket-activate, fd 3,
+    /// LISTEN_FDS and LISTEN_PID), ExecStart= run as a user of its own with
+    /// CAP_DAC_OVERRIDE alone, in its bounding and ambient sets, and no new privileges.
+    /// Returns once the socket listens; its lines are systemd-socket-activate's and
+    /// then its own (standard error).
+    func startConnectorAsSystemdWould() throws -> RunningProgram {
+        func setting(_ key: String, in file: String) throws -> String {
+            let text = try String(contentsOfFile: file, encoding: .utf8)
+            let line = try #require(text.split(separator: "\n").first { $0.hasPrefix(key + "=") }, "\(file): no \(key)=")
+            return String(line.dropFirst(key.count + 1))
+        }
+        let socket = try setting("ListenSequentialPacket", in: tree.connectorSocket)
+        let mode = try setting("SocketMode", in: tree.connectorSocket)
+        let execStart = try setting("ExecStart", in: tree.connectorService).split(separator: " ").map(String.init)
+        let capabilities = try Self.boundingSet(of: tree.connectorService)
+        let ambient = try setting("AmbientCapabilities", in: tree.connectorService)
+        let dynamicUser = try setting("DynamicUser", in: tree.connectorService)
+        let noNewPrivileges = try setting("NoNewPrivileges", in: tree.connectorService)
+        #expect(capabilities == "-all,+dac_override" && ambient == "CAP_DAC_OVERRIDE" && dynamicUser == "yes"
+                && noNewPrivileges == "yes")
+        let user = Self.connectorUser
+        let command = bus.inside(["/usr/bin/systemd-socket-activate", "--seqpacket", "--listen", socket, "--",
+                                  "/usr/bin/setpriv", "--reuid=\(user)", "--regid=\(user)", "--clear-groups",
+                                  "--inh-caps=\(capabilities)", "--ambient-caps=\(capabilities)",
+                                  "--bounding-set=\(capabilities)", "--no-new-privs"] + execStart)
+        let connector = try RunningProgram(command[0], Array(command.dropFirst()), environment: ["PATH": "/usr/bin:/bin"],
+                                           collectingErrors: true)
+        _ = try connector.errors!.next { $0.hasPrefix("Listening on \(socket)") }
+        let chmod = try runInside(["/bin/chmod", mode, socket])
+        try #require(chmod.status == 0, "\(chmod.stderr)")
+        return connector
     }
 
     /// `permissionsctl agent` as `uid`, once it says it is registered.

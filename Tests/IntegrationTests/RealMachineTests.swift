@@ -224,4 +224,45 @@ struct RealMachineTests {
         // Another user, without an agent, has no such problem.
         #expect(!(try machine.ctl("doctor", as: other).stdout.contains("cannot be reached")))
     }
+
+    /// Each user's own PipeWire, reached as on a machine with the units: the
+    /// installed daemon, D-Bus activated with its defaults (/run/user, the connector
+    /// at /run/permissionsd-connector.socket) and the capabilities its installed
+    /// unit leaves it, which cannot connect to a user's socket; and the installed
+    /// connector, started from its installed units as systemd would (its socket
+    /// passed, a user of its own, CAP_DAC_OVERRIDE alone, no new privileges). The
+    /// machine's /run is its own. User 1 reads their camera through the connector;
+    /// user 2, logged in without PipeWire, reads unsupported.
+    @Test func aUsersPipeWireIsReachedThroughTheInstalledConnector() throws {
+        let machine = try RealMachine(tree, privateRun: true, unitCapabilities: true)
+        let directory = try machine.makeUserRuntimeDirectory(user)
+        _ = try machine.makeUserRuntimeDirectory(other)  // logged in, no PipeWire
+        let pipewire = UserPipeWire(uid: user, runtimeDirectory: directory, inside: { machine.bus.inside($0) })
+        try pipewire.start()
+        try pipewire.addCamera("real-machine-cam")
+        let connector = try machine.startConnectorAsSystemdWould()
+
+        let deadline = Date().addingTimeInterval(15)
+        while try machine.call("GetStatus", "s", "camera", as: user).stdout != "s \"not-determined\"\n" {
+            try #require(Date() < deadline, "user \(user)'s camera never read not-determined:\n\(machine.bus.log)")
+        }
+        #expect(try machine.call("GetStatus", "s", "camera", as: other).stdout == "s \"unsupported\"\n")
+        let log = machine.bus.log
+        #expect(log.contains("following the registry of user \(user)'s PipeWire: 1 camera(s)"), "\(log)")
+        #expect(!log.contains("cannot reach user"), "\(log)")
+
+        // The connector ran as its unit says, and refused no one.
+        let running = try #require(RealMachine.processes(running: tree.root + "/usr/libexec/permissionsd-connector").first,
+                                   "\(connector.errors!.all)")
+        let status = try String(contentsOfFile: "/proc/\(running)/status", encoding: .utf8)
+        #expect(status.contains("\nUid:\t\(RealMachine.connectorUser)\t"), "\(status)")
+        #expect(status.contains("\nCapEff:\t0000000000000002\n") && status.contains("\nCapBnd:\t0000000000000002\n")
+                && status.contains("\nNoNewPrivs:\t1\n"), "\(status)")
+        #expect(!connector.errors!.all.contains { $0.contains("refused") }, "\(connector.errors!.all)")
+        // The daemon had its unit's capabilities, and no more.
+        let daemon = try #require(RealMachine.daemons(of: tree).first)
+        let daemonStatus = try String(contentsOfFile: "/proc/\(daemon)/status", encoding: .utf8)
+        #expect(daemonStatus.contains("\nCapBnd:\t0000000000080004\n"), "\(daemonStatus)")
+        withExtendedLifetime(pipewire) {}
+    }
 }

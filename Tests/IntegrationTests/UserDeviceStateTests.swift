@@ -23,23 +23,15 @@ struct UserDeviceStateTests {
     }
 
     func status(_ permission: String, as uid: UInt32) throws -> String {
-        let r = try run("/usr/bin/busctl", ["--address=\(bus.address)", "call", "org.example.Permissions",
-                                            "/org/example/Permissions", "org.example.Permissions", "GetStatus", "s",
-                                            permission], asUser: uid)
-        #expect(r.status == 0, "GetStatus as \(uid): \(r.stderr)")
-        return r.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        try bus.status(permission, as: uid)
     }
 
     func details(_ permission: String, as uid: UInt32) throws -> String {
         try run(binDir + "/permissionsctl", ["--address", bus.address, "status", permission], asUser: uid).stdout
     }
 
-    /// Asks until `permission` reads `expected` for `uid` (a round trip each), with a deadline.
     func waitForStatus(_ permission: String, as uid: UInt32, _ expected: String) throws {
-        let deadline = Date().addingTimeInterval(15)
-        while try status(permission, as: uid) != "s \"\(expected)\"" {
-            guard Date() < deadline else { throw HarnessError(description: "\(permission) for \(uid) not \(expected)") }
-        }
+        try bus.waitForStatus(permission, as: uid, expected)
     }
 
     func monitor(as uid: UInt32, _ options: String...) throws -> RunningProgram {

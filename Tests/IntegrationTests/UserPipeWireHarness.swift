@@ -50,15 +50,18 @@ final class TestRuntimeRoot {
     }
 }
 
-/// One user's PipeWire, running as that user.
+/// One user's PipeWire, running as that user; with `inside`, each of its commands
+/// wrapped by it (run among a machine's processes: InstalledBus.inside).
 final class UserPipeWire {
     let uid: UInt32
     let runtimeDirectory: String
+    private let inside: ([String]) -> [String]
     private var process: Process?
 
-    init(uid: UInt32, runtimeDirectory: String) {
+    init(uid: UInt32, runtimeDirectory: String, inside: @escaping ([String]) -> [String] = { $0 }) {
         self.uid = uid
         self.runtimeDirectory = runtimeDirectory
+        self.inside = inside
     }
 
     /// The user's environment for PipeWire and its tools.
@@ -69,16 +72,18 @@ final class UserPipeWire {
         return environment
     }
 
+    /// `executable` run as the user: the whole command.
     private func asUser(_ executable: String) -> [String] {
-        ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", executable]
+        inside(["/usr/bin/setpriv", "--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", executable])
     }
 
     /// Starts PipeWire as the user and returns once it listens (its own log line).
     func start() throws {
         precondition(process == nil, "PipeWire already running")
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-        process.arguments = asUser("/usr/bin/pipewire") + ["-c", TestPipeWire.config]
+        let command = asUser("/usr/bin/pipewire") + ["-c", TestPipeWire.config]
+        process.executableURL = URL(fileURLWithPath: command[0])
+        process.arguments = Array(command.dropFirst())
         var environment = self.environment
         environment["PIPEWIRE_DEBUG"] = "2,mod.protocol-native:3"
         process.environment = environment
@@ -94,19 +99,24 @@ final class UserPipeWire {
         }
     }
 
-    /// The running PipeWire's process id.
+    /// The running PipeWire's process id (with `inside`, nsenter's).
     var pid: Int32? { process?.processIdentifier }
 
-    /// SIGKILL, as a crash: the stale socket stays behind.
+    /// SIGKILL, as a crash: the stale socket stays behind. To its process group
+    /// (Process makes the child a group's leader, and setpriv and nsenter keep it):
+    /// with `inside`, PipeWire is nsenter's child, which would outlive nsenter (its
+    /// parent-death signal went with its change of user) and, holding what Process
+    /// watches for the end, keep waitUntilExit waiting.
     func kill() {
         guard let process else { return }
-        Glibc.kill(process.processIdentifier, SIGKILL)
+        Glibc.kill(-process.processIdentifier, SIGKILL)
         process.waitUntilExit()
         self.process = nil
     }
 
     func pwCli(_ arguments: [String]) throws {
-        let r = try run("/usr/bin/setpriv", asUser("/usr/bin/pw-cli") + arguments, environment: environment)
+        let command = asUser("/usr/bin/pw-cli") + arguments
+        let r = try run(command[0], Array(command.dropFirst()), environment: environment)
         guard r.status == 0, r.stderr.isEmpty else {
             throw HarnessError(description: "pw-cli as \(uid) \(arguments.joined(separator: " ")): \(r.status) \(r.stderr)")
         }

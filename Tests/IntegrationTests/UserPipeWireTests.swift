@@ -97,5 +97,53 @@ struct UserPipeWireTests {
         #expect(line.contains("Permission denied (errno 13)"), "\(line)")
         #expect(daemon.logLines(containing: "following the registry of user 1's PipeWire").isEmpty)
         #expect(try daemon.call("GetStatus", "s", "camera").stdout == "s \"unsupported\"\n")
+        // The host says why and what to do, once for the user.
+        let remedy = try daemon.waitForLog("cannot reach user 1's pipewire-0 under this daemon's privileges")
+        #expect(remedy.contains("Permission denied (errno 13), and no connector is configured (--connector-socket)")
+                && remedy.contains("start permissionsd-connector.socket"), "\(remedy)")
+    }
+
+    /// The same daemon with permissionsd-connector under its own unit's bounding set
+    /// (CAP_DAC_OVERRIDE alone), on a stand-in system bus: user 1's connection comes
+    /// through the connector, and user 1 reads their camera; user 2, logged in without
+    /// a PipeWire, reads unsupported. The connector refuses no one.
+    @Test func underTheUnitsCapabilitiesTheConnectorReachesEachUsersPipeWire() throws {
+        let root = try TestRuntimeRoot()
+        try root.startPipeWire(Self.user1).addCamera("cam-one")
+        try root.makeUserDirectory(Self.user2)
+        let connector = try TestConnector(root: root.path)
+        let bus = try TestBus(type: "system")
+        let daemon = try DaemonUnderTest(bus: bus, pluginDirectories: [pipewirePluginDirectory],
+                                         environment: [:], start: false)
+        daemon.extraArguments = ["--user-runtime-root", root.path, "--connector-socket", connector.socket]
+        daemon.launcher = ["/usr/bin/setpriv", "--bounding-set", "-all,+sys_ptrace,+dac_read_search", "--"]
+        try daemon.start()
+        _ = try daemon.waitForLog("following the registry of user 1's PipeWire: 1 camera(s), 0 microphone(s)")
+        _ = try connector.waitForLine("handed pid \(daemon.pid ?? 0) (uid 0) user 1's pipewire-0")
+        try bus.waitForStatus("camera", as: Self.user1, "not-determined")
+        #expect(try bus.status("camera", as: Self.user2) == "s \"unsupported\"")
+        #expect(try bus.status("microphone", as: Self.user1) == "s \"unsupported\"")
+        #expect(connector.refusals.isEmpty, "\(connector.refusals)")
+        #expect(daemon.logLines(containing: "cannot reach user").isEmpty, "\(daemon.log)")
+    }
+
+    /// A connector without its capability (its bounding set emptied) is no way in
+    /// either: the user reads unsupported, and the daemon says so once, with the
+    /// remedy, as when there is no connector.
+    @Test func aConnectorWithoutItsCapabilityIsLoggedWithTheRemedy() throws {
+        let root = try TestRuntimeRoot()
+        try root.startPipeWire(Self.user1).addCamera("cam-one")
+        let connector = try TestConnector(root: root.path, boundingSet: "-all")
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, pluginDirectories: [pipewirePluginDirectory],
+                                         environment: [:], start: false)
+        daemon.extraArguments = ["--user-runtime-root", root.path, "--connector-socket", connector.socket]
+        daemon.launcher = ["/usr/bin/setpriv", "--bounding-set", "-all,+sys_ptrace,+dac_read_search", "--"]
+        try daemon.start()
+        let remedy = try daemon.waitForLog("cannot reach user 1's pipewire-0 under this daemon's privileges")
+        #expect(remedy.contains("and the connector refused it: Permission denied (errno 13)")
+                && remedy.contains("start permissionsd-connector.socket"), "\(remedy)")
+        _ = try connector.waitForLine("refused pid \(daemon.pid ?? 0) (uid 0)")
+        #expect(daemon.logLines(containing: "following the registry of user 1's PipeWire").isEmpty)
     }
 }

@@ -72,7 +72,8 @@
  *   struct_size; }: 1, and the sizeof of the struct as the writer's copy of this
  *   header declares it. The structs as ABI 1 first shipped them are the "v1
  *   layout"; their sizes are the PERMISSIONS_*_V1_SIZE constants below. Fields
- *   added since are marked with the version that added them ("ABI 1.1", "ABI 1.2").
+ *   added since are marked with the version that added them ("ABI 1.1", "ABI 1.2",
+ *   "ABI 1.3").
  *
  *   What a later version of this header may do, without a new ABI:
  *   - append a field at the end of a struct, at or after the struct's previous
@@ -125,7 +126,8 @@
  *   slow backend: a plugin that does I/O runs its own thread or event loop and
  *   publishes when it knows.
  *   The host functions (log, publish) may be called from any thread, at any time
- *   between init's start and fini's return; they never block. The host closes them
+ *   between init's start and fini's return; they never block (connect_user_socket,
+ *   which may, excepted). The host closes them
  *   before it calls fini, and when it gives up on a plugin; from then on they are
  *   ignored and publish returns -ESHUTDOWN, a call already under way included: 0
  *   means the snapshot was taken before the host closed them.
@@ -318,6 +320,26 @@ struct permissions_host {
      * for it. Any thread; never blocks. Absent from an older host: there, no
      * remote is ever opened. */
     void (*remote_closed)(void *host_data, uint64_t remote_id);
+    /* ABI 1.3: on a daemon that serves many users (user_runtime_root non-NULL),
+     * connect to user uid's own socket ROOT/UID/NAME (name: a file name, such as
+     * "pipewire-0"), verified to be that user's: ROOT/UID a directory owned by uid,
+     * NAME in it a socket owned by uid (neither a symbolic link), and the process
+     * that listens on what was connected running as uid (SO_PEERCRED), so that
+     * whatever the path resolves to, the connection is to a server of that user's.
+     * The daemon tries under its own privileges first; when those fall short, it
+     * asks permissionsd-connector(8), which serves the name "pipewire-0" only.
+     * Returns a connected stream socket, non-blocking and close-on-exec, that the
+     * plugin owns (and closes); or -ENOENT (no such socket), -ECONNREFUSED (nobody
+     * listens on it), -EPERM (not the user's), -ETIMEDOUT (nobody accepted within
+     * about half a second), -EACCES (reachable neither under this daemon's
+     * privileges nor through the connector, which is missing, does not answer, or
+     * cannot reach it either: the daemon logs that once per user, with the
+     * remedy), -EINVAL (not a file name), -ESHUTDOWN (as for publish), or another
+     * negative errno. Blocks for up to about 1 second: call it from the plugin's
+     * own thread, never from init, configure, validate or fini. NULL on a daemon
+     * that serves one user, and absent from an older host (PERMISSIONS_HAS_FIELD):
+     * there, connect by path. */
+    int (*connect_user_socket)(void *host_data, uint32_t uid, const char *name);
 };
 
 /* ABI 1.3: one enforced connection the host asks a plugin to open (see

@@ -1,4 +1,4 @@
-/* C pieces that Swift cannot use directly, each a one-line wrapper.
+/* C pieces that Swift cannot use directly, each a small wrapper.
  * getopt's optarg/optind are mutable C globals, which Swift 6 refuses to touch
  * ("not concurrency-safe"); options are parsed once at start-up on one thread.
  * memfd_create and the F_SEAL_* flags are declared by glibc only under
@@ -7,6 +7,8 @@
 #define CSHIMS_H
 
 #include <getopt.h>
+#include <stdint.h>
+#include <sys/types.h>
 
 const char *cshims_optarg(void);
 int cshims_optind(void);
@@ -26,5 +28,25 @@ int cshims_malloc_trim(void);
  * the first such block freed (a plugin file read whole), and later ones of that
  * size stay resident in the heap after they are freed. */
 void cshims_fix_mmap_threshold(void);
+
+/* Unix sockets (sockets.c), for UserSockets. glibc declares struct ucred, O_PATH,
+ * accept4 and MSG_CMSG_CLOEXEC only under _GNU_SOURCE, and the CMSG_* macros that
+ * build and walk an SCM_RIGHTS message are macros Swift cannot import. */
+
+/* O_PATH: an fd that names a file without opening it for reading or writing. */
+extern const int cshims_O_PATH;
+/* SO_PEERCRED: who is at the other end of a Unix socket, as of its connect(2) or
+ * (for the connecting side) its peer's listen(2). 0, or -1 with errno. */
+int cshims_peer_credentials(int fd, int32_t *pid, uint32_t *uid, uint32_t *gid);
+/* accept4(fd, NULL, NULL, SOCK_CLOEXEC). */
+int cshims_accept_cloexec(int fd);
+/* sendmsg of `size` bytes, with `fd` in SCM_RIGHTS unless it is negative;
+ * MSG_NOSIGNAL (a peer gone is EPIPE, not SIGPIPE). Bytes sent, or -1 with errno. */
+ssize_t cshims_send_with_fd(int socket, const void *bytes, size_t size, int fd);
+/* recvmsg of at most `size` bytes (MSG_CMSG_CLOEXEC): the bytes received, or -1
+ * with errno. `*fd` is the one descriptor that came in SCM_RIGHTS, else -1;
+ * `*truncated` is 1 when the message was longer than `size`, or carried more
+ * than one descriptor (every one is closed then, and `*fd` is -1). */
+ssize_t cshims_recv_with_fd(int socket, void *bytes, size_t size, int *fd, int *truncated);
 
 #endif

@@ -65,14 +65,29 @@ final class AppRemote {
 // loop's thread. Either way, the state below is touched with the lock held.
 extension PipeWireWatcher {
     /// open_remote: a connection for `request`'s app that reaches only what its
-    /// permission covers, as a descriptor; or -errno. Waits at most a second.
+    /// permission covers, as a descriptor; or -errno. Returns within 1.5 seconds
+    /// (the host's watchdog gives up at 2): the socket (the host's, up to about a
+    /// second through the connector), then PipeWire's confirmation, with what is left.
     func openRemote(_ request: RemoteRequest) -> Int32 {
+        let start = monotonicNanoseconds()
         guard let permission = DevicePermission(rawValue: request.permission) else { return -EINVAL }
         let owner: Owner = userRuntimeRoot == nil ? .environment : .user(request.uid)
         guard let token = randomToken() else { return -EIO }
+        // A user's socket through the host (connect_user_socket: the daemon's own
+        // privileges, else the connector), before the loop is locked: it may wait.
+        var socket: Int32 = -1
+        if case .user(let uid) = owner, host.connectsUserSockets {
+            switch host.connectUserSocket(uid: uid, name: UserRuntimeDirectories.socketName) {
+            case .failure(let error): return error.rawValue == ENOENT ? -ENODEV : -error.rawValue
+            case .success(let fd): socket = fd
+            }
+        }
         pw_thread_loop_lock(threadLoop)
         defer { pw_thread_loop_unlock(threadLoop) }
-        guard let manager = remotes[owner], manager.phase == .connected, let context else { return -ENODEV }
+        guard let manager = remotes[owner], manager.phase == .connected, let context else {
+            if socket >= 0 { close(socket) }
+            return -ENODEV
+        }
         let remote = AppRemote(id: request.id, owner: owner, permission: permission, app: request.appID, token: token)
         let tags = [
             ("pipewire.access", AppRemote.accessValue),
@@ -80,13 +95,14 @@ extension PipeWireWatcher {
             ("pipewire.access.org.example.permissions.app-id", request.appID),
             ("pipewire.access.org.example.permissions.permission", permission.rawValue),
         ]
-        guard let core = connect(context, manager, tags) else { return -(errno == 0 ? EIO : errno) }
+        guard let core = connect(context, manager, socket, tags) else { return -(errno == 0 ? EIO : errno) }
         remote.core = core
         appRemotes[remote.id] = remote
         // The loop runs while this waits (the wait lets go of the lock): the manager
         // sees the new client, sets its reach, and confirms it (appClientAppeared).
+        let left = max(Int64(1_500_000_000) - Int64(monotonicNanoseconds() - start), 100_000_000)
         var deadline = timespec()
-        pw_thread_loop_get_time(threadLoop, &deadline, 1_000_000_000)
+        pw_thread_loop_get_time(threadLoop, &deadline, left)
         while remote.phase == .opening {
             if pw_thread_loop_timed_wait_full(threadLoop, &deadline) == -ETIMEDOUT { break }
         }
@@ -101,7 +117,7 @@ extension PipeWireWatcher {
             dropAppRemote(remote, reason: nil)
             return -code
         default:
-            host.log(.warning, "remote \(remote.id) for \(request.appID): \(owner.name) did not take it within a second")
+            host.log(.warning, "remote \(remote.id) for \(request.appID): \(owner.name) did not take it in time")
             dropAppRemote(remote, reason: nil)
             return -ETIMEDOUT
         }
@@ -117,16 +133,17 @@ extension PipeWireWatcher {
         applyReach(remote)
     }
 
-    /// The connection for an app: over a fresh socket to the manager's PipeWire.
-    private func connect(_ context: OpaquePointer, _ manager: PipeWireRemote,
+    /// The connection for an app: over `socket` (taken), or, when it is -1, a
+    /// fresh one to the manager's PipeWire by its path.
+    private func connect(_ context: OpaquePointer, _ manager: PipeWireRemote, _ socket: Int32,
                          _ tags: [(String, String)]) -> OpaquePointer? {
         let keys = tags.map { strdup($0.0) }, values = tags.map { strdup($0.1) }
         defer { (keys + values).forEach { free($0) } }
         let cKeys = keys.map { UnsafePointer<CChar>($0) }, cValues = values.map { UnsafePointer<CChar>($0) }
         return cKeys.withUnsafeBufferPointer { k in
             cValues.withUnsafeBufferPointer { v in
-                cpw_context_connect_tagged(context, manager.socketPath, -1, k.baseAddress, v.baseAddress,
-                                           UInt32(tags.count))
+                cpw_context_connect_tagged(context, socket >= 0 ? nil : manager.socketPath, socket, k.baseAddress,
+                                           v.baseAddress, UInt32(tags.count))
             }
         }
     }

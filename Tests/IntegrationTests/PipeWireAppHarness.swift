@@ -17,6 +17,11 @@ enum PWRemoteTool {
 final class PipeWireApp {
     let program: RunningProgram
 
+    /// A pwremote already started (on a machine of the real-machine tier).
+    init(program: RunningProgram) {
+        self.program = program
+    }
+
     /// Asks for a `permission` connection on the bus at `address`.
     init(address: String, asUser uid: UInt32, permission: String = "camera") throws {
         var environment = environmentWithoutPipeWire()

@@ -233,14 +233,22 @@ struct RealMachineTests {
     /// passed, a user of its own, CAP_DAC_OVERRIDE alone, no new privileges). The
     /// machine's /run is its own. User 1 reads their camera through the connector;
     /// user 2, logged in without PipeWire, reads unsupported.
-    @Test func aUsersPipeWireIsReachedThroughTheInstalledConnector() throws {
+    /// The machine with the units' capabilities, user 1's PipeWire with a camera and
+    /// a microphone, user 2 logged in without one, and the installed connector.
+    func machineWithUserPipeWire() throws -> (RealMachine, UserPipeWire, RunningProgram) {
         let machine = try RealMachine(tree, privateRun: true, unitCapabilities: true)
         let directory = try machine.makeUserRuntimeDirectory(user)
         _ = try machine.makeUserRuntimeDirectory(other)  // logged in, no PipeWire
         let pipewire = UserPipeWire(uid: user, runtimeDirectory: directory, inside: { machine.bus.inside($0) })
         try pipewire.start()
         try pipewire.addCamera("real-machine-cam")
+        try pipewire.addMicrophone("real-machine-mic")
         let connector = try machine.startConnectorAsSystemdWould()
+        return (machine, pipewire, connector)
+    }
+
+    @Test func aUsersPipeWireIsReachedThroughTheInstalledConnector() throws {
+        let (machine, pipewire, connector) = try machineWithUserPipeWire()
 
         let deadline = Date().addingTimeInterval(15)
         while try machine.call("GetStatus", "s", "camera", as: user).stdout != "s \"not-determined\"\n" {
@@ -248,7 +256,7 @@ struct RealMachineTests {
         }
         #expect(try machine.call("GetStatus", "s", "camera", as: other).stdout == "s \"unsupported\"\n")
         let log = machine.bus.log
-        #expect(log.contains("following the registry of user \(user)'s PipeWire: 1 camera(s)"), "\(log)")
+        #expect(log.contains("following the registry of user \(user)'s PipeWire: 1 camera(s), 1 microphone(s)"), "\(log)")
         #expect(!log.contains("cannot reach user"), "\(log)")
 
         // The connector ran as its unit says, and refused no one.
@@ -264,5 +272,33 @@ struct RealMachineTests {
         let daemonStatus = try String(contentsOfFile: "/proc/\(daemon)/status", encoding: .utf8)
         #expect(daemonStatus.contains("\nCapBnd:\t0000000000080004\n"), "\(daemonStatus)")
         withExtendedLifetime(pipewire) {}
+    }
+
+    /// OpenPipeWireRemote on the machine as installed: the daemon under its unit's
+    /// capabilities gets user 1's socket from the connector, and pwremote as user 1
+    /// sees the camera and not the microphone once granted, and loses it within a
+    /// second of a deny; user 2's monitor-free view is untouched (unsupported).
+    @Test func anEnforcedConnectionThroughTheInstalledUnits() throws {
+        let (machine, pipewire, connector) = try machineWithUserPipeWire()
+        let app = try PWRemoteTool.path()
+        let deadline = Date().addingTimeInterval(15)
+        while try machine.call("GetStatus", "s", "camera", as: user).stdout != "s \"not-determined\"\n" {
+            try #require(Date() < deadline, "user \(user)'s camera never read not-determined:\n\(machine.bus.log)")
+        }
+        let refused = PipeWireApp(program: try machine.start([app, "camera"], as: user))
+        let answer = try refused.firstAnswer()
+        #expect(answer.hasPrefix("error org.example.Permissions.Error.NotAuthorized "), "\(answer)")
+
+        #expect(try machine.ctl("grant", "--user", String(user), app, "camera").status == 0)
+        let granted = PipeWireApp(program: try machine.start([app, "camera"], as: user))
+        #expect(try granted.firstAnswer() == "synced", "\(machine.bus.log)")
+        #expect(granted.registry.nodeNames == ["real-machine-cam"], "\(granted.registry.objects)")
+        #expect(try machine.ctl("remotes", as: user).stdout.contains(app))
+        // Another user neither sees nor lists it.
+        #expect(!(try machine.ctl("remotes", as: other).stdout.contains(app)))
+
+        #expect(try machine.ctl("deny", "--user", String(user), app, "camera").status == 0)
+        try granted.waitUntil("the camera gone after the deny", timeout: 1) { $0.nodeID("real-machine-cam") == nil }
+        withExtendedLifetime((pipewire, connector)) {}
     }
 }

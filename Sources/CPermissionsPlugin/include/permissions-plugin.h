@@ -384,7 +384,7 @@ struct permissions_plugin {
      * reaches only what remote->permission covers, and return its file descriptor
      * (the host owns it from then on), or a negative errno: -ENODEV (that user has
      * no backend now), -ETIMEDOUT, -EIO. The host has checked that the app's status
-     * is "authorized". Returns within 1 second. */
+     * is "authorized". Returns within 1.5 seconds (the watchdog gives up at 2). */
     int (*open_remote)(void *state, const struct permissions_remote *remote);
     /* The status of an open remote's (uid, app, permission) is now `status` (a
      * status word: "authorized", "denied", "restricted", "disabled", ...). Anything

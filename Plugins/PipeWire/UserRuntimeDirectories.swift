@@ -46,16 +46,21 @@ final class UserRuntimeDirectories {
     func close() { Glibc.close(fd) }
 
     /// The users' directories now, each watched (the watch is added before the
-    /// listing is read, so a socket made meanwhile is seen by one or the other).
+    /// listing is read, so a socket made meanwhile is seen by one or the other);
+    /// a user watched before whose directory is no longer listed is gone (after an
+    /// overflow, its removal may be among the events the kernel dropped).
     func scan() -> [Event] {
         guard let dir = opendir(root) else { return [] }
         defer { closedir(dir) }
         var events: [Event] = []
+        var listed = Set<UInt32>()
         while let entry = readdir(dir) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
             guard let uid = Self.uid(name) else { continue }
+            listed.insert(uid)
             events += watchUser(uid)
         }
+        for uid in watches.keys.sorted() where !listed.contains(uid) { events += forget(uid) }
         return events
     }
 

@@ -42,7 +42,7 @@ import SystemPrimitives
 
     static let namedErrors: Set<String> = Set(
         ["UnknownPermission", "InvalidArgument", "NotAuthorized", "UnknownCaller", "StorageFailed", "Cancelled",
-         "LimitExceeded"]
+         "LimitExceeded", "NotSupported", "Unavailable"]
             .map { "org.example.Permissions.Error." + $0 }
         + ["InvalidArgs", "UnknownMethod", "UnknownInterface", "UnknownProperty", "UnknownObject", "PropertyReadOnly"]
             .map { "org.freedesktop.DBus.Error." + $0 })

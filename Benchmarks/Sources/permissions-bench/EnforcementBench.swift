@@ -82,12 +82,7 @@ func runEnforcementBench(_ arguments: [String]) {
 private final class EnforcementWorld {
     static let cameraName = "bench-camera"
     let pipewireConfig: String
-    let root: String
-    private var daemon: Child?
-    /// Killed last, after every process on it.
-    private var bus: TestBus?
-    /// The unrestricted client that made the camera (its node lives as long as it does).
-    private var devices: BenchPipeWire?
+    private var rig: PipeWireRig?
     /// The app's connection, over OpenPipeWireRemote's descriptor.
     private var app: BenchPipeWire?
     private var connection: Connection?
@@ -97,23 +92,20 @@ private final class EnforcementWorld {
 
     init(pipewireConfig: String) {
         self.pipewireConfig = pipewireConfig
-        root = makeRunDirectory()
     }
 
     func start() {
-        makeDaemonDirectories(root, plugin: "pipewire", extra: ["run"])
-        let bus = startBus()
-        self.bus = bus
-        startPipeWireDaemon(config: pipewireConfig, runtimeDirectory: root + "/run")
-        let devices = BenchPipeWire(runtimeDirectory: root + "/run", timeline: PWTimeline())
-        self.devices = devices
+        // The camera, made by the rig's unrestricted client (it lives as long as that does).
+        let rig = PipeWireRig(config: pipewireConfig, timeline: PWTimeline())
+        self.rig = rig
+        let devices = rig.devices
         _ = devices.createNode(Self.cameraName, camera: true)
         _ = devices.timeline.first(from: 0, "the camera in the bench's registry") { event -> UInt32? in
             if case .appeared(Self.cameraName, let id, _) = event { return id }
             return nil
         }
-        daemon = startDaemon(root: root, address: bus.address, environment: ["XDG_RUNTIME_DIR": root + "/run"])
-        let connection = openBlocking(bus.address)
+        rig.startPermissionsd()
+        let connection = openBlocking(rig.bus.address)
         self.connection = connection
         let diagnostics = busCall(connection, call("GetDiagnostics")).arguments().first?.stringKeyedEntries ?? []
         guard let id = diagnostics.first(where: { $0.0 == "app-id" })?.1.stringValue, !id.isEmpty else {
@@ -137,7 +129,8 @@ private final class EnforcementWorld {
             if done(status) { return }
             sleepSeconds(0.01)
         }
-        fail("the camera's status stayed \"\(status)\" for 10 s; permissionsd's log is in \(root)")
+        let log = rig.flatMap { try? String(contentsOfFile: $0.root + "/permissionsd.log", encoding: .utf8) } ?? ""
+        fail("the camera's status stayed \"\(status)\" for 10 s; permissionsd's log:\n\(log)")
     }
 
     /// OpenPipeWireRemote("camera", {}), connected on a thread loop of the bench's
@@ -198,12 +191,7 @@ private final class EnforcementWorld {
 
     func tearDown() {
         app?.close()
-        if let connection { connection.close() }
-        // permissionsd first, by SIGTERM: its plugin's fini runs; then the others.
-        daemon?.kill(SIGTERM)
-        devices?.close()
-        Children.shared.killAll()
-        bus?.kill()
-        bus = nil
+        connection?.close()
+        rig?.tearDown()
     }
 }

@@ -72,29 +72,21 @@ func runPipeWireBench(_ arguments: [String]) {
 /// only `timeline`, which has a lock of its own.
 private final class BenchWorld {
     let pipewireConfig: String
-    let root: String
     let timeline = PWTimeline()
-    private var daemon: Child?
-    /// Killed last, after every process on it.
-    private var bus: TestBus?
-    private var pipewire: BenchPipeWire?
+    private var rig: PipeWireRig?
+    private var pipewire: BenchPipeWire? { rig?.devices }
     private var connection: Connection?
     private let queue = DispatchQueue(label: "bench.dbus")
 
     init(pipewireConfig: String) {
         self.pipewireConfig = pipewireConfig
-        root = makeRunDirectory()
     }
 
     func start() {
-        makeDaemonDirectories(root, plugin: "pipewire", extra: ["run"])
-        let bus = startBus()
-        self.bus = bus
-        let busAddress = bus.address
-        startPipeWireDaemon(config: pipewireConfig, runtimeDirectory: root + "/run")
-        pipewire = BenchPipeWire(runtimeDirectory: root + "/run", timeline: timeline)
-        daemon = startDaemon(root: root, address: busAddress, environment: ["XDG_RUNTIME_DIR": root + "/run"])
-        subscribe(busAddress)
+        let rig = PipeWireRig(config: pipewireConfig, timeline: timeline)
+        self.rig = rig
+        rig.startPermissionsd()
+        subscribe(rig.bus.address)
     }
 
     /// Subscribes to StatusChanged and waits for a round trip to the bus, after
@@ -154,11 +146,6 @@ private final class BenchWorld {
 
     func tearDown() {
         if let connection { queue.sync { connection.close() } }
-        pipewire?.close()
-        // permissionsd first, by SIGTERM: its plugin's fini runs; then the others.
-        daemon?.kill(SIGTERM)
-        Children.shared.killAll()
-        bus?.kill()
-        bus = nil
+        rig?.tearDown()
     }
 }

@@ -45,6 +45,46 @@ struct PipeWireOptions {
     }
 }
 
+// MARK: The processes
+
+/// What a PipeWire bench runs on: in a fresh run directory, a private bus, a
+/// headless PipeWire with its socket in run/, an unrestricted client of it
+/// (`devices`, which makes the fake devices), and, once `startDaemon` is called,
+/// permissionsd with only the build's PipeWire plugin, following that PipeWire as
+/// the single user's (the one its environment names). Used from the main thread.
+final class PipeWireRig {
+    let root: String
+    let bus: TestBus
+    let devices: BenchPipeWire
+    /// PipeWire's socket, and the XDG_RUNTIME_DIR permissionsd is given.
+    let runtimeDirectory: String
+    private var daemon: Child?
+
+    init(config: String, timeline: PWTimeline) {
+        root = makeRunDirectory()
+        runtimeDirectory = root + "/run"
+        makeDaemonDirectories(root, plugin: "pipewire", extra: ["run"])
+        bus = startBus()
+        startPipeWireDaemon(config: config, runtimeDirectory: runtimeDirectory)
+        devices = BenchPipeWire(runtimeDirectory: runtimeDirectory, timeline: timeline)
+    }
+
+    /// Starts permissionsd and waits until it owns its name.
+    func startPermissionsd() {
+        daemon = startDaemon(root: root, address: bus.address, environment: ["XDG_RUNTIME_DIR": runtimeDirectory])
+    }
+
+    /// The client closed, permissionsd stopped by SIGTERM (its plugin's fini runs),
+    /// then every other process, the bus last. The bench closes its own
+    /// connections first.
+    func tearDown() {
+        devices.close()
+        daemon?.kill(SIGTERM)
+        Children.shared.killAll()
+        bus.kill()
+    }
+}
+
 // MARK: What happened, when
 
 /// Registry events and signals with their times, from several threads.

@@ -10,6 +10,8 @@ let usage = """
 
     Commands:
       pipewire    node appearing in the PipeWire registry -> StatusChanged received
+      enforcement SetDecision (deny, grant) of the app's camera -> the camera's node gone from
+                  (back in) the registry of its OpenPipeWireRemote connection
       bluez       PropertiesChanged(Powered) on the bus -> StatusChanged received
       local-network
                   a link going down or up in the kernel -> StatusChanged received
@@ -30,6 +32,7 @@ let usage = """
 let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first {
 case "pipewire": runPipeWireBench(Array(arguments.dropFirst()))
+case "enforcement": runEnforcementBench(Array(arguments.dropFirst()))
 case "bluez": runBlueZBench(Array(arguments.dropFirst()))
 case "local-network": runLocalNetworkBench(Array(arguments.dropFirst()))
 case "link-helper": runLinkHelper()  // started by `local-network`, inside its namespace

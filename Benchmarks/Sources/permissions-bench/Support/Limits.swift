@@ -24,6 +24,7 @@ enum LimitName: String, CaseIterable {
     case rssGrowth = "rss-growth-over-calls"
     case configEdits = "config-edits-p99-vs-idle"
     case requestHandles = "request-handles-p99-vs-idle"
+    case enforcementRevoke = "enforcement-revoke-p99"
 }
 
 /// One entry of limits.json.

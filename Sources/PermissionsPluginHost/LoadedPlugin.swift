@@ -51,8 +51,16 @@ package final class LoadedPlugin: @unchecked Sendable {
     /// of the size it declared: never copied whole).
     private var functions: (initialize: PluginInit, configure: PluginConfigure?, fini: PluginFini?,
                             validate: PluginConfigure?)?
-    /// ABI 1.3's open_remote and remote_status, when the plugin has both (callQueue).
+    /// ABI 1.3's open_remote and remote_status, when the plugin has both (set in
+    /// `open`, before init; read on callQueue, and by open_remote on remoteQueue
+    /// through `shared.opener`).
     private var enforcement: (open: PluginOpenRemote, status: PluginRemoteStatus)?
+    /// open_remote runs here, off callQueue: it may wait up to 1.5 s on one user's
+    /// backend, which must delay neither the plugin's other calls nor other users'
+    /// opens (the service bounds how many run at once).
+    let remoteQueue: DispatchQueue
+    /// The open_remote calls under way: fini waits for them (they return in 1.5 s).
+    let remoteCalls = DispatchGroup()
     private var state: UnsafeMutableRawPointer?
     private var host: UnsafeMutablePointer<permissions_host>?
     /// init returned 0: fini is owed (callQueue only).
@@ -77,8 +85,21 @@ package final class LoadedPlugin: @unchecked Sendable {
         var configureReason: String??
         /// Remotes open_remote opened that have not ended (ABI 1.3).
         var remotes = Set<UInt64>()
+        /// open_remote and the plugin's state, from init's success until host calls
+        /// close: what a call on remoteQueue may use.
+        var opener: Opener?
     }
     let shared = Locked(Shared())
+
+    /// open_remote and the state init returned, for calls on remoteQueue.
+    /// `@unchecked Sendable`: the state is the plugin's opaque pointer, never
+    /// dereferenced by the host; the ABI lets the host pass it to open_remote from
+    /// its own threads (the header's THREADS and ENFORCEMENT), and fini, which
+    /// frees it, waits for every such call (`remoteCalls`).
+    struct Opener: @unchecked Sendable {
+        let open: PluginOpenRemote
+        let state: UnsafeMutableRawPointer?
+    }
     /// Called on the daemon queue with the publications that arrived, each the
     /// latest of its permission and scope.
     var drain: ((LoadedPlugin, [Publication]) -> Void)?
@@ -100,6 +121,7 @@ package final class LoadedPlugin: @unchecked Sendable {
         self.daemonQueue = daemonQueue
         self.userSockets = userSockets
         self.callQueue = DispatchQueue(label: "plugin.\(name)")
+        self.remoteQueue = DispatchQueue(label: "plugin.\(name).remotes", attributes: .concurrent)
         self.info = PluginInfo(name: name, version: "", state: .loading, permissions: [], file: path)
     }
 
@@ -244,6 +266,10 @@ package final class LoadedPlugin: @unchecked Sendable {
         let rc = functions!.initialize(host, &newState)
         state = newState
         started = rc == 0
+        if started, let open = enforcement?.open {
+            let opener = Opener(open: open, state: newState)
+            shared.withLock { if !$0.closed { $0.opener = opener } }
+        }
         return rc
     }
 
@@ -302,19 +328,28 @@ package final class LoadedPlugin: @unchecked Sendable {
         }
     }
 
-    /// open_remote (ABI 1.3): a descriptor the caller owns, or a negative errno
-    /// (-ENOTSUP from a plugin that enforces nothing, or once it has stopped).
+    /// open_remote (ABI 1.3), on remoteQueue: a descriptor the caller owns, or a
+    /// negative errno (-ENOTSUP from a plugin that enforces nothing, -ESHUTDOWN once
+    /// it is stopping). fini waits for the calls under way (`remoteCalls`).
     func openRemote(id: UInt64, uid: UInt32, pid: UInt32, app: String, permission: String) -> Int32 {
-        guard let open = enforcement?.open, started else { return -ENOTSUP }
-        // Known before the call: the plugin may end it from its own thread at once.
-        guard shared.withLock({ $0.closed ? false : $0.remotes.insert(id).inserted }) else { return -ESHUTDOWN }
+        // Known before the call (the plugin may end it from its own thread at once),
+        // and counted, both under the lock that closing takes: no call starts after.
+        let entered = shared.withLock { s -> Opener?? in
+            guard !s.closed, let opener = s.opener else { return .none }
+            guard s.remotes.insert(id).inserted else { return .some(nil) }
+            remoteCalls.enter()
+            return .some(opener)
+        }
+        guard let entered else { return -ENOTSUP }
+        guard let opener = entered else { return -EEXIST }
+        defer { remoteCalls.leave() }
         let fd = app.withCString { appPointer in
             permission.withCString { permissionPointer in
                 var remote = permissions_remote(abi_version: PERMISSIONS_PLUGIN_ABI_VERSION,
                                                 struct_size: UInt32(MemoryLayout<permissions_remote>.size),
                                                 id: id, uid: uid, pid: pid, app_id: appPointer,
                                                 permission: permissionPointer)
-                return open(state, &remote)
+                return opener.open(opener.state, &remote)
             }
         }
         if fd < 0 { shared.withLock { _ = $0.remotes.remove(id) } }
@@ -339,6 +374,10 @@ package final class LoadedPlugin: @unchecked Sendable {
         closeHostCalls()
         guard started else { return }
         started = false
+        // No open_remote starts any more; those under way return within 1.5 s.
+        if remoteCalls.wait(timeout: .now() + .seconds(2)) == .timedOut {
+            Log.shared.log(.warning, "plugin \(name): an open_remote still runs at fini")
+        }
         functions?.fini?(state)
     }
 
@@ -349,6 +388,7 @@ package final class LoadedPlugin: @unchecked Sendable {
         let remotes = shared.withLock { s -> Set<UInt64> in
             s.closed = true
             s.pending = [:]
+            s.opener = nil
             defer { s.remotes = [] }
             return s.remotes
         }

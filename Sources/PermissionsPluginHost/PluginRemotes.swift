@@ -1,4 +1,5 @@
 import Dispatch
+internal import SystemPrimitives
 internal import Glibc
 
 // Enforcement (ABI 1.3): the plugin of a permission opens connections to its
@@ -15,21 +16,39 @@ extension PluginHost {
     /// Asks the plugin serving `permission` to open remote `id` for (uid, app):
     /// `done` gets, on the daemon queue, the descriptor (the caller's to close) or a
     /// negative errno: -ENOTSUP when no plugin enforces the permission now,
-    /// -ETIMEDOUT when the plugin did not return within the deadline (it is then
-    /// made unavailable).
+    /// -ETIMEDOUT when the call has not returned within the deadline, counted from
+    /// when it started. It runs on the plugin's remote queue, beside its other
+    /// calls: a slow backend delays this open alone, and a late one costs the
+    /// plugin nothing (its descriptor, when it comes, is closed: the remote ends).
     package func openRemote(id: UInt64, uid: UInt32, pid: UInt32, app: String, permission: String,
                             done: @escaping (Int32) -> Void) {
         guard enforces(permission), let plugin = providers[permission] else { return done(-ENOTSUP) }
-        call(plugin, "open_remote", {
-            plugin.openRemote(id: id, uid: uid, pid: pid, app: app, permission: permission)
-        }, then: { fd in
-            // The plugin may have been given up meanwhile: what it opened is not kept.
-            guard self.providers[permission] === plugin, plugin.info.state == .loaded else {
-                if fd >= 0 { close(fd) }
-                return done(-ENOTSUP)
+        var finished = false
+        let settle = QueueConfined({ () -> Bool in
+            if finished { return false }
+            finished = true
+            return true
+        })
+        let confinedDone = QueueConfined(done)
+        let deadline = self.deadline
+        plugin.remoteQueue.async {
+            self.queue.asyncAfter(deadline: .now() + deadline) {
+                if settle.value() { confinedDone.value(-ETIMEDOUT) }
             }
-            done(fd)
-        }, timedOut: { done(-ETIMEDOUT) })
+            let fd = plugin.openRemote(id: id, uid: uid, pid: pid, app: app, permission: permission)
+            self.queue.async {
+                guard settle.value() else {
+                    if fd >= 0 { close(fd) }  // given up on: the connection ends, and with it the remote
+                    return
+                }
+                // The plugin may have been given up meanwhile: what it opened is not kept.
+                guard self.providers[permission] === plugin, plugin.info.state == .loaded else {
+                    if fd >= 0 { close(fd) }
+                    return confinedDone.value(-ENOTSUP)
+                }
+                confinedDone.value(fd)
+            }
+        }
     }
 
     /// Tells the plugin serving `permission` that remote `id`'s status is now

@@ -20,10 +20,19 @@ struct EnforcedRemote {
     var openedAt: Int64 = 0
     /// The status the plugin was last told (at opening: "authorized").
     var told: Status = .authorized
-    /// A stricter decision for it could not be stored (a full disk): it stays
-    /// narrowed ("denied") until a decision for it is stored, whatever the status.
-    var held = false
+    /// The service's own duplicate of the descriptor it handed out: shutdown(2) on
+    /// it cuts the app's connection whatever the plugin can still do (a plugin
+    /// given up, a plugin stopped). Nil while it is being opened.
+    var cut: FileDescriptor?
     var uid: UInt32 { audience.uid ?? 0 }
+    var key: HeldKey { HeldKey(uid: uid, app: app, permission: permission) }
+}
+
+/// A user's app's permission whose stricter decision could not be stored.
+struct HeldKey: Hashable {
+    let uid: UInt32
+    let app: String
+    let permission: String
 }
 
 /// The open remotes, by id, with a count per user. Confined to the service queue.
@@ -31,10 +40,24 @@ struct EnforcedRemotes {
     /// How many remotes one user may hold at once: each is a client of their own
     /// PipeWire, which the daemon follows and narrows on every change.
     static let perUser = 64
+    /// How many one user, and all users, may have being opened at once: each waits
+    /// on a thread of the plugin's for up to 1.5 s (a hung PipeWire), which must
+    /// not take every thread, nor delay other users' opens.
+    static let openingPerUser = 4
+    static let openingInAll = 16
     private(set) var byID: [UInt64: EnforcedRemote] = [:]
     private var nextID: UInt64 = 1
+    /// Denies and resets that could not be stored (a full disk): until a decision
+    /// for the key is stored, its remotes are narrowed and no new one is opened,
+    /// whatever the status reads (failing closed).
+    var held = Set<HeldKey>()
 
     func count(uid: UInt32) -> Int { byID.values.count { $0.uid == uid } }
+    func opening(uid: UInt32?) -> Int { byID.values.count { $0.openedAt == 0 && (uid == nil || $0.uid == uid) } }
+    /// Users with open remotes, by view: their changes must be computed (StatusTracker.users).
+    func users(scripts: Bool) -> [UInt32] {
+        Array(Set(byID.values.filter { ($0.audience == .script($0.uid)) == scripts }.map(\.uid))).sorted()
+    }
 
     mutating func add(audience: Audience, app: String, permission: String, pid: UInt32) -> UInt64 {
         defer { nextID += 1 }
@@ -74,11 +97,12 @@ extension PermissionsService {
                     "\(permission) is \"\(status.rawValue)\" for \(identity.appID.escapedForMessage): "
                         + "a connection needs \"authorized\""))
             }
-            guard self.remotes.count(uid: identity.uid) < EnforcedRemotes.perUser else {
-                return call.fail(PermissionsError.limitExceeded(
-                    "user \(identity.uid) holds \(EnforcedRemotes.perUser) connections; the limit is "
-                        + "\(EnforcedRemotes.perUser)"))
+            guard !self.remotes.held.contains(HeldKey(uid: identity.uid, app: identity.appID, permission: permission)) else {
+                return call.fail(PermissionsError.notAuthorized(
+                    "\(permission) for \(identity.appID.escapedForMessage): a deny that could not be stored holds "
+                        + "until a decision is stored"))
             }
+            if let limit = self.remoteLimit(uid: identity.uid) { return call.fail(limit) }
             let audience = self.audience(of: identity)
             let id = self.remotes.add(audience: audience, app: identity.appID, permission: permission,
                                       pid: identity.pid)
@@ -87,6 +111,24 @@ extension PermissionsService {
                 self.remoteOpened(id, fd: fd, call: call)
             }
         }
+    }
+
+    /// LimitExceeded when user `uid` holds as many remotes as it may, or has (or
+    /// every user has) as many being opened.
+    private func remoteLimit(uid: UInt32) -> BusError? {
+        if remotes.count(uid: uid) >= EnforcedRemotes.perUser {
+            return PermissionsError.limitExceeded(
+                "user \(uid) holds \(EnforcedRemotes.perUser) connections; the limit is \(EnforcedRemotes.perUser)")
+        }
+        if remotes.opening(uid: uid) >= EnforcedRemotes.openingPerUser {
+            return PermissionsError.limitExceeded("user \(uid) has \(EnforcedRemotes.openingPerUser) connections being "
+                                                  + "opened; the limit is \(EnforcedRemotes.openingPerUser)")
+        }
+        if remotes.opening(uid: nil) >= EnforcedRemotes.openingInAll {
+            return PermissionsError.limitExceeded("\(EnforcedRemotes.openingInAll) connections are being opened; the "
+                                                  + "limit is \(EnforcedRemotes.openingInAll)")
+        }
+        return nil
     }
 
     /// The plugin answered open_remote: hand the descriptor over, or say why not.
@@ -101,8 +143,17 @@ extension PermissionsService {
         let descriptor = FileDescriptor(adopting: fd)
         guard var remote = remotes[id] else {
             // It ended while it was being opened (the plugin saw its client go).
+            Glibc.shutdown(fd, Int32(SHUT_RDWR))
             return call.fail(PermissionsError.unavailable("the connection ended as it was opened"))
         }
+        // Without a duplicate to cut it with, it is not handed out.
+        let cut = descriptor.duplicate()
+        guard cut >= 0 else {
+            Glibc.shutdown(fd, Int32(SHUT_RDWR))
+            remotes.remove(id)
+            return call.fail(PermissionsError.unavailable("cannot keep the connection: \(errnoName(errno))"))
+        }
+        remote.cut = FileDescriptor(adopting: cut)
         remote.openedAt = currentMicroseconds()
         remotes[id] = remote
         logInfo("remote \(id): \(remote.permission) for \(remote.app.escapedForLog) of uid \(remote.uid) "
@@ -116,8 +167,10 @@ extension PermissionsService {
     /// status is no longer what it was told. Called on every status change the
     /// tracker signals, and when a remote has just been handed out.
     func recheckRemotes(permission: String?) {
-        for (id, remote) in remotes.byID where permission == nil || remote.permission == permission {
-            let now = remote.held ? .denied
+        // Those being opened are told once open (remoteOpened): a plugin may not know
+        // the id before open_remote has returned.
+        for (id, remote) in remotes.byID where remote.openedAt != 0 && (permission == nil || remote.permission == permission) {
+            let now = remotes.held.contains(remote.key) ? .denied
                 : tracker.status(remote.audience, app: remote.app, permission: remote.permission)
             guard now != remote.told else { continue }
             remotes[id]?.told = now
@@ -141,21 +194,27 @@ extension PermissionsService {
         setHeld(false, uid: uid, app: app, permissions: permissions)
     }
 
+    /// Held on the decision's key, not on the remotes open now: one opened later
+    /// is refused as well.
     private func setHeld(_ held: Bool, uid: UInt32, app: String, permissions: [String]?) {
-        let ids = remotes.byID.values.filter {
-            $0.uid == uid && $0.app == app && $0.held != held && (permissions?.contains($0.permission) ?? true)
-        }.map(\.id)
-        guard !ids.isEmpty else { return }
-        for id in ids { remotes[id]?.held = held }
-        if held { logWarning("a stricter decision for \(app.escapedForLog) of uid \(uid) could not be stored: "
-                             + "its \(ids.count) PipeWire connection(s) are narrowed anyway") }
+        let names = permissions ?? self.permissions.filter { plugins.enforces($0) }
+        let keys = names.map { HeldKey(uid: uid, app: app, permission: $0) }
+        let before = remotes.held
+        if held { remotes.held.formUnion(keys) } else { remotes.held.subtract(keys) }
+        guard remotes.held != before else { return }
+        if held { logWarning("a stricter decision for \(app.escapedForLog) of uid \(uid) could not be stored: its "
+                             + "connections to \(names.joined(separator: ", ")) are narrowed until one is") }
         recheckRemotes(permission: nil)
     }
 
     /// The plugin says a remote ended (the app closed it, the backend went, or the
     /// plugin stopped).
+    /// Also when its plugin was given up or stopped (LoadedPlugin.closeHostCalls):
+    /// the connection is cut here, through the service's own duplicate, whatever
+    /// the plugin can still do.
     package func remoteClosed(_ id: UInt64) {
         guard let remote = remotes.remove(id) else { return }
+        if let cut = remote.cut { Glibc.shutdown(cut.fd, Int32(SHUT_RDWR)) }
         if remote.openedAt != 0 {
             logInfo("remote \(id): \(remote.permission) for \(remote.app.escapedForLog) of uid \(remote.uid) closed")
         }

@@ -24,6 +24,9 @@ extension PermissionsService {
 
     /// Removes decisions whose time has come, with the signals that implies.
     package func expireDecisions() {
+        // From this instant the row no longer counts, removed or not (a full disk
+        // may fail the removal, which then signals nothing): connections follow now.
+        recheckRemotes(permission: nil)
         // A removal already runs; its end arms the timer again (scheduleExpiry).
         guard !expiring else { return }
         expiring = true

@@ -115,8 +115,14 @@ package final class PermissionsService {
             // Connections handed out follow the status as apps are told it.
             if !self.remotes.byID.isEmpty { self.recheckRemotes(permission: permission) }
         }
-        tracker.users = { [unowned self] in self.subscribedUsers(scripts: false) }
-        tracker.scriptUsers = { [unowned self] in self.subscribedUsers(scripts: true) }
+        // Users with a subscriber or an enforced connection: their own view's changes
+        // are computed (a connection follows its app's status as its user sees it).
+        tracker.users = { [unowned self] in
+            Array(Set(self.subscribedUsers(scripts: false) + self.remotes.users(scripts: false))).sorted()
+        }
+        tracker.scriptUsers = { [unowned self] in
+            Array(Set(self.subscribedUsers(scripts: true) + self.remotes.users(scripts: true))).sorted()
+        }
         callers.onLeave.append { [unowned self] name in
             // A connection left: its prompts, agents, subscription and session grants end.
             self.broker.peerLeft(name)

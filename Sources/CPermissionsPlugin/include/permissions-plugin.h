@@ -158,16 +158,25 @@
  *   app allowed the camera, and nothing else). It names those permissions in
  *   `enforced` and implements open_remote and remote_status. The app calls the
  *   service (OpenPipeWireRemote); the host checks that the app's status is
- *   "authorized", calls open_remote on the plugin's thread (under the 2-second
- *   watchdog), and passes the descriptor to the app. From then on the host calls
- *   remote_status, on the plugin's thread, each time the status of that remote's
- *   (uid, app, permission) changes: a deny, a reset, an admin lock, the device
- *   state, an expiry. The plugin then narrows or widens what the connection
- *   reaches, and must fail closed: a connection whose reach it cannot set is
- *   disconnected, never left wider. When a connection ends, for whatever reason,
- *   the plugin calls host->remote_closed. A host older than 1.3 never calls
- *   these, and a plugin built before 1.3 has none: its permissions are not
- *   enforced, and the service refuses to open remotes for them.
+ *   "authorized", calls open_remote, and passes the descriptor to the app.
+ *   open_remote runs on a host thread of its own, not the plugin's: it may wait
+ *   on one user's backend, which must not delay the plugin's other calls or other
+ *   users' opens. Several may run at once (for different remotes; the host runs
+ *   at most 16), beside init, configure, validate and remote_status; fini is
+ *   called once every open_remote has returned. The host waits 2 seconds, counted
+ *   from the call's start; a descriptor returned later is closed, which ends that
+ *   remote like any other. From then on the host calls remote_status, on the
+ *   plugin's thread, each time the status of that remote's (uid, app, permission)
+ *   changes: a deny, a reset, an admin lock, the device state, an expiry. The
+ *   plugin then narrows or widens what the connection reaches, and must fail
+ *   closed: a connection whose reach it cannot set is disconnected, never left
+ *   wider. When a connection ends, for whatever reason, the plugin calls
+ *   host->remote_closed. The host keeps a duplicate of each descriptor it hands
+ *   out: when it stops listening to the plugin (the plugin made unavailable,
+ *   stopped or replaced), it shuts every such connection down itself, so a
+ *   remote never outlives the plugin that narrows it. A host older than 1.3
+ *   never calls these, and a plugin built before 1.3 has none: its permissions
+ *   are not enforced, and the service refuses to open remotes for them.
  *
  * ERRORS
  *   Functions that can fail return 0 on success or a negative errno. From init,

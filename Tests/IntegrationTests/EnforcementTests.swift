@@ -42,9 +42,9 @@ struct EnforcementTests {
         return one
     }
 
-    /// permissionsctl as root: store `decision` for user 1's pwremote.
-    func decide(_ decision: String, _ permission: String = "camera") throws {
-        let r = try daemon.ctl(decision, "--user", String(Self.user1), appID, permission)
+    /// permissionsctl as root: store `decision` for `user`'s pwremote.
+    func decide(_ decision: String, _ permission: String = "camera", user: UInt32 = Self.user1) throws {
+        let r = try daemon.ctl(decision, "--user", String(user), appID, permission)
         #expect(r.status == 0, "permissionsctl \(decision): \(r.stderr)")
     }
 

@@ -240,6 +240,11 @@ public final class Daemon {
         }
         host.onPublish = { [unowned self] _, publications in self.service.publish(publications) }
         host.onRemoteClosed = { [unowned self] id in self.service.remoteClosed(id) }
+        host.onEnforcementLost = { [unowned self] name, count, reason in
+            self.service.stopOnFault("plugin \(name), which enforced \(count) connection(s) to its backend, was given up "
+                                     + "(\(reason)): stopping, so that nothing it handed out stays unnarrowed; the "
+                                     + "next start disconnects them")
+        }
         host.onChange = { [unowned self] plugin in
             self.service.pluginChanged(permissions: Set(plugin.info.permissions).union(plugin.latest.keys)
                 .union(plugin.latestForUser.keys))

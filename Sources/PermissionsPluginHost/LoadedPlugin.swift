@@ -381,6 +381,9 @@ package final class LoadedPlugin: @unchecked Sendable {
         functions?.fini?(state)
     }
 
+    /// Remotes it opened that have not ended (any thread).
+    var openRemoteCount: Int { shared.withLock { $0.remotes.count } }
+
     /// From now on, host calls are ignored.
     /// Remotes still open end with it: nothing will narrow them any more (the
     /// plugin's fini disconnects them).

@@ -90,6 +90,12 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
     /// A remote a plugin opened has ended (ABI 1.3's remote_closed, or its plugin
     /// stopped serving); on the daemon queue.
     package var onRemoteClosed: ((UInt64) -> Void)?
+    /// A plugin with remotes open was given up: nothing narrows those connections
+    /// any more, and the host cannot end them itself (the app holds the only
+    /// descriptor). The daemon stops, so that its connections to the backends go
+    /// and the next start destroys what the plugin made (the plugin's name, the
+    /// number of remotes, the reason); on the daemon queue.
+    package var onEnforcementLost: ((String, Int, String) -> Void)?
     /// A copy starting refused the configuration in force ("FILE:LINE: reason"); on
     /// the daemon queue.
     package var onConfigurationRefused: ((String) -> Void)?
@@ -192,11 +198,13 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
     func makeUnavailable(_ plugin: LoadedPlugin, _ reason: String) {
         let serving = plugins.contains { $0 === plugin }
         guard plugin.info.state != .unavailable, serving || starting[plugin.name] === plugin else { return }
+        let remotes = plugin.openRemoteCount
         plugin.closeHostCalls()
         plugin.info.state = .unavailable
         plugin.info.reason = reason
         logWarning("plugin \(plugin.path): unavailable: \(reason)")
         if serving { onChange?(plugin) }
+        if remotes > 0 { onEnforcementLost?(plugin.name, remotes, reason) }
     }
 
     /// Runs plugin code on its call queue; `then` runs on the daemon queue with the

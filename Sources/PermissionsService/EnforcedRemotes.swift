@@ -20,10 +20,6 @@ struct EnforcedRemote {
     var openedAt: Int64 = 0
     /// The status the plugin was last told (at opening: "authorized").
     var told: Status = .authorized
-    /// The service's own duplicate of the descriptor it handed out: shutdown(2) on
-    /// it cuts the app's connection whatever the plugin can still do (a plugin
-    /// given up, a plugin stopped). Nil while it is being opened.
-    var cut: FileDescriptor?
     var uid: UInt32 { audience.uid ?? 0 }
     var key: HeldKey { HeldKey(uid: uid, app: app, permission: permission) }
 }
@@ -140,20 +136,12 @@ extension PermissionsService {
                 : "cannot open a connection: \(errnoName(-fd))"
             return call.fail(PermissionsError.unavailable(why))
         }
+        // The service keeps no copy: the connection must end when the app closes it.
         let descriptor = FileDescriptor(adopting: fd)
         guard var remote = remotes[id] else {
             // It ended while it was being opened (the plugin saw its client go).
-            Glibc.shutdown(fd, Int32(SHUT_RDWR))
             return call.fail(PermissionsError.unavailable("the connection ended as it was opened"))
         }
-        // Without a duplicate to cut it with, it is not handed out.
-        let cut = descriptor.duplicate()
-        guard cut >= 0 else {
-            Glibc.shutdown(fd, Int32(SHUT_RDWR))
-            remotes.remove(id)
-            return call.fail(PermissionsError.unavailable("cannot keep the connection: \(errnoName(errno))"))
-        }
-        remote.cut = FileDescriptor(adopting: cut)
         remote.openedAt = currentMicroseconds()
         remotes[id] = remote
         logInfo("remote \(id): \(remote.permission) for \(remote.app.escapedForLog) of uid \(remote.uid) "
@@ -209,12 +197,10 @@ extension PermissionsService {
 
     /// The plugin says a remote ended (the app closed it, the backend went, or the
     /// plugin stopped).
-    /// Also when its plugin was given up or stopped (LoadedPlugin.closeHostCalls):
-    /// the connection is cut here, through the service's own duplicate, whatever
-    /// the plugin can still do.
+    /// Also when its plugin stopped (its fini disconnects what it made) or was
+    /// given up (the daemon then stops: PluginHost.onEnforcementLost).
     package func remoteClosed(_ id: UInt64) {
         guard let remote = remotes.remove(id) else { return }
-        if let cut = remote.cut { Glibc.shutdown(cut.fd, Int32(SHUT_RDWR)) }
         if remote.openedAt != 0 {
             logInfo("remote \(id): \(remote.permission) for \(remote.app.escapedForLog) of uid \(remote.uid) closed")
         }

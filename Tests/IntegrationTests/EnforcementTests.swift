@@ -150,6 +150,22 @@ struct EnforcementTests {
         #expect(again.registry.nodeNames == ["cam-one"])
     }
 
+    /// An app that closes its connection (here: exits) ends its remote: the
+    /// service holds no copy that would keep it open, so the user's limit is
+    /// never used up by connections apps have let go.
+    @Test func anAppClosingItsConnectionEndsTheRemote() throws {
+        _ = try startUsers()
+        try decide("grant")
+        for round in 1...3 {
+            let app = try openApp()
+            #expect(try app.firstAnswer() == "synced")
+            app.program.answer("quit")
+            app.program.process.waitUntilExit()
+            _ = try daemon.waitForLog("of uid 1 closed", count: round)
+        }
+        #expect(try ctl(as: Self.user1, "remotes", "--json").stdout == "[]\n")
+    }
+
     @Test func aLogoutEndsTheRemote() throws {
         _ = try startUsers()
         try decide("grant")

@@ -225,6 +225,20 @@ struct RealMachineTests {
         #expect(!(try machine.ctl("doctor", as: other).stdout.contains("cannot be reached")))
     }
 
+    /// The machine with the units' capabilities, user 1's PipeWire with a camera and
+    /// a microphone, user 2 logged in without one, and the installed connector.
+    func machineWithUserPipeWire() throws -> (RealMachine, UserPipeWire, RunningProgram, otherDirectory: String) {
+        let machine = try RealMachine(tree, privateRun: true, unitCapabilities: true)
+        let directory = try machine.makeUserRuntimeDirectory(user)
+        let otherDirectory = try machine.makeUserRuntimeDirectory(other)  // logged in, no PipeWire
+        let pipewire = UserPipeWire(uid: user, runtimeDirectory: directory, inside: { machine.bus.inside($0) })
+        try pipewire.start()
+        try pipewire.addCamera("real-machine-cam")
+        try pipewire.addMicrophone("real-machine-mic")
+        let connector = try machine.startConnectorAsSystemdWould()
+        return (machine, pipewire, connector, otherDirectory)
+    }
+
     /// Each user's own PipeWire, reached as on a machine with the units: the
     /// installed daemon, D-Bus activated with its defaults (/run/user, the connector
     /// at /run/permissionsd-connector.socket) and the capabilities its installed
@@ -232,23 +246,11 @@ struct RealMachineTests {
     /// connector, started from its installed units as systemd would (its socket
     /// passed, a user of its own, CAP_DAC_OVERRIDE alone, no new privileges). The
     /// machine's /run is its own. User 1 reads their camera through the connector;
-    /// user 2, logged in without PipeWire, reads unsupported.
-    /// The machine with the units' capabilities, user 1's PipeWire with a camera and
-    /// a microphone, user 2 logged in without one, and the installed connector.
-    func machineWithUserPipeWire() throws -> (RealMachine, UserPipeWire, RunningProgram) {
-        let machine = try RealMachine(tree, privateRun: true, unitCapabilities: true)
-        let directory = try machine.makeUserRuntimeDirectory(user)
-        _ = try machine.makeUserRuntimeDirectory(other)  // logged in, no PipeWire
-        let pipewire = UserPipeWire(uid: user, runtimeDirectory: directory, inside: { machine.bus.inside($0) })
-        try pipewire.start()
-        try pipewire.addCamera("real-machine-cam")
-        try pipewire.addMicrophone("real-machine-mic")
-        let connector = try machine.startConnectorAsSystemdWould()
-        return (machine, pipewire, connector)
-    }
-
+    /// user 2, logged in without PipeWire, reads unsupported. User 1's camera going is
+    /// one change for user 1's monitor and none for user 2's; user 2's PipeWire,
+    /// started later with a microphone, is followed, for user 2 alone.
     @Test func aUsersPipeWireIsReachedThroughTheInstalledConnector() throws {
-        let (machine, pipewire, connector) = try machineWithUserPipeWire()
+        let (machine, pipewire, connector, otherDirectory) = try machineWithUserPipeWire()
 
         let deadline = Date().addingTimeInterval(15)
         while try machine.call("GetStatus", "s", "camera", as: user).stdout != "s \"not-determined\"\n" {
@@ -271,7 +273,22 @@ struct RealMachineTests {
         let daemon = try #require(RealMachine.daemons(of: tree).first)
         let daemonStatus = try String(contentsOfFile: "/proc/\(daemon)/status", encoding: .utf8)
         #expect(daemonStatus.contains("\nCapBnd:\t0000000000080004\n"), "\(daemonStatus)")
-        withExtendedLifetime(pipewire) {}
+
+        // Changes go to their own user alone.
+        let monitor1 = try machine.monitor(as: user)
+        let monitor2 = try machine.monitor(as: other)
+        try pipewire.removeNode("real-machine-cam")
+        _ = try monitor1.lines.next { $0.hasPrefix("StatusChanged app=* permission=camera status=unsupported") }
+        let second = UserPipeWire(uid: other, runtimeDirectory: otherDirectory, inside: { machine.bus.inside($0) })
+        try second.start()
+        try second.addMicrophone("real-machine-mic-two")
+        // User 2's first change comes after user 1's camera went: had that reached
+        // them, it would be before this.
+        let first = try monitor2.lines.next { $0.hasPrefix("StatusChanged") }
+        #expect(first.hasPrefix("StatusChanged app=* permission=microphone status=not-determined"), "\(first)")
+        #expect(monitor1.statusChanges.count == 1, "\(monitor1.statusChanges)")
+        #expect(try machine.call("GetStatus", "s", "microphone", as: other).stdout == "s \"not-determined\"\n")
+        withExtendedLifetime((pipewire, second)) {}
     }
 
     /// OpenPipeWireRemote on the machine as installed: the daemon under its unit's
@@ -279,7 +296,7 @@ struct RealMachineTests {
     /// sees the camera and not the microphone once granted, and loses it within a
     /// second of a deny; user 2's monitor-free view is untouched (unsupported).
     @Test func anEnforcedConnectionThroughTheInstalledUnits() throws {
-        let (machine, pipewire, connector) = try machineWithUserPipeWire()
+        let (machine, pipewire, connector, _) = try machineWithUserPipeWire()
         let app = try PWRemoteTool.path()
         let deadline = Date().addingTimeInterval(15)
         while try machine.call("GetStatus", "s", "camera", as: user).stdout != "s \"not-determined\"\n" {

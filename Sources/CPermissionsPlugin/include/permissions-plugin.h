@@ -171,10 +171,13 @@
  *   plugin then narrows or widens what the connection reaches, and must fail
  *   closed: a connection whose reach it cannot set is disconnected, never left
  *   wider. When a connection ends, for whatever reason, the plugin calls
- *   host->remote_closed. The host keeps a duplicate of each descriptor it hands
- *   out: when it stops listening to the plugin (the plugin made unavailable,
- *   stopped or replaced), it shuts every such connection down itself, so a
- *   remote never outlives the plugin that narrows it. A host older than 1.3
+ *   host->remote_closed. A plugin stopped (fini: shutdown, replaced) disconnects
+ *   what it handed out. A plugin given up with remotes open (unavailable: a call
+ *   past the watchdog, a flood, a struct outside the ABI) can no longer be
+ *   trusted to narrow them, and the host, which keeps no copy of the
+ *   descriptors (a connection must end when the app closes it), cannot end them:
+ *   the daemon then stops, its service manager starts it again, and the new
+ *   plugin disconnects whatever the old one made. A host older than 1.3
  *   never calls these, and a plugin built before 1.3 has none: its permissions
  *   are not enforced, and the service refuses to open remotes for them.
  *

@@ -57,6 +57,9 @@ let package = Package(
                           dependencies: ["DesktopSupport", "CAdw", "CAdwShims",
                                          .product(name: "_PermissionsDesktopSupport", package: "permissions")],
                           swiftSettings: gtkSwiftSettings),
+        // Under Xvfb, driven through AT-SPI (Tests/with-display.sh starts both).
+        .testTarget(name: "PromptTests",
+                    dependencies: [.product(name: "_PermissionsTestSupport", package: "permissions")]),
     ],
     swiftLanguageModes: [.v6]
 )

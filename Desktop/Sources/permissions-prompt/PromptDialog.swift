@@ -66,7 +66,16 @@ enum PromptDialog {
         let text = plainLabel(reason.escapedForDisplayQuoted)
         gtk_label_set_max_width_chars(cast(text), 50)
         permissions_set_accessible_description(text, tr("The app’s own words"))
-        let card = box(GTK_ORIENTATION_VERTICAL, spacing: 6, [caption, text])
+        // A long reason (up to 1024 bytes) scrolls within the card: the choices stay on screen.
+        let scrolled = gtk_scrolled_window_new()!
+        gtk_scrolled_window_set_policy(cast(scrolled), GTK_POLICY_NEVER, GTK_POLICY_AUTOMATIC)
+        gtk_scrolled_window_set_max_content_height(cast(scrolled), 160)
+        gtk_scrolled_window_set_propagate_natural_height(cast(scrolled), 1)
+        // The natural height of a wrapped label is measured at its narrowest: without a
+        // floor a long reason would show two lines.
+        if reason.utf8.count > 200 { gtk_scrolled_window_set_min_content_height(cast(scrolled), 140) }
+        gtk_scrolled_window_set_child(cast(scrolled), text)
+        let card = box(GTK_ORIENTATION_VERTICAL, spacing: 6, [caption, scrolled])
         gtk_widget_add_css_class(card, "card")
         for side in [gtk_widget_set_margin_start, gtk_widget_set_margin_end] {
             side(caption, 12)

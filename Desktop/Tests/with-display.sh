@@ -2,8 +2,7 @@
 # usage: with-display.sh <command> [args...]
 # Runs the command under a private X server (Xvfb) with a session bus that can
 # activate services, so that the accessibility bus (org.a11y.Bus) starts and the
-# tests reach the GTK programs through AT-SPI (/work/shared/TESTENV.md §9 has the
-# recipe). Exports DISPLAY, DBUS_SESSION_BUS_ADDRESS and GTK_A11Y=atspi; stops what
+# tests reach the GTK programs through AT-SPI (doc/desktop.md). Exports DISPLAY, DBUS_SESSION_BUS_ADDRESS and GTK_A11Y=atspi; stops what
 # it started (by PID) and returns the command's exit status.
 set -u
 TMP=$(mktemp -d -t display.XXXXXX)

@@ -64,14 +64,13 @@ final class PromptAgent {
 
     // MARK: The bus
 
-    private static let introspection = """
-        <node><interface name="org.example.Permissions.Agent">
-          <method name="Ask"><arg type="s" direction="in"/><arg type="s" direction="in"/>
-            <arg type="s" direction="in"/><arg type="s" direction="in"/><arg type="a{sv}" direction="in"/>
-            <arg type="s" direction="out"/><arg type="a{sv}" direction="out"/></method>
-          <method name="Cancel"><arg type="s" direction="in"/></method>
-        </interface></node>
-        """
+    private static let introspection =
+        "<node><interface name='org.example.Permissions.Agent'>"
+        + "<method name='Ask'><arg type='s' direction='in'/><arg type='s' direction='in'/>"
+        + "<arg type='s' direction='in'/><arg type='s' direction='in'/><arg type='a{sv}' direction='in'/>"
+        + "<arg type='s' direction='out'/><arg type='a{sv}' direction='out'/></method>"
+        + "<method name='Cancel'><arg type='s' direction='in'/></method>"
+        + "</interface></node>"
 
     private func export() throws(GLibError) {
         var error: UnsafeMutablePointer<GError>?

@@ -4,20 +4,16 @@ internal import CAdw
 internal import DesktopSupport
 internal import Glibc
 
-let usage = """
-    Usage: permissions-prompt [--system | --session | --address ADDRESS]
-
-    Answers the permission prompts of your user in a dialog, as long as it runs.
-    It talks to the service on the system bus unless an option names another, or
-    PERMISSIONS_BUS does (system, session, or a D-Bus address).
-
-    """
+/// The usage text, one literal (the translation template reads it as C).
+func usage() -> String {
+    tr("Usage: permissions-prompt [--system | --session | --address ADDRESS]\n\nAnswers the permission prompts of your user in a dialog, as long as it runs.\nIt talks to the service on the system bus unless an option names another, or\nPERMISSIONS_BUS does (system, session, or a D-Bus address).\n")
+}
 
 func runPrompt() -> Never {
     setUpTranslations()
     let arguments = Array(CommandLine.arguments.dropFirst())
     if arguments.contains("--help") || arguments.contains("-h") {
-        print(usage, terminator: "")
+        print(usage(), terminator: "")
         exit(0)
     }
     let choice: BusChoice
@@ -25,13 +21,13 @@ func runPrompt() -> Never {
         choice = try BusChoice.parse(arguments)
     } catch {
         switch error {
-        case .usage(let message): printError("permissions-prompt", "\(message)\n\(usage)")
+        case .usage(let message): printError("permissions-prompt", "\(message)\n\(usage())")
         case .environment(let message): printError("permissions-prompt", message)
         }
         exit(2)
     }
     if let extra = choice.rest.first {
-        printError("permissions-prompt", "unexpected argument \(extra)\n\(usage)")
+        printError("permissions-prompt", "unexpected argument \(extra)\n\(usage())")
         exit(2)
     }
     g_set_prgname("permissions-prompt")

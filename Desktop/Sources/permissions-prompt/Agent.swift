@@ -215,6 +215,7 @@ final class PromptAgent {
             PromptAgent.from(data).responded(String(cString: response!), dialog: dialog!)
         }, userData, nil)
         gtk_window_present(cast(shown))
+        PromptDialog.keepFocusOnDontAllow(shown)
     }
 }
 

@@ -36,6 +36,43 @@ enum PromptDialog {
         return dialog
     }
 
+    /// Puts the focus on "Don't allow", the default response, now and whenever the
+    /// dialog changes its layout. libadwaita 1.2 lays the buttons out twice (in a
+    /// row, and in a column for a narrow dialog, "Always allow" first) and shows the
+    /// one that fits once the dialog has its size; GTK then focuses the first button
+    /// of the one shown, so that Return would grant for ever.
+    static func keepFocusOnDontAllow(_ dialog: UnsafeMutablePointer<GtkWidget>) {
+        guard let squeezer = descendants(of: dialog).first(where: { isA($0, adw_squeezer_get_type()) }) else { return }
+        focusDontAllow(in: squeezer)
+        permissions_connect_notify(UnsafeMutableRawPointer(squeezer), "visible-child", { squeezer, _, _ in
+            PromptDialog.focusDontAllow(in: cast(OpaquePointer(squeezer!)))
+        }, nil)
+    }
+
+    private static func focusDontAllow(in squeezer: UnsafeMutablePointer<GtkWidget>) {
+        guard let layout = adw_squeezer_get_visible_child(cast(squeezer)) else { return }
+        let deny = Choice.deny.label
+        let button = descendants(of: layout).first { widget in
+            isA(widget, gtk_button_get_type()) && gtk_button_get_label(cast(widget)).map { String(cString: $0) } == deny
+        }
+        if let button { gtk_widget_grab_focus(button) }
+    }
+
+    private static func isA(_ widget: UnsafeMutablePointer<GtkWidget>, _ type: GType) -> Bool {
+        g_type_check_instance_is_a(cast(widget), type) != 0
+    }
+
+    /// `widget` and every widget under it, depth first.
+    private static func descendants(of widget: UnsafeMutablePointer<GtkWidget>) -> [UnsafeMutablePointer<GtkWidget>] {
+        var all = [widget]
+        var child = gtk_widget_get_first_child(widget)
+        while let current = child {
+            all += descendants(of: current)
+            child = gtk_widget_get_next_sibling(current)
+        }
+        return all
+    }
+
     /// The app's icon and name, with its id under the name when a desktop file gave one.
     private static func appRow(_ app: AppLookup, id: String) -> UnsafeMutablePointer<GtkWidget> {
         let image: UnsafeMutablePointer<GtkWidget>

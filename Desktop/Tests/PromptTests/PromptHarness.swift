@@ -30,12 +30,12 @@ final class PromptSession {
     let prompt = Process()
     let log: LineCollector
 
-    init() throws {
+    init(declare permissions: String = "camera") throws {
         guard ProcessInfo.processInfo.environment["DISPLAY"] != nil else {
             throw HarnessError(description: "no DISPLAY: run the desktop tests in Desktop/Tests/with-display.sh")
         }
         bus = try TestBus()
-        daemon = try DaemonUnderTest(bus: bus, config: "[permissions]\ndeclare=camera\n",
+        daemon = try DaemonUnderTest(bus: bus, config: "[permissions]\ndeclare=\(permissions)\n",
                                      pluginDirectories: [try makeTemporaryDirectory("no-plugins")])
         prompt.executableURL = URL(fileURLWithPath: desktopBinDir + "/permissions-prompt")
         prompt.arguments = ["--address", bus.address]
@@ -74,6 +74,9 @@ final class PromptSession {
     /// Waits until no dialog is shown.
     func waitUntilNoDialog() throws { try atspi("gone", "permissions-prompt", "5") }
 
+    /// How many dialogs are shown now.
+    func dialogCount() throws -> Int { Int(try atspi("count", "permissions-prompt").trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1 }
+
     @discardableResult
     private func atspi(_ arguments: String...) throws -> String {
         let result = try run("/usr/bin/python3", [atspiTool] + arguments)
@@ -81,14 +84,14 @@ final class PromptSession {
         return result.stdout
     }
 
-    /// Escape pressed in the prompt's window (focused first: no window manager runs).
-    func pressEscape() throws {
+    /// A key pressed in the prompt's window (focused first: no window manager runs).
+    func press(_ key: String) throws {
         let search = try run("/usr/bin/xdotool", ["search", "--sync", "--onlyvisible", "--pid",
                                                   String(prompt.processIdentifier)])
         guard search.status == 0, let window = search.stdout.split(separator: "\n").last else {
             throw HarnessError(description: "no window of permissions-prompt: \(search.stderr)")
         }
-        for arguments in [["windowfocus", "--sync", String(window)], ["key", "Escape"]] {
+        for arguments in [["windowfocus", "--sync", String(window)], ["key", key]] {
             let result = try run("/usr/bin/xdotool", arguments)
             guard result.status == 0 else { throw HarnessError(description: "xdotool \(arguments): \(result.stderr)") }
         }
@@ -116,6 +119,7 @@ final class PendingRequest {
     let process = Process()
     private let out = Pipe()
     private let err = Pipe()
+    private var finished = false
 
     init(bus: TestBus, permission: String, reason: String?) throws {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/busctl")
@@ -127,8 +131,20 @@ final class PendingRequest {
         try process.run()
     }
 
+    /// Kills busctl, as an app that quits while its prompt is shown.
+    func kill() {
+        Glibc.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        finished = true
+    }
+
+    deinit {
+        if !finished, process.isRunning { kill() }
+    }
+
     /// The reply's status word, or the error busctl printed.
     func wait(timeout: TimeInterval = 10) throws -> String {
+        defer { finished = true }
         let exited = DispatchSemaphore(value: 0)
         let handle = out.fileHandleForReading
         nonisolated(unsafe) var data = Data()

@@ -21,6 +21,8 @@ struct PromptTests {
             #expect(tree.contains { $0.hasPrefix("push button\t\(choice)") }, "no button \(choice)")
         }
         #expect(tree.contains("image\tCamera"), "the permission's icon has no accessible name")
+        let controls = tree.filter { $0.hasPrefix("push button\t") || $0.hasPrefix("image\t") }
+        #expect(controls.count >= 6 && controls.allSatisfy { !$0.hasSuffix("\t") }, "a control has no name: \(tree)")
         try session.screenshot("prompt-camera")
         try session.click("Always allow")
         #expect(try request.wait() == "s \"authorized\"")
@@ -46,7 +48,7 @@ struct PromptTests {
         let request = try session.request("camera")
         _ = try session.dialog()
         try session.screenshot("prompt-escape")
-        try session.pressEscape()
+        try session.press("Escape")
         #expect(try request.wait() == "s \"not-determined\"")
         try session.waitUntilNoDialog()
         #expect(try session.storedRows() == [])
@@ -68,5 +70,56 @@ struct PromptTests {
         #expect(shown.hasSuffix("aaaa”"), "cut short: \(shown.suffix(20))")
         try session.click("Don’t allow")
         #expect(try request.wait() == "s \"denied\"")
+    }
+
+    @Test func returnFromTheKeyboardAnswersTheDefaultDontAllow() throws {
+        let session = try PromptSession()
+        let request = try session.request("camera")
+        _ = try session.dialog()
+        try session.screenshot("prompt-return")
+        try session.press("Return")
+        #expect(try request.wait() == "s \"denied\"")
+        let rows = try session.storedRows()
+        #expect(rows.count == 1 && rows[0].contains("denied"), "\(rows)")
+    }
+
+    @Test func theAppLeavingClosesItsDialog() throws {
+        let session = try PromptSession()
+        let request = try session.request("camera")
+        _ = try session.dialog()
+        try session.screenshot("prompt-before-the-app-left")
+        request.kill()
+        try session.waitUntilNoDialog()
+        _ = try session.log.next { $0.contains("cancelled") }
+        #expect(try session.storedRows() == [])
+    }
+
+    @Test func threeRequestsAtOnceShowOneDialogAfterAnother() throws {
+        let session = try PromptSession(declare: "camera;microphone;scanner")
+        let requests = try ["camera", "microphone", "scanner"].map { try session.request($0) }
+        var seen: [String] = []
+        for (index, request) in requests.enumerated() {
+            let tree = try session.dialog()
+            #expect(try session.dialogCount() == 1)
+            if let heading = tree.first(where: { $0.hasPrefix("label\tAllow /usr/bin/busctl") }) { seen.append(heading) }
+            try session.screenshot("prompt-queue-\(index + 1)")
+            try session.click("Allow once")
+            try session.log.wait(what: "answer \(index + 1)") { $0.filter { $0.contains(": allow-once") }.count > index }
+        }
+        for request in requests { #expect(try request.wait() == "s \"authorized\"") }
+        #expect(Set(seen).count == 3, "\(seen)")
+    }
+
+    @Test func theAgentRegistersAgainWhenTheServiceComesBack() throws {
+        let session = try PromptSession()
+        session.daemon.stop()
+        _ = try session.log.next { $0.contains("the service left the bus") }
+        try session.daemon.start()
+        try session.log.wait(what: "a second registration") { $0.filter { $0.contains("registered as the agent") }.count == 2 }
+        let request = try session.request("camera")
+        _ = try session.dialog()
+        try session.screenshot("prompt-after-restart")
+        try session.click("Always allow")
+        #expect(try request.wait() == "s \"authorized\"")
     }
 }

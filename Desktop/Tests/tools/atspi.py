@@ -7,6 +7,7 @@
                                     PREFIX (GTK 4.8 doubles a button's name; the
                                     dialog holds each button twice, wide and narrow)
   atspi.py gone APP TIMEOUT         wait until APP shows no dialog
+  atspi.py count APP                print how many dialogs APP shows
 
 Widgets are found by role and name, never by position. Exit 1 with a line on stderr
 when the deadline passes.
@@ -34,16 +35,18 @@ def walk(node, depth=0):
             yield from walk(child, depth + 1)
 
 
-def showing_dialog(name):
+def showing_dialogs(name):
     app = application(name)
     if app is None:
-        return None
-    for i in range(app.childCount):
-        window = app.getChildAtIndex(i)
-        if window is not None and window.getRole() == pyatspi.ROLE_DIALOG \
-                and window.getState().contains(pyatspi.STATE_VISIBLE):
-            return window
-    return None
+        return []
+    windows = (app.getChildAtIndex(i) for i in range(app.childCount))
+    return [window for window in windows if window is not None and window.getRole() == pyatspi.ROLE_DIALOG
+            and window.getState().contains(pyatspi.STATE_VISIBLE)]
+
+
+def showing_dialog(name):
+    dialogs = showing_dialogs(name)
+    return dialogs[0] if dialogs else None
 
 
 def until(deadline, what, check):
@@ -60,6 +63,8 @@ def until(deadline, what, check):
 
 def main(argv):
     command, app = argv[1], argv[2]
+    if command == "count":
+        return print(len(showing_dialogs(app)))
     deadline = time.monotonic() + float(argv[-1])
     if command == "dialog":
         dialog = until(deadline, f"no dialog of {app}", lambda: showing_dialog(app))

@@ -11,6 +11,11 @@ typedef void (*permissions_response_handler)(AdwMessageDialog *dialog, const cha
 gulong permissions_connect_response(AdwMessageDialog *dialog, permissions_response_handler handler,
                                     gpointer data, GClosureNotify destroy);
 
+/// GObject::notify for one property ("notify::NAME"), typed as above.
+typedef void (*permissions_notify_handler)(GObject *object, GParamSpec *property, gpointer data);
+gulong permissions_connect_notify(gpointer object, const char *property, permissions_notify_handler handler,
+                                  gpointer data);
+
 /// gtk_accessible_update_property takes its properties as varargs: the label
 /// (GTK_ACCESSIBLE_PROPERTY_LABEL) and description of one accessible.
 void permissions_set_accessible_label(GtkWidget *widget, const char *label);

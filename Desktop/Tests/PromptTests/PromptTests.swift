@@ -98,10 +98,18 @@ struct PromptTests {
         let session = try PromptSession(declare: "camera;microphone;scanner")
         let requests = try ["camera", "microphone", "scanner"].map { try session.request($0) }
         var seen: [String] = []
-        for (index, request) in requests.enumerated() {
-            let tree = try session.dialog()
+        for index in requests.indices {
+            // The next dialog: one whose heading was not shown before (the one just
+            // answered may still be on its way out).
+            let deadline = Date().addingTimeInterval(5)
+            var heading: String?
+            while heading == nil || seen.contains(heading!) {
+                #expect(Date() < deadline, "no new dialog after \(seen)")
+                if Date() >= deadline { return }
+                heading = try session.dialog().first { $0.hasPrefix("label\tAllow /usr/bin/busctl") }
+            }
             #expect(try session.dialogCount() == 1)
-            if let heading = tree.first(where: { $0.hasPrefix("label\tAllow /usr/bin/busctl") }) { seen.append(heading) }
+            seen.append(heading!)
             try session.screenshot("prompt-queue-\(index + 1)")
             try session.click("Allow once")
             try session.log.wait(what: "answer \(index + 1)") { $0.filter { $0.contains(": allow-once") }.count > index }

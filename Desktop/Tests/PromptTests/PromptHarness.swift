@@ -147,6 +147,7 @@ final class PendingRequest {
         defer { finished = true }
         let exited = DispatchSemaphore(value: 0)
         let handle = out.fileHandleForReading
+        // Written by the reader before it signals `exited`, read here only after.
         nonisolated(unsafe) var data = Data()
         DispatchQueue.global().async {
             data = handle.readDataToEndOfFile()

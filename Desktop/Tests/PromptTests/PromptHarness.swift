@@ -61,6 +61,15 @@ final class PromptSession {
         try PendingRequest(bus: bus, permission: permission, reason: reason)
     }
 
+    /// A camera request, waited for until its dialog shows: the request, the
+    /// dialog's tree (`dialog`), and a screenshot `name` of it.
+    func askCamera(reason: String? = nil, screenshot name: String) throws -> (PendingRequest, [String]) {
+        let request = try self.request("camera", reason: reason)
+        let tree = try dialog()
+        try screenshot(name)
+        return (request, tree)
+    }
+
     /// The accessibility tree of the dialog shown, one "role<TAB>name" line an
     /// object, once one is shown (within `timeout`).
     func dialog(timeout: TimeInterval = 5) throws -> [String] {

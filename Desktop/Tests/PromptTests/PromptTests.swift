@@ -10,8 +10,8 @@ struct PromptTests {
     @Test func aCameraRequestOpensTheDialogAndAlwaysAllowIsStored() throws {
         let session = try PromptSession()
         let start = Date()
-        let request = try session.request("camera", reason: "To scan the code on your ticket")
-        let tree = try session.dialog(timeout: 5)
+        let (request, tree) = try session.askCamera(reason: "To scan the code on your ticket",
+                                                    screenshot: "prompt-camera")
         #expect(Date().timeIntervalSince(start) < 5)
         #expect(tree.contains("dialog\tPermission request"))
         #expect(tree.contains { $0.hasPrefix("label\tAllow /usr/bin/busctl to use your camera?") })
@@ -23,7 +23,6 @@ struct PromptTests {
         #expect(tree.contains("image\tCamera"), "the permission's icon has no accessible name")
         let controls = tree.filter { $0.hasPrefix("push button\t") || $0.hasPrefix("image\t") }
         #expect(controls.count >= 6 && controls.allSatisfy { !$0.hasSuffix("\t") }, "a control has no name: \(tree)")
-        try session.screenshot("prompt-camera")
         try session.click("Always allow")
         #expect(try request.wait() == "s \"authorized\"")
         try session.waitUntilNoDialog()
@@ -35,9 +34,7 @@ struct PromptTests {
 
     @Test func allowOnceAnswersAuthorizedAndStoresNothing() throws {
         let session = try PromptSession()
-        let request = try session.request("camera")
-        _ = try session.dialog()
-        try session.screenshot("prompt-allow-once")
+        let (request, _) = try session.askCamera(screenshot: "prompt-allow-once")
         try session.click("Allow once")
         #expect(try request.wait() == "s \"authorized\"")
         #expect(try session.storedRows() == [])
@@ -45,9 +42,7 @@ struct PromptTests {
 
     @Test func escapeIsADismissalThatStoresNothing() throws {
         let session = try PromptSession()
-        let request = try session.request("camera")
-        _ = try session.dialog()
-        try session.screenshot("prompt-escape")
+        let (request, _) = try session.askCamera(screenshot: "prompt-escape")
         try session.press("Escape")
         #expect(try request.wait() == "s \"not-determined\"")
         try session.waitUntilNoDialog()
@@ -61,9 +56,7 @@ struct PromptTests {
         let head = "<b>Bold</b> <span foreground=\"red\">red</span> \u{202E}exe.txt\u{202C} \u{2066}x\u{2069} "
         let reason = head + String(repeating: "a", count: 1024 - head.utf8.count)
         #expect(reason.utf8.count == 1024)
-        let request = try session.request("camera", reason: reason)
-        let tree = try session.dialog()
-        try session.screenshot("prompt-hostile-reason")
+        let (request, tree) = try session.askCamera(reason: reason, screenshot: "prompt-hostile-reason")
         let shown = try #require(tree.first { $0.hasPrefix("label\t“<b>Bold</b>") }, "\(tree)")
         #expect(shown.contains(#"<span foreground="red">red</span> \u{202E}exe.txt\u{202C} \u{2066}x\u{2069} aaa"#))
         #expect(!shown.unicodeScalars.contains { [0x202E, 0x202C, 0x2066, 0x2069].contains($0.value) })
@@ -74,9 +67,7 @@ struct PromptTests {
 
     @Test func returnFromTheKeyboardAnswersTheDefaultDontAllow() throws {
         let session = try PromptSession()
-        let request = try session.request("camera")
-        _ = try session.dialog()
-        try session.screenshot("prompt-return")
+        let (request, _) = try session.askCamera(screenshot: "prompt-return")
         try session.press("Return")
         #expect(try request.wait() == "s \"denied\"")
         let rows = try session.storedRows()
@@ -85,9 +76,7 @@ struct PromptTests {
 
     @Test func theAppLeavingClosesItsDialog() throws {
         let session = try PromptSession()
-        let request = try session.request("camera")
-        _ = try session.dialog()
-        try session.screenshot("prompt-before-the-app-left")
+        let (request, _) = try session.askCamera(screenshot: "prompt-before-the-app-left")
         request.kill()
         try session.waitUntilNoDialog()
         _ = try session.log.next { $0.contains("cancelled") }
@@ -124,9 +113,7 @@ struct PromptTests {
         _ = try session.log.next { $0.contains("the service left the bus") }
         try session.daemon.start()
         try session.log.wait(what: "a second registration") { $0.filter { $0.contains("registered as the agent") }.count == 2 }
-        let request = try session.request("camera")
-        _ = try session.dialog()
-        try session.screenshot("prompt-after-restart")
+        let (request, _) = try session.askCamera(screenshot: "prompt-after-restart")
         try session.click("Always allow")
         #expect(try request.wait() == "s \"authorized\"")
     }

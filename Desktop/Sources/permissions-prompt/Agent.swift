@@ -29,6 +29,11 @@ final class PromptAgent {
     }
 
     let connection: OpaquePointer
+    /// GVariant types, made once: GLib's G_VARIANT_TYPE("s") is a cast of a C string
+    /// literal, and a Swift string passed to g_variant_type_checked_ lives only for
+    /// that call, so the type it returns would point at freed memory.
+    private let stringType = g_variant_type_new("s")!
+    private let entryType = g_variant_type_new("{sv}")!
     /// The prompts not answered yet, the one shown first.
     private var prompts: [Prompt] = []
     /// The dialog of `prompts[0]`, while it is shown.
@@ -138,7 +143,7 @@ final class PromptAgent {
                         _ invocation: OpaquePointer) {
         let arguments = (0..<g_variant_n_children(parameters)).map { g_variant_get_child_value(parameters, $0)! }
         defer { arguments.forEach { g_variant_unref($0) } }
-        let strings = arguments.map { g_variant_is_of_type($0, g_variant_type_checked_("s")) != 0
+        let strings = arguments.map { g_variant_is_of_type($0, stringType) != 0
                                       ? String(cString: g_variant_get_string($0, nil)) : "" }
         // Cancel("") is the service's check that its calls reach us: answered whoever
         // asks. Anything else only from the instance we registered with: another
@@ -152,7 +157,7 @@ final class PromptAgent {
         case "Ask":
             let details = arguments[4]
             func detail(_ key: String) -> String? {
-                guard let value = g_variant_lookup_value(details, key, g_variant_type_checked_("s")) else { return nil }
+                guard let value = g_variant_lookup_value(details, key, stringType) else { return nil }
                 defer { g_variant_unref(value) }
                 return String(cString: g_variant_get_string(value, nil))
             }
@@ -172,7 +177,7 @@ final class PromptAgent {
     /// Answers `prompt`'s Ask (a prompt the service gave up is answered too, to
     /// free the call; the service drops that answer).
     private func reply(_ prompt: Prompt, answer: String) {
-        var values = [g_variant_new_string(answer), g_variant_new_array(g_variant_type_checked_("{sv}"), nil, 0)]
+        var values = [g_variant_new_string(answer), g_variant_new_array(entryType, nil, 0)]
         g_dbus_method_invocation_return_value(prompt.invocation, g_variant_new_tuple(&values, 2))
     }
 

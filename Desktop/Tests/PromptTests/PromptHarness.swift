@@ -30,15 +30,21 @@ final class PromptSession {
     let prompt = Process()
     let log: LineCollector
 
-    init(declare permissions: String = "camera") throws {
+    /// `declare`: the permissions declared (no plugin); `corePlugins`: the location
+    /// and notifications plugins of the build as well. `environment`: more for the
+    /// agent (XDG_DATA_DIRS, where it finds desktop files).
+    init(declare permissions: String = "camera", corePlugins: Bool = false,
+         environment: [String: String] = [:]) throws {
         guard ProcessInfo.processInfo.environment["DISPLAY"] != nil else {
             throw HarnessError(description: "no DISPLAY: run the desktop tests in Desktop/Tests/with-display.sh")
         }
         bus = try TestBus()
         daemon = try DaemonUnderTest(bus: bus, config: "[permissions]\ndeclare=\(permissions)\n",
-                                     pluginDirectories: [try makeTemporaryDirectory("no-plugins")])
+                                     pluginDirectories: [corePlugins ? corePluginDirectory
+                                                                     : try makeTemporaryDirectory("no-plugins")])
         prompt.executableURL = URL(fileURLWithPath: desktopBinDir + "/permissions-prompt")
         prompt.arguments = ["--address", bus.address]
+        prompt.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         let err = Pipe()
         prompt.standardError = err
         prompt.standardOutput = FileHandle.nullDevice
@@ -57,8 +63,11 @@ final class PromptSession {
 
     /// `Request(permission, {reason})` from busctl, whose app id is /usr/bin/busctl;
     /// the reply is read by `wait`.
-    func request(_ permission: String, reason: String? = nil) throws -> PendingRequest {
-        try PendingRequest(bus: bus, permission: permission, reason: reason)
+    func request(_ permission: String, reason: String? = nil, accuracy: String? = nil) throws -> PendingRequest {
+        var options: [(String, String)] = []
+        if let reason { options.append(("reason", reason)) }
+        if let accuracy { options.append(("accuracy", accuracy)) }
+        return try PendingRequest(bus: bus, permission: permission, options: options)
     }
 
     /// A camera request, waited for until its dialog shows: the request, the
@@ -129,12 +138,15 @@ final class PendingRequest {
     private let out = Pipe()
     private let err = Pipe()
     private var finished = false
+    /// What busctl printed on standard error, once `wait` threw for it.
+    private(set) var errorText = ""
 
-    init(bus: TestBus, permission: String, reason: String?) throws {
+    /// `options`: string options (`reason`, `accuracy`).
+    init(bus: TestBus, permission: String, options: [(String, String)]) throws {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/busctl")
         process.arguments = ["--address=\(bus.address)", "--timeout=120", "call", "org.example.Permissions",
                              "/org/example/Permissions", "org.example.Permissions", "Request", "sa{sv}", permission]
-            + (reason.map { ["1", "reason", "s", $0] } ?? ["0"])
+            + [String(options.count)] + options.flatMap { [$0.0, "s", $0.1] }
         process.standardOutput = out
         process.standardError = err
         try process.run()
@@ -169,7 +181,8 @@ final class PendingRequest {
         process.waitUntilExit()
         let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         guard process.terminationStatus == 0 else {
-            throw HarnessError(description: String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
+            errorText = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            throw HarnessError(description: errorText)
         }
         return text
     }

@@ -63,6 +63,44 @@ struct PromptTests {
         #expect(shown.hasSuffix("aaaa”"), "cut short: \(shown.suffix(20))")
         try session.click("Don’t allow")
         #expect(try request.wait() == "s \"denied\"")
+        // One byte more is refused by the service: no dialog.
+        let over = try session.request("camera", reason: reason + "a")
+        #expect(throws: HarnessError.self) { try over.wait() }
+        #expect(over.errorText.contains("InvalidArgument") || over.errorText.contains("1025 bytes"), "\(over.errorText)")
+        #expect(try session.dialogCount() == 0)
+    }
+
+    @Test func aLocationRequestShowsTheAccuracyAsked() throws {
+        let session = try PromptSession(declare: "camera", corePlugins: true)
+        let request = try session.request("location", accuracy: "city")
+        let tree = try session.dialog()
+        try session.screenshot("prompt-location-city")
+        #expect(tree.contains { $0.hasPrefix("label\tAllow /usr/bin/busctl to know your location?") }, "\(tree)")
+        #expect(tree.contains("label\tAccuracy asked: Your city"), "\(tree)")
+        try session.click("Allow once")
+        #expect(try request.wait() == "s \"authorized\"")
+    }
+
+    @Test func theAppsNameAndIconComeFromItsDesktopFile() throws {
+        // A desktop file whose Exec names busctl (by name, found in PATH), the app
+        // that asks, in a data directory of the test's own before the system's (its icons).
+        let data = try makeTemporaryDirectory("xdg-data")
+        try FileManager.default.createDirectory(atPath: data + "/applications", withIntermediateDirectories: true)
+        try """
+            [Desktop Entry]
+            Type=Application
+            Name=Ticket Scanner
+            Exec=busctl --user
+            Icon=camera-photo
+            """.write(toFile: data + "/applications/org.example.TicketScanner.desktop", atomically: true, encoding: .utf8)
+        let session = try PromptSession(environment: ["XDG_DATA_DIRS": data + ":/usr/share", "XDG_DATA_HOME": data + "/home"])
+        let (request, tree) = try session.askCamera(screenshot: "prompt-desktop-file")
+        #expect(tree.contains("label\tAllow Ticket Scanner to use your camera?"), "\(tree)")
+        #expect(tree.contains("label\tTicket Scanner"))
+        #expect(tree.contains("label\t/usr/bin/busctl"), "the id, under the name")
+        #expect(tree.contains("image\tApp icon"))
+        try session.press("Escape")
+        #expect(try request.wait() == "s \"not-determined\"")
     }
 
     @Test func returnFromTheKeyboardAnswersTheDefaultDontAllow() throws {

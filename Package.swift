@@ -78,6 +78,11 @@ let package = Package(
         // API. What the bench imports; what these depend on comes with them.
         .library(name: "_PermissionsBenchSupport",
                  targets: ["DBusKit", "PermissionsTestSupport", "CLISupport", "CPipeWireShims", "SystemPrimitives"]),
+        // For Desktop/ (the GTK programs, a package of their own, so that no build of
+        // the service needs GTK) and nothing else: the vocabulary and the escaping the
+        // programs show, and the harness their tests start the daemon with.
+        .library(name: "_PermissionsDesktopSupport", targets: ["PermissionsModel", "SystemPrimitives"]),
+        .library(name: "_PermissionsTestSupport", targets: ["PermissionsTestSupport"]),
     ] + plugins.map(\.0),
     targets: [
         // C libraries from Debian, found through pkg-config.

@@ -10,6 +10,11 @@ extension String {
     /// quoting untrusted input in error messages and log lines.
     public var escapedForMessage: String { escaped(limit: 200, quotes: true) }
 
+    /// For untrusted text shown whole to a person (an app's reason in a prompt):
+    /// control, format and bidirectional characters shown as escapes, nothing cut,
+    /// quotes left alone.
+    public var escapedForDisplay: String { escaped(limit: .max, quotes: false) }
+
     /// Characters that change how the text around them is shown, or are not shown
     /// at all: format characters (the bidirectional marks, embeddings, overrides
     /// and isolates; zero-width spaces and joiners; the byte order mark; the soft

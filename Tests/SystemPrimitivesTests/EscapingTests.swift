@@ -60,4 +60,11 @@ struct EscapingTests {
         let escaped = hostile.escapedForMessage
         #expect(!escaped.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7f })
     }
+
+    /// escapedForDisplay, for an app's reason in the prompt: the same escapes,
+    /// quotes left alone, nothing cut.
+    @Test func escapedForDisplayKeepsQuotesAndCutsNothing() {
+        let reason = "say \"<b>hi</b>\"\u{202E}\n" + String(repeating: "x", count: 5000)
+        #expect(reason.escapedForDisplay == "say \"<b>hi</b>\"\\u{202E}\\x0a" + String(repeating: "x", count: 5000))
+    }
 }

@@ -1,0 +1,56 @@
+// permissions-prompt: the desktop's prompt agent. It registers with the
+// permissions service as the user's agent and asks each question in a dialog.
+internal import CAdw
+internal import DesktopSupport
+internal import Glibc
+
+/// The usage text, one literal (the translation template reads it as C).
+func usage() -> String {
+    tr("Usage: permissions-prompt [--system | --session | --address ADDRESS]\n\nAnswers the permission prompts of your user in a dialog, as long as it runs.\nIt talks to the service on the system bus unless an option names another, or\nPERMISSIONS_BUS does (system, session, or a D-Bus address).\n")
+}
+
+func runPrompt() -> Never {
+    setUpTranslations()
+    let arguments = Array(CommandLine.arguments.dropFirst())
+    if arguments.contains("--help") || arguments.contains("-h") {
+        print(usage(), terminator: "")
+        exit(0)
+    }
+    let choice: BusChoice
+    do throws(BusChoice.Problem) {
+        choice = try BusChoice.parse(arguments)
+    } catch {
+        switch error {
+        case .usage(let message): printError("permissions-prompt", "\(message)\n\(usage())")
+        case .environment(let message): printError("permissions-prompt", message)
+        }
+        exit(2)
+    }
+    if let extra = choice.rest.first {
+        printError("permissions-prompt", "unexpected argument \(extra)\n\(usage())")
+        exit(2)
+    }
+    g_set_prgname("permissions-prompt")
+    g_set_application_name(tr("Permission prompts"))
+    adw_init()
+    let connection: OpaquePointer
+    switch choice.connect() {
+    case .success(let made): connection = made
+    case .failure(let error):
+        printError("permissions-prompt", "cannot connect to the bus: \(error)")
+        exit(1)
+    }
+    // The bus gone, nothing is left to do (the session is ending).
+    g_dbus_connection_set_exit_on_close(connection, 1)
+    let agent = PromptAgent(connection: connection)
+    do throws(GLibError) {
+        try agent.start()
+    } catch {
+        printError("permissions-prompt", "cannot export the agent: \(error)")
+        exit(1)
+    }
+    g_main_loop_run(g_main_loop_new(nil, 0))
+    exit(0)
+}
+
+runPrompt()

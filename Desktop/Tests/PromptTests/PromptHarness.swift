@@ -1,0 +1,189 @@
+import Foundation
+import PermissionsTestSupport
+import Testing
+
+/// Where this package's build put permissions-prompt: $PERMISSIONS_DESKTOP_BIN_DIR
+/// (scripts/test sets it), else .build/debug of this package.
+let desktopBinDir: String = ProcessInfo.processInfo.environment["PERMISSIONS_DESKTOP_BIN_DIR"]
+    ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent(".build/debug").path
+
+/// The test run's output directory, where every test leaves a screenshot of what it
+/// checked: $PERMISSIONS_TEST_OUTPUT_DIR (scripts/test sets it), else
+/// .build/test-output of this package.
+let testOutputDir: String = {
+    let dir = ProcessInfo.processInfo.environment["PERMISSIONS_TEST_OUTPUT_DIR"]
+        ?? URL(fileURLWithPath: desktopBinDir).deletingLastPathComponent().appendingPathComponent("test-output").path
+    try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+    return dir
+}()
+
+let atspiTool = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .appendingPathComponent("tools/atspi.py").path
+
+/// A real permissionsd on a private bus (camera declared, no plugin: the prompt's
+/// permission is not-determined, whatever the machine has), and permissions-prompt
+/// registered with it as root's agent, on the display Tests/with-display.sh made.
+final class PromptSession {
+    let bus: TestBus
+    let daemon: DaemonUnderTest
+    let prompt = Process()
+    let log: LineCollector
+
+    /// `declare`: the permissions declared (no plugin); `corePlugins`: the location
+    /// and notifications plugins of the build as well. `environment`: more for the
+    /// agent (XDG_DATA_DIRS, where it finds desktop files).
+    init(declare permissions: String = "camera", corePlugins: Bool = false,
+         environment: [String: String] = [:]) throws {
+        guard ProcessInfo.processInfo.environment["DISPLAY"] != nil else {
+            throw HarnessError(description: "no DISPLAY: run the desktop tests in Desktop/Tests/with-display.sh")
+        }
+        bus = try TestBus()
+        daemon = try DaemonUnderTest(bus: bus, config: "[permissions]\ndeclare=\(permissions)\n",
+                                     pluginDirectories: [corePlugins ? corePluginDirectory
+                                                                     : try makeTemporaryDirectory("no-plugins")])
+        prompt.executableURL = URL(fileURLWithPath: desktopBinDir + "/permissions-prompt")
+        prompt.arguments = ["--address", bus.address]
+        prompt.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let err = Pipe()
+        prompt.standardError = err
+        prompt.standardOutput = FileHandle.nullDevice
+        log = LineCollector(err.fileHandleForReading)
+        try prompt.run()
+        _ = try log.next(timeout: 15) { $0.contains("registered as the agent") }
+    }
+
+    deinit {
+        // SIGKILL: children of the test runner inherit its blocked SIGTERM.
+        if prompt.isRunning {
+            kill(prompt.processIdentifier, SIGKILL)
+            prompt.waitUntilExit()
+        }
+    }
+
+    /// `Request(permission, {reason})` from busctl, whose app id is /usr/bin/busctl;
+    /// the reply is read by `wait`.
+    func request(_ permission: String, reason: String? = nil, accuracy: String? = nil) throws -> PendingRequest {
+        var options: [(String, String)] = []
+        if let reason { options.append(("reason", reason)) }
+        if let accuracy { options.append(("accuracy", accuracy)) }
+        return try PendingRequest(bus: bus, permission: permission, options: options)
+    }
+
+    /// A camera request, waited for until its dialog shows: the request, the
+    /// dialog's tree (`dialog`), and a screenshot `name` of it.
+    func askCamera(reason: String? = nil, screenshot name: String) throws -> (PendingRequest, [String]) {
+        let request = try self.request("camera", reason: reason)
+        let tree = try dialog()
+        try screenshot(name)
+        return (request, tree)
+    }
+
+    /// The accessibility tree of the dialog shown, one "role<TAB>name" line an
+    /// object, once one is shown (within `timeout`).
+    func dialog(timeout: TimeInterval = 5) throws -> [String] {
+        try atspi("dialog", "permissions-prompt", String(timeout)).split(separator: "\n")
+            .map { String($0.drop { $0 == " " }) }
+    }
+
+    /// Clicks the dialog's button whose accessible name starts with `label`.
+    func click(_ label: String) throws { try atspi("click", "permissions-prompt", label, "5") }
+
+    /// Waits until no dialog is shown.
+    func waitUntilNoDialog() throws { try atspi("gone", "permissions-prompt", "5") }
+
+    /// How many dialogs are shown now.
+    func dialogCount() throws -> Int { Int(try atspi("count", "permissions-prompt").trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1 }
+
+    @discardableResult
+    private func atspi(_ arguments: String...) throws -> String {
+        let result = try run("/usr/bin/python3", [atspiTool] + arguments)
+        guard result.status == 0 else { throw HarnessError(description: "atspi.py \(arguments): \(result.stderr)") }
+        return result.stdout
+    }
+
+    /// A key pressed in the prompt's window (focused first: no window manager runs).
+    func press(_ key: String) throws {
+        let search = try run("/usr/bin/xdotool", ["search", "--sync", "--onlyvisible", "--pid",
+                                                  String(prompt.processIdentifier)])
+        guard search.status == 0, let window = search.stdout.split(separator: "\n").last else {
+            throw HarnessError(description: "no window of permissions-prompt: \(search.stderr)")
+        }
+        for arguments in [["windowfocus", "--sync", String(window)], ["key", key]] {
+            let result = try run("/usr/bin/xdotool", arguments)
+            guard result.status == 0 else { throw HarnessError(description: "xdotool \(arguments): \(result.stderr)") }
+        }
+    }
+
+    /// The whole screen as `name`.png in the test run's output directory.
+    @discardableResult
+    func screenshot(_ name: String) throws -> String {
+        let path = testOutputDir + "/" + name + ".png"
+        let result = try run("/usr/bin/import", ["-window", "root", path])
+        guard result.status == 0 else { throw HarnessError(description: "import: \(result.stderr)") }
+        return path
+    }
+
+    /// `permissionsctl list` on the test bus.
+    func storedRows() throws -> [String] {
+        let list = try daemon.ctl("list")
+        guard list.status == 0 else { throw HarnessError(description: "permissionsctl list: \(list.stderr)") }
+        return list.stdout.split(separator: "\n").dropFirst().map(String.init)
+    }
+}
+
+/// A busctl Request in flight.
+final class PendingRequest {
+    let process = Process()
+    private let out = Pipe()
+    private let err = Pipe()
+    private var finished = false
+    /// What busctl printed on standard error, once `wait` threw for it.
+    private(set) var errorText = ""
+
+    /// `options`: string options (`reason`, `accuracy`).
+    init(bus: TestBus, permission: String, options: [(String, String)]) throws {
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/busctl")
+        process.arguments = ["--address=\(bus.address)", "--timeout=120", "call", "org.example.Permissions",
+                             "/org/example/Permissions", "org.example.Permissions", "Request", "sa{sv}", permission]
+            + [String(options.count)] + options.flatMap { [$0.0, "s", $0.1] }
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+    }
+
+    /// Kills busctl, as an app that quits while its prompt is shown.
+    func kill() {
+        Glibc.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        finished = true
+    }
+
+    deinit {
+        if !finished, process.isRunning { kill() }
+    }
+
+    /// The reply's status word, or the error busctl printed.
+    func wait(timeout: TimeInterval = 10) throws -> String {
+        defer { finished = true }
+        let exited = DispatchSemaphore(value: 0)
+        let handle = out.fileHandleForReading
+        // Written by the reader before it signals `exited`, read here only after.
+        nonisolated(unsafe) var data = Data()
+        DispatchQueue.global().async {
+            data = handle.readDataToEndOfFile()
+            exited.signal()
+        }
+        guard exited.wait(timeout: .now() + timeout) == .success else {
+            process.terminate()
+            throw HarnessError(description: "no reply to Request within \(timeout) s")
+        }
+        process.waitUntilExit()
+        let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard process.terminationStatus == 0 else {
+            errorText = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            throw HarnessError(description: errorText)
+        }
+        return text
+    }
+}

@@ -41,29 +41,19 @@ extension EnforcementTests {
     /// it was opened with the camera, the status still reading "authorized".)
     @Test(.enabled(if: StoreFaultTests.canMountTmpfs, "needs mount(2) for a small tmpfs (root)"))
     func aDenyThatCannotBeStoredRefusesNewConnectionsToo() throws {
-        let state = daemon.stateDirectory
-        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
-        try #require(mount("tmpfs", state, "tmpfs", 0, "size=1m,mode=0700") == 0)
-        defer {
-            daemon.stop()
-            umount2(state, Int32(MNT_DETACH))
-        }
-        _ = try startUsers()
-        try decide("grant")
-        daemon.stop()
-        try daemon.start()
-        _ = try daemon.waitForLog("following the registry of user 1's PipeWire", count: 1)
-        let filler = try StoreFaultTests.fill(state)
-        defer { unlink(filler) }
-        let app = try openApp()
-        #expect(try app.firstAnswer() == "synced")
-        let refused = try daemon.ctl("deny", "--user", String(Self.user1), appID, "camera")
-        #expect(refused.status != 0 && refused.stderr.contains("StorageFailed"), "\(refused.stderr)")
-        try app.waitUntil("the camera gone though the deny was not stored", timeout: 1) { $0.nodeID("cam-one") == nil }
+        try withGrantOnASmallDisk { state in
+            let filler = try StoreFaultTests.fill(state)
+            defer { unlink(filler) }
+            let app = try openApp()
+            #expect(try app.firstAnswer() == "synced")
+            let refused = try daemon.ctl("deny", "--user", String(Self.user1), appID, "camera")
+            #expect(refused.status != 0 && refused.stderr.contains("StorageFailed"), "\(refused.stderr)")
+            try app.waitUntil("the camera gone though the deny was not stored", timeout: 1) { $0.nodeID("cam-one") == nil }
 
-        let answer = try openApp().firstAnswer()
-        #expect(answer.hasPrefix("error org.example.Permissions.Error.NotAuthorized ") && answer.contains("not be stored"),
-                "\(answer)")
+            let answer = try openApp().firstAnswer()
+            #expect(answer.hasPrefix("error org.example.Permissions.Error.NotAuthorized ") && answer.contains("not be stored"),
+                    "\(answer)")
+        }
     }
 
     /// A timed grant that ends while the disk is full: its removal fails ("retrying
@@ -73,29 +63,21 @@ extension EnforcementTests {
     @Test(.enabled(if: StoreFaultTests.canMountTmpfs && FileManager.default.isExecutableFile(atPath: "/usr/bin/sqlite3"),
                    "needs mount(2) (root) and sqlite3"))
     func aTimedGrantEndingOnAFullDiskEndsTheConnectionsReachToo() throws {
-        let state = daemon.stateDirectory
-        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
-        try #require(mount("tmpfs", state, "tmpfs", 0, "size=1m,mode=0700") == 0)
-        defer {
-            daemon.stop()
-            umount2(state, Int32(MNT_DETACH))
-        }
-        _ = try startUsers()
-        try decide("grant")
-        daemon.stop()
         // A grant that ends in 6 s (as an agent's timed answer would store it).
         let ends = (Int64(Date().timeIntervalSince1970) + 6) * 1_000_000
-        let edit = try run("/usr/bin/sqlite3", [state + "/decisions.sqlite", "UPDATE user_decisions SET expires_at=\(ends)"])
-        #expect(edit.status == 0, "\(edit.stderr)")
-        try daemon.start()
-        _ = try daemon.waitForLog("following the registry of user 1's PipeWire", count: 1)
-        let app = try openApp()
-        #expect(try app.firstAnswer() == "synced")
-        #expect(app.registry.nodeID("cam-one") != nil)
-        let filler = try StoreFaultTests.fill(state)
-        defer { unlink(filler) }
-        _ = try daemon.waitForLog("cannot remove an expired decision", timeout: 15)
-        #expect(try daemon.ctl("get", "--user", String(Self.user1), appID, "camera").stdout == "not-determined\n")
-        try app.waitUntil("the camera gone once the timed grant ended", timeout: 2) { $0.nodeID("cam-one") == nil }
+        try withGrantOnASmallDisk(prepare: { state in
+            let edit = try run("/usr/bin/sqlite3", [state + "/decisions.sqlite",
+                                                    "UPDATE user_decisions SET expires_at=\(ends)"])
+            #expect(edit.status == 0, "\(edit.stderr)")
+        }) { state in
+            let app = try openApp()
+            #expect(try app.firstAnswer() == "synced")
+            #expect(app.registry.nodeID("cam-one") != nil)
+            let filler = try StoreFaultTests.fill(state)
+            defer { unlink(filler) }
+            _ = try daemon.waitForLog("cannot remove an expired decision", timeout: 15)
+            #expect(try daemon.ctl("get", "--user", String(Self.user1), appID, "camera").stdout == "not-determined\n")
+            try app.waitUntil("the camera gone once the timed grant ended", timeout: 2) { $0.nodeID("cam-one") == nil }
+        }
     }
 }

@@ -48,6 +48,29 @@ struct EnforcementTests {
         #expect(r.status == 0, "permissionsctl \(decision): \(r.stderr)")
     }
 
+    /// Runs `body` with the daemon's state directory on a 1 MiB tmpfs of its own (to
+    /// fill) and user 1's pwremote granted the camera; `prepare` gets the state
+    /// directory while the daemon is stopped after the grant. Its start again
+    /// checkpoints the WAL, so that a full disk refuses the next write. The daemon
+    /// is stopped and the tmpfs unmounted after.
+    func withGrantOnASmallDisk(prepare: (_ state: String) throws -> Void = { _ in },
+                               _ body: (_ state: String) throws -> Void) throws {
+        let state = daemon.stateDirectory
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        try #require(mount("tmpfs", state, "tmpfs", 0, "size=1m,mode=0700") == 0)
+        defer {
+            daemon.stop()
+            umount2(state, Int32(MNT_DETACH))
+        }
+        _ = try startUsers()
+        try decide("grant")
+        daemon.stop()
+        try prepare(state)
+        try daemon.start()
+        _ = try daemon.waitForLog("following the registry of user 1's PipeWire", count: 1)
+        try body(state)
+    }
+
     /// permissionsctl as user `uid`.
     func ctl(as uid: UInt32, _ arguments: String...) throws -> CommandResult {
         try run(binDir + "/permissionsctl", ["--address", bus.address] + arguments, asUser: uid)
@@ -246,32 +269,21 @@ struct EnforcementTests {
     /// stored: the deny once there is room keeps it narrow, a grant widens it.
     @Test(.enabled(if: StoreFaultTests.canMountTmpfs, "needs mount(2) for a small tmpfs (root)"))
     func aDenyThatCannotBeStoredNarrowsTheConnectionAnyway() throws {
-        let state = daemon.stateDirectory
-        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
-        try #require(mount("tmpfs", state, "tmpfs", 0, "size=1m,mode=0700") == 0)
-        defer {
-            daemon.stop()
-            umount2(state, Int32(MNT_DETACH))
+        try withGrantOnASmallDisk { state in
+            let filler = try StoreFaultTests.fill(state)
+            let app = try openApp()
+            #expect(try app.firstAnswer() == "synced")
+            #expect(app.registry.nodeID("cam-one") != nil)
+
+            let refused = try daemon.ctl("deny", "--user", String(Self.user1), appID, "camera")
+            #expect(refused.status != 0 && refused.stderr.contains("StorageFailed"), "\(refused.stderr)")
+            try app.waitUntil("the camera gone though the deny was not stored", timeout: 1) { $0.nodeID("cam-one") == nil }
+            #expect(try daemon.ctl("get", "--user", String(Self.user1), appID, "camera").stdout == "authorized\n")
+            #expect(try ctl(as: Self.user1, "remotes").stdout.contains("denied"))
+
+            #expect(unlink(filler) == 0)
+            try decide("grant")
+            try app.waitUntil("the camera back once a grant is stored") { $0.nodeID("cam-one") != nil }
         }
-        _ = try startUsers()
-        try decide("grant")
-        // A start checkpoints the WAL, so that a full disk refuses the next write.
-        daemon.stop()
-        try daemon.start()
-        _ = try daemon.waitForLog("following the registry of user 1's PipeWire", count: 1)
-        let filler = try StoreFaultTests.fill(state)
-        let app = try openApp()
-        #expect(try app.firstAnswer() == "synced")
-        #expect(app.registry.nodeID("cam-one") != nil)
-
-        let refused = try daemon.ctl("deny", "--user", String(Self.user1), appID, "camera")
-        #expect(refused.status != 0 && refused.stderr.contains("StorageFailed"), "\(refused.stderr)")
-        try app.waitUntil("the camera gone though the deny was not stored", timeout: 1) { $0.nodeID("cam-one") == nil }
-        #expect(try daemon.ctl("get", "--user", String(Self.user1), appID, "camera").stdout == "authorized\n")
-        #expect(try ctl(as: Self.user1, "remotes").stdout.contains("denied"))
-
-        #expect(unlink(filler) == 0)
-        try decide("grant")
-        try app.waitUntil("the camera back once a grant is stored") { $0.nodeID("cam-one") != nil }
     }
 }

@@ -16,8 +16,10 @@ internal import SystemPrimitives
 /// Threads. PipeWire objects are not thread-safe, so the mutable state here
 /// belongs to the thread loop's thread: PipeWire callbacks (which run with the
 /// loop's lock held) are the only code that touches it, apart from `start`, which
-/// runs before that thread exists, and `stop`, which runs after it has been
-/// joined. The host calls init, configure and fini one at a time on its queue for
+/// runs before that thread exists, `stop`, which runs after it has been joined,
+/// and enforcement's open_remote and remote_status (AppRemotes.swift), which the
+/// host calls from threads of its own and which take the loop's lock first, as
+/// the callbacks hold it. The host calls init, configure and fini one at a time on its queue for
 /// this plugin; `configure` reads only what `start` set up (`loop`,
 /// `configEvent`), keeps `handedOverOnce` to itself, and hands a configuration
 /// over through `pendingConfig`, a Mutex, before waking the loop. So the host's

@@ -189,6 +189,9 @@ final class PromptBroker {
             return finish(prompt, status: undecided(prompt), .ended)
         }
         agent.queued.append(prompt)
+        if agent.active != nil {
+            logDebug("prompt \(prompt.id): waits for agent \(agent.owner), \(agent.queued.count) in its queue")
+        }
         startNext(agent)
     }
 
@@ -196,12 +199,15 @@ final class PromptBroker {
         guard !stopped, agent.active == nil, !agent.queued.isEmpty else { return }
         let prompt = agent.queued.removeFirst()
         agent.active = prompt
+        // How many more wait for this agent after this one, as the Ask leaves: an
+        // agent gets one Ask at a time, and shows "1 of 3" from it.
+        let details = prompt.details + [("queued", .uint32(UInt32(agent.queued.count)))]
         let message: Message
         do {
             message = try Message.methodCall(destination: agent.owner, path: agent.path,
                                              interface: BusNames.agentInterfaceName, member: "Ask")
             try message.append(.string(prompt.id), .string(prompt.app), .string(prompt.permission),
-                               .string(prompt.reason), .vardict(prompt.details))
+                               .string(prompt.reason), .vardict(details))
         } catch {
             logWarning("cannot ask agent \(agent.owner): \(error)")
             return agentDone(agent, prompt) { self.finish(prompt, status: self.undecided(prompt), .ended) }

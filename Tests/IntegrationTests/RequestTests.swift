@@ -273,4 +273,35 @@ import PermissionsTestSupport
         try after.waitFor { $0 == statusLine(app: "org.example.D", "location", "authorized") }
         #expect(after.serials[0] > serials[2])
     }
+
+    /// Ask's "queued" (u) detail: how many more prompts wait for the agent after
+    /// this one. Three requests for different permissions, made while the agent
+    /// holds a fourth prompt (so that all three are in its queue, which the log
+    /// shows, before the first of them is asked): their Asks carry 2, 1 and 0.
+    @Test func eachAskSaysHowManyMoreWaitForTheAgent() throws {
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, config: "[permissions]\ndeclare=camera;microphone;scanner;printer\n",
+                                         pluginDirectories: [try makeTemporaryDirectory("no-plugins")])
+        let agent = try TestAgent(bus: bus)
+        let requester = try Requester(bus: bus)
+        let holder = try requester.send("Request", [.string("printer"), .vardict([])])
+        let held = try agent.waitForPrompt(1)
+        #expect(held.details["queued"] == .variant(.uint32(0)))
+        var requests: [String: Int] = [:]
+        for permission in ["camera", "microphone", "scanner"] {
+            requests[permission] = try requester.send("Request", [.string(permission), .vardict([])])
+        }
+        try daemon.waitForLog("in its queue", count: 3)
+        agent.answer(held, "allow-once")
+        #expect(try requester.wait(holder).get() == [.string("authorized")])
+        for (index, expected) in [UInt32(2), 1, 0].enumerated() {
+            let prompt = try agent.waitForPrompt(index + 2)
+            #expect(prompt.details["queued"] == .variant(.uint32(expected)), "\(prompt.permission): \(prompt.details)")
+            agent.answer(prompt, "allow-once")
+            let number = requests.removeValue(forKey: prompt.permission)
+            let request = try #require(number, "\(prompt.permission) asked twice")
+            #expect(try requester.wait(request).get() == [.string("authorized")])
+        }
+        #expect(requests.isEmpty)
+    }
 }

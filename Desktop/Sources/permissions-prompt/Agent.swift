@@ -24,6 +24,9 @@ final class PromptAgent {
         let reason: String
         let kind: String
         let accuracy: String?
+        /// How many more prompts the service holds for this agent after this one
+        /// (Ask's "queued"), when it was asked.
+        let queued: Int
         /// Answered exactly once (g_dbus_method_invocation_return_* takes it).
         let invocation: OpaquePointer
     }
@@ -33,11 +36,18 @@ final class PromptAgent {
     /// literal, and a Swift string passed to g_variant_type_checked_ lives only for
     /// that call, so the type it returns would point at freed memory.
     private let stringType = g_variant_type_new("s")!
+    private let uint32Type = g_variant_type_new("u")!
     private let entryType = g_variant_type_new("{sv}")!
     /// The prompts not answered yet, the one shown first.
     private var prompts: [Prompt] = []
     /// The dialog of `prompts[0]`, while it is shown.
     private var dialog: UnsafeMutablePointer<GtkWidget>?
+    /// The run of prompts the dialogs count ("2 of 3"): the number of the one
+    /// shown last, and how many the run had then (it, those before it, and those
+    /// waiting here and at the service). A prompt shown when none was expected any
+    /// more starts a new run.
+    private var position = 0
+    private var runLength = 0
     /// The service instance (its unique name) the last registration reached: only
     /// it may ask. An owner the bus announces is registered with unless it is this
     /// one, or a registration is on its way (the first RegisterAgent may be what
@@ -161,9 +171,14 @@ final class PromptAgent {
                 defer { g_variant_unref(value) }
                 return String(cString: g_variant_get_string(value, nil))
             }
+            var queued = 0
+            if let value = g_variant_lookup_value(details, "queued", uint32Type) {
+                queued = Int(g_variant_get_uint32(value))
+                g_variant_unref(value)
+            }
             prompts.append(Prompt(id: strings[0], app: strings[1], permission: strings[2], reason: strings[3],
                                   kind: detail("identity-kind") ?? "", accuracy: detail("accuracy"),
-                                  invocation: invocation))
+                                  queued: queued, invocation: invocation))
             say("prompt \(strings[0]): \(strings[1].escapedForMessage) asks for \(strings[2].escapedForMessage)")
             if dialog == nil { showFirst() }
         case "Cancel":
@@ -214,7 +229,12 @@ final class PromptAgent {
 
     private func showFirst() {
         guard dialog == nil, let prompt = prompts.first else { return }
-        let shown = PromptDialog.make(for: prompt, waiting: prompts.count - 1)
+        // Those after it: any held here (the service asks one at a time, so
+        // normally none), and those the service said it holds.
+        let after = prompts.count - 1 + prompt.queued
+        position = position < runLength ? position + 1 : 1
+        runLength = position + after
+        let shown = PromptDialog.make(for: prompt, position: position, of: runLength)
         dialog = shown
         permissions_connect_response(cast(shown), { dialog, response, data in
             PromptAgent.from(data).responded(String(cString: response!), dialog: dialog!)

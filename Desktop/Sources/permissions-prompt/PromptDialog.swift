@@ -10,7 +10,9 @@ internal import SystemPrimitives
 /// escaped, never markup. "Don't allow" is the default response; Escape or
 /// closing the window is the close response, a dismissal.
 enum PromptDialog {
-    static func make(for prompt: PromptAgent.Prompt, waiting: Int) -> UnsafeMutablePointer<GtkWidget> {
+    /// `position` of `count`: where the prompt is in the run of prompts the agent
+    /// has been given one after another ("2 of 3"; nothing when alone).
+    static func make(for prompt: PromptAgent.Prompt, position: Int, of count: Int) -> UnsafeMutablePointer<GtkWidget> {
         let words = PermissionWords(prompt.permission)
         let app = AppLookup(app: prompt.app, kind: prompt.kind)
         let appName = (app.name ?? prompt.app).escapedForDisplay
@@ -27,7 +29,7 @@ enum PromptDialog {
             rows.append(plainLabel(tr("Accuracy asked: %s").filling(accuracyWords(accuracy))))
         }
         if !prompt.reason.isEmpty { rows.append(reasonCard(prompt.reason)) }
-        if waiting > 0 { rows.append(plainLabel(tr("More requests are waiting after this one."), cssClasses: ["dim-label"])) }
+        if count > 1 { rows.append(counter(position, of: count)) }
         adw_message_dialog_set_extra_child(message, box(GTK_ORIENTATION_VERTICAL, spacing: 12, rows))
 
         for choice in Choice.allCases { adw_message_dialog_add_response(message, choice.rawValue, choice.label) }
@@ -71,6 +73,14 @@ enum PromptDialog {
             child = gtk_widget_get_next_sibling(current)
         }
         return all
+    }
+
+    /// "2 of 3", with the accessible name "Request 2 of 3". The numbers go into
+    /// the translated template; a translation may reorder them.
+    private static func counter(_ position: Int, of count: Int) -> UnsafeMutablePointer<GtkWidget> {
+        let label = plainLabel(tr("%s of %s").filling(String(position), String(count)), cssClasses: ["dim-label"])
+        permissions_set_accessible_label(label, tr("Request %s of %s").filling(String(position), String(count)))
+        return label
     }
 
     /// The app's icon and name, with its id under the name when a desktop file gave one.

@@ -121,28 +121,42 @@ struct PromptTests {
         #expect(try session.storedRows() == [])
     }
 
+    /// Three requests queued behind a fourth prompt (so that the service holds all
+    /// three when it asks the first: Ask's "queued" is 2, then 1, then 0) show one
+    /// dialog after another, counted "1 of 3", "2 of 3", "3 of 3"; the one alone
+    /// shows no count.
     @Test func threeRequestsAtOnceShowOneDialogAfterAnother() throws {
-        let session = try PromptSession(declare: "camera;microphone;scanner")
+        let session = try PromptSession(declare: "camera;microphone;scanner;printer")
+        let holder = try session.request("printer")
+        let alone = try session.dialog()
+        #expect(!alone.contains { $0.hasPrefix("label\tRequest ") }, "a count on a prompt alone: \(alone)")
         let requests = try ["camera", "microphone", "scanner"].map { try session.request($0) }
-        var seen: [String] = []
+        try session.daemon.waitForLog("in its queue", count: 3)
+        var seen = [try #require(alone.first { $0.hasPrefix("label\tAllow /usr/bin/busctl") })]
+        try session.click("Allow once")
+        #expect(try holder.wait() == "s \"authorized\"")
         for index in requests.indices {
             // The next dialog: one whose heading was not shown before (the one just
             // answered may still be on its way out).
             let deadline = Date().addingTimeInterval(5)
+            var tree: [String] = []
             var heading: String?
             while heading == nil || seen.contains(heading!) {
                 #expect(Date() < deadline, "no new dialog after \(seen)")
                 if Date() >= deadline { return }
-                heading = try session.dialog().first { $0.hasPrefix("label\tAllow /usr/bin/busctl") }
+                tree = try session.dialog()
+                heading = tree.first { $0.hasPrefix("label\tAllow /usr/bin/busctl") }
             }
             #expect(try session.dialogCount() == 1)
+            // The count, by its accessible name (the label shows "1 of 3").
+            #expect(tree.contains("label\tRequest \(index + 1) of 3"), "\(tree)")
             seen.append(heading!)
             try session.screenshot("prompt-queue-\(index + 1)")
             try session.click("Allow once")
-            try session.log.wait(what: "answer \(index + 1)") { $0.filter { $0.contains(": allow-once") }.count > index }
+            try session.log.wait(what: "answer \(index + 2)") { $0.filter { $0.contains(": allow-once") }.count > index + 1 }
         }
         for request in requests { #expect(try request.wait() == "s \"authorized\"") }
-        #expect(Set(seen).count == 3, "\(seen)")
+        #expect(Set(seen).count == 4, "\(seen)")
     }
 
     @Test func theAgentRegistersAgainWhenTheServiceComesBack() throws {

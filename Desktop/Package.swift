@@ -12,17 +12,26 @@ import PackageDescription
 /// asks for -pthread, -mfpmath=sse, -msse and -msse2, which SwiftPM refuses with
 /// a warning on every build (the main package takes libpipewire's -I flags alone
 /// for the same reason). The libraries are named in CAdw's module map.
-let gtkIncludes: [String] = {
+let gtkIncludes: [String] = pkgConfig(["--cflags-only-I", "libadwaita-1", "gtk4", "gio-unix-2.0", "x11"])
+    .filter { $0.hasPrefix("-I") }
+
+/// Xlib, for the shim's XSetTransientForHint (a prompt over an X11 app's window):
+/// its libraries from its pkg-config file (`-lX11`).
+let x11Libraries: [LinkerSetting] = pkgConfig(["--libs-only-l", "x11"])
+    .filter { $0.hasPrefix("-l") }.map { .linkedLibrary(String($0.dropFirst(2))) }
+
+/// What pkg-config prints for `arguments`, split at white space (none if it fails).
+func pkgConfig(_ arguments: [String]) -> [String] {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/pkg-config")
-    process.arguments = ["--cflags-only-I", "libadwaita-1", "gtk4", "gio-unix-2.0"]
+    process.arguments = arguments
     let out = Pipe()
     process.standardOutput = out
     guard (try? process.run()) != nil else { return [] }
     let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
     process.waitUntilExit()
-    return text.split(whereSeparator: \.isWhitespace).map(String.init).filter { $0.hasPrefix("-I") }
-}()
+    return text.split(whereSeparator: \.isWhitespace).map(String.init)
+}
 let gtkSwiftSettings: [SwiftSetting] = [.unsafeFlags(gtkIncludes.flatMap { ["-Xcc", $0] })]
 
 let commonSwiftSettings: [SwiftSetting] = [
@@ -45,8 +54,10 @@ let package = Package(
         // (GTK 4.8, libadwaita 1.2): include directories from `gtkIncludes`.
         .systemLibrary(name: "CAdw", providers: [.apt(["libadwaita-1-dev", "libgtk-4-dev"])]),
         // What Swift cannot call: g_signal_connect (a macro) with typed handlers,
-        // gtk_accessible_update_property (varargs).
-        .target(name: "CAdwShims", dependencies: ["CAdw"], cSettings: [.unsafeFlags(gtkIncludes)]),
+        // gtk_accessible_update_property (varargs), and GDK's X11 and Wayland
+        // calls that make a dialog transient for another program's window.
+        .target(name: "CAdwShims", dependencies: ["CAdw"], cSettings: [.unsafeFlags(gtkIncludes)],
+                linkerSettings: x11Libraries),
         // What both desktop programs share: GTK from Swift, gettext, the bus.
         .target(name: "DesktopSupport",
                 dependencies: ["CAdw", "CAdwShims",

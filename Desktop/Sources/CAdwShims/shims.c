@@ -1,5 +1,12 @@
 #include "adw-shims.h"
 
+#ifdef GDK_WINDOWING_X11
+#include <gdk/x11/gdkx.h>
+#endif
+#ifdef GDK_WINDOWING_WAYLAND
+#include <gdk/wayland/gdkwayland.h>
+#endif
+
 gulong permissions_connect_response(AdwMessageDialog *dialog, permissions_response_handler handler,
                                     gpointer data, GClosureNotify destroy) {
     return g_signal_connect_data(dialog, "response", G_CALLBACK(handler), data, destroy, 0);
@@ -19,4 +26,30 @@ gulong permissions_connect_notify(gpointer object, const char *property, permiss
     gulong id = g_signal_connect_data(object, signal, G_CALLBACK(handler), data, NULL, 0);
     g_free(signal);
     return id;
+}
+
+gboolean permissions_set_transient_for_x11(GtkWidget *window, unsigned long parent_xid) {
+#ifdef GDK_WINDOWING_X11
+    GdkSurface *surface = gtk_native_get_surface(GTK_NATIVE(window));
+    if (surface == NULL || !GDK_IS_X11_SURFACE(surface)) return FALSE;
+    Display *display = gdk_x11_display_get_xdisplay(gdk_surface_get_display(surface));
+    XSetTransientForHint(display, gdk_x11_surface_get_xid(surface), (Window)parent_xid);
+    return TRUE;
+#else
+    (void)window;
+    (void)parent_xid;
+    return FALSE;
+#endif
+}
+
+gboolean permissions_set_transient_for_wayland(GtkWidget *window, const char *parent_handle) {
+#ifdef GDK_WINDOWING_WAYLAND
+    GdkSurface *surface = gtk_native_get_surface(GTK_NATIVE(window));
+    if (surface == NULL || !GDK_IS_WAYLAND_TOPLEVEL(surface)) return FALSE;
+    return gdk_wayland_toplevel_set_transient_for_exported(GDK_TOPLEVEL(surface), parent_handle);
+#else
+    (void)window;
+    (void)parent_handle;
+    return FALSE;
+#endif
 }

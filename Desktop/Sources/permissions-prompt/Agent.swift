@@ -27,6 +27,8 @@ final class PromptAgent {
         /// How many more prompts the service holds for this agent after this one
         /// (Ask's "queued"), when it was asked.
         let queued: Int
+        /// The app's window (Ask's "parent-window"): "x11:XID" or "wayland:HANDLE".
+        let parentWindow: String?
         /// Answered exactly once (g_dbus_method_invocation_return_* takes it).
         let invocation: OpaquePointer
     }
@@ -178,7 +180,7 @@ final class PromptAgent {
             }
             prompts.append(Prompt(id: strings[0], app: strings[1], permission: strings[2], reason: strings[3],
                                   kind: detail("identity-kind") ?? "", accuracy: detail("accuracy"),
-                                  queued: queued, invocation: invocation))
+                                  queued: queued, parentWindow: detail("parent-window"), invocation: invocation))
             say("prompt \(strings[0]): \(strings[1].escapedForMessage) asks for \(strings[2].escapedForMessage)")
             if dialog == nil { showFirst() }
         case "Cancel":
@@ -239,6 +241,14 @@ final class PromptAgent {
         permissions_connect_response(cast(shown), { dialog, response, data in
             PromptAgent.from(data).responded(String(cString: response!), dialog: dialog!)
         }, userData, nil)
+        if let parent = prompt.parentWindow {
+            // Its surface exists once realized: made transient before it is mapped.
+            gtk_widget_realize(shown)
+            if !PromptDialog.setTransientFor(shown, parent) {
+                say("prompt \(prompt.id): cannot put the dialog over the app's window \(parent.escapedForMessage) "
+                    + "on this display")
+            }
+        }
         gtk_window_present(cast(shown))
         PromptDialog.keepFocusOnDontAllow(shown)
     }

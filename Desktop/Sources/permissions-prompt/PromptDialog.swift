@@ -83,6 +83,20 @@ enum PromptDialog {
         return label
     }
 
+    /// Makes the realized `dialog` transient for the app's window, `parent` as in
+    /// Ask's "parent-window": "x11:XID" (hexadecimal) through WM_TRANSIENT_FOR,
+    /// "wayland:HANDLE" through xdg-foreign. False when the dialog's display is
+    /// not of that kind (an X11 window named on Wayland) or the value is no window.
+    static func setTransientFor(_ dialog: UnsafeMutablePointer<GtkWidget>, _ parent: String) -> Bool {
+        if parent.hasPrefix("x11:"), let xid = UInt(parent.dropFirst(4), radix: 16) {
+            return permissions_set_transient_for_x11(dialog, xid) != 0
+        }
+        if parent.hasPrefix("wayland:") {
+            return permissions_set_transient_for_wayland(dialog, String(parent.dropFirst(8))) != 0
+        }
+        return false
+    }
+
     /// The app's icon and name, with its id under the name when a desktop file gave one.
     private static func appRow(_ app: AppLookup, id: String) -> UnsafeMutablePointer<GtkWidget> {
         let image: UnsafeMutablePointer<GtkWidget>

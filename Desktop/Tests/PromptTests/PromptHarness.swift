@@ -61,12 +61,14 @@ final class PromptSession {
         }
     }
 
-    /// `Request(permission, {reason})` from busctl, whose app id is /usr/bin/busctl;
-    /// the reply is read by `wait`.
-    func request(_ permission: String, reason: String? = nil, accuracy: String? = nil) throws -> PendingRequest {
+    /// `Request(permission, {reason, accuracy, parent_window})` from busctl, whose
+    /// app id is /usr/bin/busctl; the reply is read by `wait`.
+    func request(_ permission: String, reason: String? = nil, accuracy: String? = nil,
+                 parentWindow: String? = nil) throws -> PendingRequest {
         var options: [(String, String)] = []
         if let reason { options.append(("reason", reason)) }
         if let accuracy { options.append(("accuracy", accuracy)) }
+        if let parentWindow { options.append(("parent_window", parentWindow)) }
         return try PendingRequest(bus: bus, permission: permission, options: options)
     }
 
@@ -113,6 +115,16 @@ final class PromptSession {
             let result = try run("/usr/bin/xdotool", arguments)
             guard result.status == 0 else { throw HarnessError(description: "xdotool \(arguments): \(result.stderr)") }
         }
+    }
+
+    /// The X11 window shown whose title is `title` (a regular expression, as
+    /// xdotool takes it), waited for.
+    func windowID(title: String) throws -> UInt32 {
+        let search = try run("/usr/bin/xdotool", ["search", "--sync", "--onlyvisible", "--name", title])
+        guard search.status == 0, let line = search.stdout.split(separator: "\n").first, let id = UInt32(line) else {
+            throw HarnessError(description: "no window named \(title): \(search.stdout) \(search.stderr)")
+        }
+        return id
     }
 
     /// The whole screen as `name`.png in the test run's output directory.

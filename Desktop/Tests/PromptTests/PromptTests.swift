@@ -159,6 +159,32 @@ struct PromptTests {
         #expect(Set(seen).count == 4, "\(seen)")
     }
 
+    /// With `parent_window` naming an X11 window of the test's (an xmessage), the
+    /// dialog is transient for it: xprop shows that window in WM_TRANSIENT_FOR.
+    @Test func theDialogIsTransientForTheAppsX11Window() throws {
+        let session = try PromptSession()
+        let title = "An app of PromptTests \(getpid())"
+        let app = Process()
+        app.executableURL = URL(fileURLWithPath: "/usr/bin/xmessage")
+        app.arguments = ["-title", title, "-geometry", "+400+60", "The app's own window"]
+        app.standardError = FileHandle.nullDevice
+        try app.run()
+        defer {
+            kill(app.processIdentifier, SIGKILL)
+            app.waitUntilExit()
+        }
+        let parent = try session.windowID(title: "^\(title)$")
+        let request = try session.request("camera", parentWindow: "x11:" + String(parent, radix: 16))
+        _ = try session.dialog()
+        let dialog = try session.windowID(title: "^Permission request$")
+        try session.screenshot("prompt-parent-window")
+        let property = try run("/usr/bin/xprop", ["-id", String(dialog), "WM_TRANSIENT_FOR"])
+        #expect(property.stdout == "WM_TRANSIENT_FOR(WINDOW): window id # 0x\(String(parent, radix: 16))\n",
+                "\(property.stdout) \(property.stderr)")
+        try session.click("Allow once")
+        #expect(try request.wait() == "s \"authorized\"")
+    }
+
     @Test func theAgentRegistersAgainWhenTheServiceComesBack() throws {
         let session = try PromptSession()
         session.daemon.stop()

@@ -21,4 +21,13 @@ gulong permissions_connect_notify(gpointer object, const char *property, permiss
 void permissions_set_accessible_label(GtkWidget *widget, const char *label);
 void permissions_set_accessible_description(GtkWidget *widget, const char *description);
 
+/// Makes `window`, realized, transient for a window of another program, which
+/// GTK 4 cannot name (it has no foreign windows). On X11, `WM_TRANSIENT_FOR` on
+/// the window's surface (XSetTransientForHint) with the parent's XID; on Wayland,
+/// gdk_wayland_toplevel_set_transient_for_exported with an xdg-foreign handle.
+/// Each returns FALSE, doing nothing, when the window is not realized or its
+/// surface is another windowing system's.
+gboolean permissions_set_transient_for_x11(GtkWidget *window, unsigned long parent_xid);
+gboolean permissions_set_transient_for_wayland(GtkWidget *window, const char *parent_handle);
+
 #endif

@@ -61,6 +61,7 @@ import PermissionsTestSupport
             "/etc/permissions/permissions.conf",
             // The desktop's agent, its desktop file and its autostart entry.
             "/usr/libexec/permissions-prompt",
+            "/usr/share/man/man1/permissions-prompt.1",
             "/usr/share/applications/org.example.Permissions.Prompt.desktop",
             "/etc/xdg/autostart/org.example.Permissions.Prompt.desktop",
         ]
@@ -117,7 +118,7 @@ import PermissionsTestSupport
         let packageVersion = try run(stage + "/usr/libexec/permissionsd", ["--version"]).stdout
             .split(separator: "\n").first?.split(separator: " ").last.map(String.init) ?? "?"
         for page in ["man8/permissionsd.8", "man8/permissionsd-connector.8", "man1/permissionsctl.1",
-                     "man5/permissions.conf.5"] {
+                     "man5/permissions.conf.5", "man1/permissions-prompt.1"] {
             let lint = try run("/usr/bin/groff", ["-man", "-ww", "-z", stage + "/usr/share/man/" + page])
             #expect(lint.status == 0 && lint.stderr.isEmpty, "\(page): \(lint.stderr)")
             let text = try String(contentsOfFile: stage + "/usr/share/man/" + page, encoding: .utf8)

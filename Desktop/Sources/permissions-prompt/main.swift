@@ -7,7 +7,7 @@ internal import PermissionsModel
 
 /// The usage text, one literal (the translation template reads it as C).
 func usage() -> String {
-    tr("Usage: permissions-prompt [--system | --session | --address ADDRESS]\n       permissions-prompt --version\n\nAnswers the permission prompts of your user in a dialog, as long as it runs.\nIt talks to the service on the system bus unless an option names another, or\nPERMISSIONS_BUS does (system, session, or a D-Bus address). --version shows the\npackage and interface versions.\n")
+    tr("Usage: permissions-prompt [--system | --session | --address ADDRESS]\n       permissions-prompt --version\n\nAnswers the permission prompts of your user in a dialog, as long as it runs.\n\n  --system             the service on the system bus (the default)\n  --session            the service on the session bus\n  --address ADDRESS    the service on the bus at ADDRESS\n  --version            show the package and interface versions\n  -h, --help           show this help\n\nWithout a bus option, PERMISSIONS_BUS names the bus: system, session, or a\nD-Bus address.\n")
 }
 
 func runPrompt() -> Never {

@@ -2,8 +2,9 @@
 # each file goes. The directories other programs search (dbus-daemon, polkit,
 # systemd, WirePlumber) come from their pkg-config files, whatever the prefix, as
 # meson and autotools projects do; each can be overridden (tests install into a
-# temporary directory). Sets PREFIX, DESTDIR, SYSCONFDIR, LOCALSTATEDIR, BUILD_DIR
-# and the *_DIR variables below; MANIFEST is the list of what was installed.
+# temporary directory). Sets PREFIX, DESTDIR, SYSCONFDIR, LOCALSTATEDIR, BUILD_DIR,
+# DESKTOP_BUILD_DIR, DESKTOP (yes, or no for --no-desktop) and the *_DIR variables
+# below; MANIFEST is the list of what was installed.
 
 usage() {
     cat <<EOF
@@ -27,7 +28,16 @@ EOF
     [ "$(basename "$0")" = install ] && cat <<EOF
   --build-dir DIR              install what a release build already put in DIR
                                (swift build -c release --show-bin-path) instead of
-                               building
+                               building; with it, --desktop-build-dir or --no-desktop
+  --desktop-build-dir DIR      the same for the desktop programs (Desktop/: swift build
+                               --package-path Desktop -c release --show-bin-path)
+EOF
+    cat <<EOF
+  --no-desktop                 a server install: neither builds nor installs the
+                               desktop programs (Desktop/, on GTK 4 and libadwaita),
+                               so that no GTK package is needed (scripts/install-deps
+                               --no-desktop); uninstall takes it too, and removes what
+                               the manifest lists either way
 EOF
     return 0
 }
@@ -37,6 +47,8 @@ DESTDIR=
 SYSCONFDIR=/etc
 LOCALSTATEDIR=/var
 BUILD_DIR=
+DESKTOP_BUILD_DIR=
+DESKTOP=yes
 DBUS_POLICY_DIR=
 DBUS_SERVICES_DIR=
 POLKIT_DIR=
@@ -56,6 +68,9 @@ while [ $# -gt 0 ]; do
         --wireplumber-data-dir) WIREPLUMBER_DIR=${2:?$1 needs a value}; shift 2 ;;
         --build-dir) [ "$(basename "$0")" = install ] || { usage >&2; exit 2; }
                      BUILD_DIR=${2:?--build-dir needs a value}; shift 2 ;;
+        --desktop-build-dir) [ "$(basename "$0")" = install ] || { usage >&2; exit 2; }
+                     DESKTOP_BUILD_DIR=${2:?--desktop-build-dir needs a value}; shift 2 ;;
+        --no-desktop) DESKTOP=no; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "$(basename "$0"): unknown option $1" >&2; usage >&2; exit 2 ;;
     esac
@@ -105,6 +120,11 @@ PKGCONFIG_DIR=$PREFIX/lib/pkgconfig
 SHARE_DIR=$PREFIX/share/permissions
 INTERFACES_DIR=$PREFIX/share/dbus-1/interfaces
 MAN_DIR=$PREFIX/share/man
+# The desktop programs' entries: the agent's desktop file where desktops look for
+# applications, and its autostart entry beside the other files under S (S/xdg is
+# XDG_CONFIG_DIRS' default, whatever P is).
+APPLICATIONS_DIR=$PREFIX/share/applications
+AUTOSTART_DIR=$SYSCONFDIR/xdg/autostart
 CONFIG_DIR=$SYSCONFDIR/permissions
 STATE_DIR=$LOCALSTATEDIR/lib/permissions
 MANIFEST=$SHARE_DIR/install-manifest

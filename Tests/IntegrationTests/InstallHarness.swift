@@ -3,11 +3,13 @@ import Testing
 import PermissionsTestSupport
 
 /// What InstallTests use: scripts/install and scripts/uninstall run on the release
-/// build scripts/test makes (PERMISSIONS_RELEASE_BIN_DIR; `swift build` cannot run
-/// inside `swift test`, which holds the build directory's lock), the toolchain
-/// hidden, systemd-analyze's figure, and a bus configured by the installed files.
+/// builds scripts/test makes (PERMISSIONS_RELEASE_BIN_DIR, and the desktop
+/// package's PERMISSIONS_DESKTOP_RELEASE_BIN_DIR; `swift build` cannot run inside
+/// `swift test`, which holds the build directory's lock), the toolchain hidden,
+/// systemd-analyze's figure, and a bus configured by the installed files.
 enum Installing {
     static let releaseDir = ProcessInfo.processInfo.environment["PERMISSIONS_RELEASE_BIN_DIR"]
+    static let desktopReleaseDir = ProcessInfo.processInfo.environment["PERMISSIONS_DESKTOP_RELEASE_BIN_DIR"]
 
     /// The toolchain's `usr` directory (holding bin/swiftc and lib/swift), which the
     /// installed programs must not need.
@@ -19,15 +21,31 @@ enum Installing {
 
     /// Runs scripts/install (or `script`) with `environment` added to the runner's:
     /// DBUS_SYSTEM_BUS_ADDRESS names the bus whose running daemon they restart or stop.
+    /// The install is of the release builds, the desktop one's too unless
+    /// `arguments` say --no-desktop.
     @discardableResult
     static func install(_ arguments: [String], script: String = "install",
                         environment: [String: String] = [:]) throws -> CommandResult {
         let releaseDir = try #require(Self.releaseDir, "run through scripts/test, which makes the release build")
-        let extra = script == "install" ? ["--build-dir", releaseDir] : []
+        var extra = script == "install" ? ["--build-dir", releaseDir] : []
+        if script == "install", !arguments.contains("--no-desktop") {
+            let desktopDir = try #require(Self.desktopReleaseDir,
+                                          "run through scripts/test, which makes the desktop package's release build")
+            extra += ["--desktop-build-dir", desktopDir]
+        }
         let result = try run(packageRoot + "/scripts/" + script, arguments + extra,
                              environment: ProcessInfo.processInfo.environment.merging(environment) { $1 })
         #expect(result.status == 0, "scripts/\(script) \(arguments): \(result.stderr)")
         return result
+    }
+
+    /// The libraries of GTK and libadwaita that `file` loads, as ldd names them:
+    /// none for the daemon and the client, which a server without GTK runs.
+    static func gtkLibraries(of file: String) throws -> [String] {
+        let ldd = try run("/usr/bin/ldd", [file])
+        #expect(ldd.status == 0, "ldd \(file): \(ldd.stdout) \(ldd.stderr)")
+        return ldd.stdout.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { $0.hasPrefix("libgtk") || $0.hasPrefix("libadwaita") }
     }
 
     static func pkgconfig(_ package: String, _ variable: String) throws -> String {

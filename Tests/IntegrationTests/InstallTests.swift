@@ -6,7 +6,9 @@ import PermissionsTestSupport
 /// unit that passes systemd-analyze, an installed daemon that runs with the Swift
 /// toolchain hidden, started by D-Bus activation through the installed activation
 /// file, under the installed bus policy, extended by a plugin built from the
-/// installed SDK alone; then uninstalled. The helpers are in InstallHarness.swift.
+/// installed SDK alone; then uninstalled. The desktop's agent is installed beside
+/// them (and left out by --no-desktop), and neither the daemon nor the client loads
+/// GTK. The helpers are in InstallHarness.swift.
 @Suite(.serialized) struct InstallTests {
     // MARK: A DESTDIR install
 
@@ -57,6 +59,11 @@ import PermissionsTestSupport
             wireplumber + "/main.lua.d/60-org.example.Permissions-access.lua",
             wireplumber + "/wireplumber.conf.d/90-org.example.Permissions-access.conf",
             "/etc/permissions/permissions.conf",
+            // The desktop's agent, its desktop file and its autostart entry.
+            "/usr/libexec/permissions-prompt",
+            "/usr/share/man/man1/permissions-prompt.1",
+            "/usr/share/applications/org.example.Permissions.Prompt.desktop",
+            "/etc/xdg/autostart/org.example.Permissions.Prompt.desktop",
         ]
         for plugin in plugins { expected.insert("/usr/lib/permissions/plugins/libpermissions-\(plugin).so") }
         let found = Installing.files(under: stage)
@@ -91,7 +98,15 @@ import PermissionsTestSupport
         #expect(socketUnit.contains("\nSocketMode=0600\n") && socketUnit.contains("\nSocketUser=root\n"))
         let pc = try String(contentsOfFile: stage + "/usr/lib/pkgconfig/permissions-plugin.pc", encoding: .utf8)
         #expect(pc.contains("\nprefix=/usr\n") && pc.contains("pluginsdir=${prefix}/lib/permissions/plugins"))
-        #expect(!(manifest + activation + unit + connectorUnit + pc).contains(stage))
+        // The agent's entries name the installed agent, hidden from menus; the
+        // autostart entry is the same file.
+        let promptEntry = try String(contentsOfFile: stage + "/usr/share/applications/org.example.Permissions.Prompt.desktop",
+                                     encoding: .utf8)
+        #expect(promptEntry.contains("\nExec=/usr/libexec/permissions-prompt\n"), "\(promptEntry)")
+        #expect(promptEntry.contains("\nNoDisplay=true\n") && !promptEntry.contains("@"), "\(promptEntry)")
+        #expect(try String(contentsOfFile: stage + "/etc/xdg/autostart/org.example.Permissions.Prompt.desktop",
+                           encoding: .utf8) == promptEntry)
+        #expect(!(manifest + activation + unit + connectorUnit + pc + promptEntry).contains(stage))
 
         // The units, as hardened as systemd's own bus services, or more.
         for name in ["permissionsd.service", "permissionsd-connector.service"] {
@@ -103,7 +118,7 @@ import PermissionsTestSupport
         let packageVersion = try run(stage + "/usr/libexec/permissionsd", ["--version"]).stdout
             .split(separator: "\n").first?.split(separator: " ").last.map(String.init) ?? "?"
         for page in ["man8/permissionsd.8", "man8/permissionsd-connector.8", "man1/permissionsctl.1",
-                     "man5/permissions.conf.5"] {
+                     "man5/permissions.conf.5", "man1/permissions-prompt.1"] {
             let lint = try run("/usr/bin/groff", ["-man", "-ww", "-z", stage + "/usr/share/man/" + page])
             #expect(lint.status == 0 && lint.stderr.isEmpty, "\(page): \(lint.stderr)")
             let text = try String(contentsOfFile: stage + "/usr/share/man/" + page, encoding: .utf8)
@@ -136,6 +151,46 @@ import PermissionsTestSupport
                                                                    "--version"])
         #expect(connectorVersion.status == 0 && connectorVersion.stdout.hasPrefix("permissionsd-connector "),
                 "\(connectorVersion.stderr)")
+        // The agent too (GTK is the machine's; the Swift runtime the install's).
+        let promptVersion = try Installing.runWithoutToolchain([stage + "/usr/libexec/permissions-prompt", "--version"])
+        #expect(promptVersion.status == 0 && promptVersion.stdout.hasPrefix("permissions-prompt "),
+                "\(promptVersion.stderr)")
+        #expect(promptVersion.stdout.split(separator: "\n").first?.dropFirst("permissions-prompt ".count)
+                    == packageVersion[...])
+        let promptHelp = try Installing.runWithoutToolchain([stage + "/usr/libexec/permissions-prompt", "--help"])
+        #expect(promptHelp.status == 0 && promptHelp.stdout.hasPrefix("Usage: permissions-prompt "),
+                "\(promptHelp.stderr)")
+
+        // The daemon and the client load nothing of GTK, installed with the desktop or
+        // not; the agent does (the control: the check finds GTK where it is).
+        let promptLibraries = try Installing.gtkLibraries(of: stage + "/usr/libexec/permissions-prompt")
+        #expect(promptLibraries.contains { $0.hasPrefix("libgtk-4.so") } && promptLibraries.contains { $0.hasPrefix("libadwaita-1.so") },
+                "\(promptLibraries)")
+        for program in ["/usr/libexec/permissionsd", "/usr/bin/permissionsctl"] {
+            #expect(try Installing.gtkLibraries(of: stage + program) == [], "\(program)")
+        }
+    }
+
+    /// A server's install: no desktop program, desktop file or autostart entry, and
+    /// nothing of GTK loaded by what is installed.
+    @Test func noDesktopInstallLeavesTheDesktopOut() throws {
+        let stage = try makeTemporaryDirectory("install-server")
+        defer { try? FileManager.default.removeItem(atPath: stage) }
+        try Installing.install(["--destdir", stage, "--prefix", "/usr", "--no-desktop"])
+        let found = Installing.files(under: stage)
+        #expect(found.contains("/usr/libexec/permissionsd") && found.contains("/usr/bin/permissionsctl"))
+        let desktop = found.filter { $0.contains("permissions-prompt") || $0.hasSuffix(".desktop") }
+        #expect(desktop.sorted() == [], "installed with --no-desktop")
+        #expect(!FileManager.default.fileExists(atPath: stage + "/usr/share/applications"))
+        #expect(!FileManager.default.fileExists(atPath: stage + "/etc/xdg"))
+        for file in found where file.hasSuffix(".so") || file.hasPrefix("/usr/libexec/") || file.hasPrefix("/usr/bin/") {
+            #expect(try Installing.gtkLibraries(of: stage + file) == [], "\(file)")
+        }
+        // An existing build without the desktop's, and no --no-desktop: refused, as
+        // scripts/install cannot tell whether to build the desktop or to leave it out.
+        let releaseDir = try #require(Installing.releaseDir)
+        let refused = try run(packageRoot + "/scripts/install", ["--destdir", stage, "--build-dir", releaseDir])
+        #expect(refused.status == 2 && refused.stderr.contains("--desktop-build-dir"), "\(refused.stderr)")
     }
 
     // MARK: An install whose paths are real
@@ -274,6 +329,11 @@ import PermissionsTestSupport
         let upgradedPID = try #require(Int32(upgraded.stdout.dropFirst(2).trimmingCharacters(in: .whitespacesAndNewlines)))
         #expect(upgradedPID != pid)
         Installing.stop(upgradedPID)
+
+        // The agent starts with every graphical session, as installed.
+        let autostart = try String(contentsOfFile: root + "/etc/xdg/autostart/org.example.Permissions.Prompt.desktop",
+                                   encoding: .utf8)
+        #expect(autostart.contains("\nExec=\(root)/usr/libexec/permissions-prompt\n"), "\(autostart)")
 
         // Uninstalled: nothing installed is left, only the configuration and the
         // decisions, and the plugin the administrator (this test) added, which the

@@ -80,9 +80,10 @@ func longOptions(_ text: some StringProtocol) -> Set<String> {
 
 /// The man pages in doc/man/ are the one reference for options, subcommands and
 /// configuration keys, so they are held to the programs: the options of each
-/// page's OPTIONS section are those `--help` lists, permissionsctl's COMMANDS are
-/// its subcommands with their options, the default plugin directories agree, and
-/// every key permissions.conf(5) documents is one the daemon reads.
+/// page's OPTIONS section are those `--help` lists (permissions-prompt's too),
+/// permissionsctl's COMMANDS are its subcommands with their options, the default
+/// plugin directories agree, and every key permissions.conf(5) documents is one the
+/// daemon reads.
 @Suite struct ManPageTests {
     /// The options of `permissionsd --help`: the "--" words before each option
     /// line's description.
@@ -112,8 +113,9 @@ func longOptions(_ text: some StringProtocol) -> Set<String> {
     /// A daemon's `--help` and its man page, whose OPTIONS must be the options the
     /// help lists (at least `minimum` of them, so that a page that lost its options
     /// cannot pass).
-    static func checkOptions(of program: String, page name: String, minimum: Int) throws -> (help: String, page: ManPage) {
-        let help = try run(binDir + "/" + program, ["--help"])
+    static func checkOptions(of program: String, page name: String, minimum: Int,
+                             in directory: String = binDir) throws -> (help: String, page: ManPage) {
+        let help = try run(directory + "/" + program, ["--help"])
         #expect(help.status == 0)
         let page = try ManPage(name)
         let documented = page.tags("OPTIONS").reduce(into: Set<String>()) { $0.formUnion(longOptions($1)) }
@@ -132,6 +134,13 @@ func longOptions(_ text: some StringProtocol) -> Set<String> {
 
     @Test func permissionsdConnectorOptionsAreThoseOfItsHelp() throws {
         _ = try Self.checkOptions(of: "permissionsd-connector", page: "permissionsd-connector.8", minimum: 5)
+    }
+
+    /// The desktop's agent, from Desktop/'s release build (the one InstallTests install).
+    @Test func permissionsPromptOptionsAreThoseOfItsHelp() throws {
+        let directory = try #require(Installing.desktopReleaseDir,
+                                     "run through scripts/test, which makes the desktop package's release build")
+        _ = try Self.checkOptions(of: "permissions-prompt", page: "permissions-prompt.1", minimum: 5, in: directory)
     }
 
     @Test func permissionsctlOptionsAreThoseOfItsHelp() throws {

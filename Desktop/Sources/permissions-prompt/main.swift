@@ -3,10 +3,11 @@
 internal import CAdw
 internal import DesktopSupport
 internal import Glibc
+internal import PermissionsModel
 
 /// The usage text, one literal (the translation template reads it as C).
 func usage() -> String {
-    tr("Usage: permissions-prompt [--system | --session | --address ADDRESS]\n\nAnswers the permission prompts of your user in a dialog, as long as it runs.\nIt talks to the service on the system bus unless an option names another, or\nPERMISSIONS_BUS does (system, session, or a D-Bus address).\n")
+    tr("Usage: permissions-prompt [--system | --session | --address ADDRESS]\n       permissions-prompt --version\n\nAnswers the permission prompts of your user in a dialog, as long as it runs.\n\n  --system             the service on the system bus (the default)\n  --session            the service on the session bus\n  --address ADDRESS    the service on the bus at ADDRESS\n  --version            show the package and interface versions\n  -h, --help           show this help\n\nWithout a bus option, PERMISSIONS_BUS names the bus: system, session, or a\nD-Bus address.\n")
 }
 
 func runPrompt() -> Never {
@@ -14,6 +15,10 @@ func runPrompt() -> Never {
     let arguments = Array(CommandLine.arguments.dropFirst())
     if arguments.contains("--help") || arguments.contains("-h") {
         print(usage(), terminator: "")
+        exit(0)
+    }
+    if arguments.contains("--version") {
+        print(Versions.line(program: "permissions-prompt"))
         exit(0)
     }
     let choice: BusChoice

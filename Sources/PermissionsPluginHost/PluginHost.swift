@@ -212,12 +212,7 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
     /// unavailable and `timedOut` runs instead. Exactly one of them runs.
     func call<R: Sendable>(_ plugin: LoadedPlugin, _ what: String, _ body: @escaping @Sendable () -> R,
                            then: @escaping (R) -> Void, timedOut: @escaping () -> Void = {}) {
-        var finished = false
-        let settle = QueueConfined({ () -> Bool in
-            if finished { return false }
-            finished = true
-            return true
-        })
+        let settle = Self.firstToSettle()
         let confinedThen = QueueConfined(then)
         let confinedTimedOut = QueueConfined(timedOut)
         plugin.callQueue.async {
@@ -231,6 +226,17 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
             self?.makeUnavailable(plugin, "\(what) did not return within the deadline; plugin abandoned")
             confinedTimedOut.value()
         }
+    }
+
+    /// A call's result and its deadline race: this says true to the first of them
+    /// to ask, false to the other. Asked on the daemon queue only.
+    static func firstToSettle() -> QueueConfined<() -> Bool> {
+        var finished = false
+        return QueueConfined({
+            if finished { return false }
+            finished = true
+            return true
+        })
     }
 
     /// Hands `config` to one plugin; `done` gets its reason when it rejected it, or

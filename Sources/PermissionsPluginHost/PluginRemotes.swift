@@ -23,12 +23,7 @@ extension PluginHost {
     package func openRemote(id: UInt64, uid: UInt32, pid: UInt32, app: String, permission: String,
                             done: @escaping (Int32) -> Void) {
         guard enforces(permission), let plugin = providers[permission] else { return done(-ENOTSUP) }
-        var finished = false
-        let settle = QueueConfined({ () -> Bool in
-            if finished { return false }
-            finished = true
-            return true
-        })
+        let settle = Self.firstToSettle()
         let confinedDone = QueueConfined(done)
         let deadline = self.deadline
         plugin.remoteQueue.async {

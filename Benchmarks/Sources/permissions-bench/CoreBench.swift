@@ -3,12 +3,12 @@
 //
 // - the floor: Benchmarks/floor/floor.c, built with cc at the start of the run, a
 //   single-threaded service in C directly on libdbus (Status(s) -> s, GetStatus's
-//   shape, answered with a constant; Peer.Ping answered by libdbus itself): the
+//   shape, answered with a constant; Peer.Ping answered by libdbus itself; Emit(s)
+//   emits a plain signal Tick(s), EmitEach(s) sends it to each subscriber): the
 //   physical limit, which the limits judge "vs floor" against;
 // - the DBusKit floor: `permissions-bench floor-service`, the same service on DBusKit
-//   (Status(s) on DBusKit's fast path, Peer.Ping through its router; Emit(s) emits a
-//   plain signal Tick(s), EmitEach(s) sends it to each subscriber: the fan-out
-//   section's floor), reported beside the C floor: what our own framework costs;
+//   (Status(s) on DBusKit's fast path, Peer.Ping through its router), reported beside
+//   the C floor in every section that has one: what our own framework costs;
 // - the peer: xdg-permission-store (Debian's xdg-desktop-portal), Lookup of an entry
 //   set with SetPermission first;
 // - permissionsd of the same build, with every plugin of that build (location,
@@ -780,7 +780,8 @@ final class CoreBench {
 
     // MARK: Fan-out
 
-    /// Fan-out, two ways, each against its own floor:
+    /// Fan-out, two ways, each against its own floor, in C (judged) and on DBusKit
+    /// (reported), all three triggers taking turns:
     /// - broadcast: a trigger that writes nothing, a plugin publication: the bench
     ///   plays bluetoothd (BlueZBench's, on the bench's bus, which is the daemon's
     ///   system bus) and flips its adapter's Powered; the bluetooth plugin publishes
@@ -792,11 +793,13 @@ final class CoreBench {
     ///   subscriber hears the first signal one bus hop after the commit ended, as the
     ///   floor's first subscriber does one hop after EmitEach arrived, so "after the
     ///   commit" is (last - first arrival) + the floor's median (first arrival - trigger),
-    ///   and the commit is the daemon's median (first arrival - trigger) less the floor's.
+    ///   and the commit is the daemon's median (first arrival - trigger) less the floor's;
+    ///   "the floor" there is the C floor.
     private func fanout() {
         let collector = CoreFanoutCollector()
         let daemonOwner = busOwner("org.example.Permissions")
         let floorOwner = busOwner(coreFloorBusName)
+        let cFloorOwner = busOwner(coreCFloorBusName)
         var decisions = 0  // each SetDecision flips the stored decision, so each is a change
         var flips = 0  // adapter power changes
         let bluetoothd = BZBluetoothd(address: bus.address)
@@ -809,14 +812,16 @@ final class CoreBench {
         }
         var table = Table("Signal fan-out: trigger sent -> the last of S subscribers has the signal (µs); broadcast: "
                               + "adapter Powered flipped -> StatusChanged vs floor Emit -> Tick; unicast: SetDecision -> "
-                              + "StatusChanged, from the commit, vs floor EmitEach -> Tick",
-                              columns: ["kind", "subscribers", "permissionsd p50", "floor p50", "vs floor",
-                                        "permissionsd p99", "floor p99", "vs floor", "commit p50", "with commit p50",
-                                        "target", "met"])
+                              + "StatusChanged, from the commit, vs floor EmitEach -> Tick; the limits judge against "
+                              + "the C floor",
+                              columns: ["kind", "subscribers", "permissionsd p50", "C floor p50", "DBusKit floor p50",
+                                        "vs C floor", "vs DBusKit floor", "permissionsd p99", "C floor p99",
+                                        "vs C floor", "commit p50", "with commit p50", "target", "met"])
         var lines: [[(String, JSONValue)]] = []
         for unicast in [false, true] {
             for s in options.subscribers {
-                let mode: CoreSubscriber.Mode = unicast ? .unicast(daemon: daemonOwner, floor: floorOwner) : .broadcast
+                let mode: CoreSubscriber.Mode = unicast ? .unicast(daemon: daemonOwner, floor: floorOwner, cFloor: cFloorOwner)
+                    : .broadcast(floor: floorOwner, cFloor: cFloorOwner)
                 var subscribers: [CoreSubscriber] = []
                 for i in 0..<s {
                     subscribers.append(CoreSubscriber(address: bus.address, index: i, app: coreFanoutApp, mode: mode,
@@ -829,18 +834,21 @@ final class CoreBench {
                     guard group.wait(timeout: .now() + 30) == .success else { fail("Subscribe did not answer") }
                 }
                 let count = s >= 100 ? options.triggersLarge : options.triggers
-                var total: [[Double]] = [[], []]
-                var first: [[Double]] = [[], []]
-                var spread: [[Double]] = [[], []]
+                // By kind: permissionsd, the DBusKit floor, the C floor (CoreSubscriber's kinds).
+                var total: [[Double]] = [[], [], []]
+                var first: [[Double]] = [[], [], []]
+                var spread: [[Double]] = [[], [], []]
                 let warm = 5
                 for i in 0..<(warm + count) {
-                    for j in 0..<2 {
-                        let kind = (i + j) % 2  // alternate which goes first
+                    for j in 0..<3 {
+                        let kind = (i + j) % 3  // rotate which goes first
                         let label: String
                         collector.expect(kind: kind, subscribers: s)
                         let t0: UInt64
-                        if kind == CoreSubscriber.floorKind {
-                            let target = unicast ? floorEachTrigger : floorTrigger
+                        if kind == CoreSubscriber.floorKind || kind == CoreSubscriber.cFloorKind {
+                            let c = kind == CoreSubscriber.cFloorKind
+                            let target = unicast ? (c ? cFloorEachTrigger : floorEachTrigger)
+                                : (c ? cFloorTrigger : floorTrigger)
                             label = target.label
                             let message = target.message()
                             t0 = monotonicNanoseconds()
@@ -868,13 +876,18 @@ final class CoreBench {
                         }
                     }
                 }
-                if unicast { _ = call(coreFloorBusName, coreFloorPath, coreFloorInterface, "UnsubscribeAll") }
+                if unicast {
+                    for name in [coreFloorBusName, coreCFloorBusName] {
+                        _ = call(name, coreFloorPath, coreFloorInterface, "UnsubscribeAll")
+                    }
+                }
                 for sub in subscribers { sub.close() }
-                let floorHop = Samples(first[1]).p50
+                let floorHop = Samples(first[CoreSubscriber.cFloorKind]).p50
                 let commit = unicast ? max(0, Samples(first[0]).p50 - floorHop) : 0
                 let withCommit = Samples(total[0])
                 let d = unicast ? Samples(spread[0].map { $0 + floorHop }) : withCommit
-                let f = Samples(total[1])
+                let f = Samples(total[CoreSubscriber.cFloorKind])
+                let k = Samples(total[CoreSubscriber.floorKind])
                 let r50 = ratio(d.p50, f.p50)
                 let r99 = ratio(d.p99, f.p99)
                 let kindName = unicast ? "unicast" : "broadcast"
@@ -882,10 +895,13 @@ final class CoreBench {
                 var met = ""
                 var fields: [(String, JSONValue)] = [
                     ("kind", .string(kindName)), ("subscribers", .int(s)), ("triggers", .int(count)),
-                    ("p50_us", .num(d.p50)), ("p99_us", .num(d.p99)), ("floor_p50_us", .num(f.p50)),
-                    ("floor_p99_us", .num(f.p99)), ("ratio_p50", .num(r50)), ("ratio_p99", .num(r99)),
+                    ("p50_us", .num(d.p50)), ("p99_us", .num(d.p99)), ("c_floor_p50_us", .num(f.p50)),
+                    ("c_floor_p99_us", .num(f.p99)), ("ratio_p50", .num(r50)), ("ratio_p99", .num(r99)),
+                    ("dbuskit_floor_p50_us", .num(k.p50)), ("dbuskit_floor_p99_us", .num(k.p99)),
+                    ("dbuskit_ratio_p50", .num(ratio(d.p50, k.p50))), ("dbuskit_ratio_p99", .num(ratio(d.p99, k.p99))),
                     ("with_commit_p50_us", .num(withCommit.p50)), ("commit_p50_us", .num(commit)),
-                    ("first_p50_us", .num(Samples(first[0]).p50)), ("floor_first_p50_us", .num(floorHop)),
+                    ("first_p50_us", .num(Samples(first[0]).p50)), ("c_floor_first_p50_us", .num(floorHop)),
+                    ("dbuskit_floor_first_p50_us", .num(Samples(first[CoreSubscriber.floorKind]).p50)),
                     ("strays", .int(collector.strays)),
                 ]
                 if s == 100 {
@@ -894,15 +910,15 @@ final class CoreBench {
                     met = t.metText
                     fields.append(("met", .bool(t.met)))
                 }
-                table.add([kindName, "\(s)", format(d.p50), format(f.p50), ratioText(r50), format(d.p99),
-                           format(f.p99), ratioText(r99), unicast ? format(commit) : "-",
+                table.add([kindName, "\(s)", format(d.p50), format(f.p50), format(k.p50), ratioText(r50),
+                           ratioText(ratio(d.p50, k.p50)), format(d.p99), format(f.p99), ratioText(r99), unicast ? format(commit) : "-",
                            unicast ? format(withCommit.p50) : "-", target, met])
                 lines.append(fields)
             }
         }
         table.print()
-        print("unicast, from the commit: (last - first arrival) + the floor's median (first arrival - EmitEach sent); "
-              + "commit: the daemon's median (first arrival - SetDecision sent) less the floor's")
+        print("unicast, from the commit: (last - first arrival) + the C floor's median (first arrival - EmitEach sent); "
+              + "commit: the daemon's median (first arrival - SetDecision sent) less the C floor's")
         for fields in lines { printJSONLine("fanout", fields) }
         if collector.strays > 0 { print("note: \(collector.strays) signals arrived that no trigger asked for") }
     }
@@ -921,6 +937,11 @@ final class CoreBench {
 
     private let floorTrigger = CallTarget("Emit", destination: coreFloorBusName, path: coreFloorPath,
                                               interface: coreFloorInterface, member: "Emit", [.string(coreFanoutApp)])
+    private let cFloorTrigger = CallTarget("C floor Emit", destination: coreCFloorBusName, path: coreFloorPath,
+                                           interface: coreFloorInterface, member: "Emit", [.string(coreFanoutApp)])
+    private let cFloorEachTrigger = CallTarget("C floor EmitEach", destination: coreCFloorBusName, path: coreFloorPath,
+                                               interface: coreFloorInterface, member: "EmitEach",
+                                               [.string(coreFanoutApp)])
     private let floorEachTrigger = CallTarget("EmitEach", destination: coreFloorBusName, path: coreFloorPath,
                                                   interface: coreFloorInterface, member: "EmitEach",
                                                   [.string(coreFanoutApp)])

@@ -1,10 +1,14 @@
 // permissions-bench core: permissionsd against the floor and the peer, side by side
 // on one private bus in one run.
 //
-// - the floor: `permissions-bench floor-service`, a single-threaded libdbus service
-//   (Status(s) -> s, GetStatus's shape, on DBusKit's fast path with a constant answer;
-//   Peer.Ping through DBusKit's router; Emit(s) emits a plain signal Tick(s),
-//   EmitEach(s) sends it to each subscriber);
+// - the floor: Benchmarks/floor/floor.c, built with cc at the start of the run, a
+//   single-threaded service in C directly on libdbus (Status(s) -> s, GetStatus's
+//   shape, answered with a constant; Peer.Ping answered by libdbus itself; Emit(s)
+//   emits a plain signal Tick(s), EmitEach(s) sends it to each subscriber): the
+//   physical limit, which the limits judge "vs floor" against;
+// - the DBusKit floor: `permissions-bench floor-service`, the same service on DBusKit
+//   (Status(s) on DBusKit's fast path, Peer.Ping through its router), reported beside
+//   the C floor in every section that has one: what our own framework costs;
 // - the peer: xdg-permission-store (Debian's xdg-desktop-portal), Lookup of an entry
 //   set with SetPermission first;
 // - permissionsd of the same build, with every plugin of that build (location,
@@ -152,6 +156,8 @@ final class CoreBench {
     private var names: CoreNameWatcher!
     private var client: Connection!
     private var floor: Child!
+    /// The C floor (Benchmarks/floor/floor.c), built into the run directory.
+    private var cFloor: Child!
     private var peer: Child?
     private var daemon: Child?
     /// GetStatus calls answered by the long-lived daemon, for the RSS-over-calls figure.
@@ -234,7 +240,31 @@ final class CoreBench {
         guard names.wait(from: mark, name: coreFloorBusName, owned: true, seconds: 10) != nil else {
             fail("the floor service did not take its name; see \(root)/logs/floor.log")
         }
+        let cFloorPath = buildCFloor()
+        let cMark = names.mark
+        cFloor = SpawnSpec(cFloorPath, ["--address", bus.address, "--name", coreCFloorBusName], name: "floor-c",
+                           log: root + "/logs/floor-c.log").spawn().0
+        guard names.wait(from: cMark, name: coreCFloorBusName, owned: true, seconds: 10) != nil else {
+            fail("the C floor did not take its name; see \(root)/logs/floor-c.log")
+        }
         client = openBlocking(bus.address)
+    }
+
+    /// Builds Benchmarks/floor/floor.c into the run directory, as the tests build their
+    /// C tools: cc with libdbus's flags from pkg-config.
+    private func buildCFloor() -> String {
+        let source = packageRoot + "/Benchmarks/floor/floor.c"
+        let output = root + "/floor-c"
+        do {
+            let flags = try PermissionsTestSupport.run("/usr/bin/pkg-config", ["--cflags", "--libs", "dbus-1"])
+            guard flags.status == 0 else { fail("pkg-config dbus-1: \(flags.stderr)") }
+            let cc = try PermissionsTestSupport.run("/usr/bin/cc", ["-O2", "-Wall", "-Werror", "-o", output, source]
+                                                    + flags.stdout.split(whereSeparator: \.isWhitespace).map(String.init))
+            guard cc.status == 0 else { fail("cc \(source): \(cc.stderr)") }
+        } catch {
+            fail("cannot build the C floor: \(error)")
+        }
+        return output
     }
 
     private func tearDown() {
@@ -243,6 +273,7 @@ final class CoreBench {
         peer?.kill()
         daemon?.kill()
         floor.kill()
+        cFloor.kill()
         bus.kill()
         Children.shared.killAll()
     }
@@ -385,32 +416,36 @@ final class CoreBench {
             return values.isEmpty ? 0 : values[values.count / 2]
         }
         let floorMemory = floor.memory
+        let cFloorMemory = cFloor.memory
         var table = Table("Start-up: process start -> bus name owned (\(n) starts each), idle RSS right after",
-                              columns: ["measurement", "permissionsd", "floor", "xdg-permission-store", "vs peer",
-                                        "target", "met"])
+                              columns: ["measurement", "permissionsd", "C floor", "DBusKit floor", "xdg-permission-store",
+                                        "vs peer", "target", "met"])
         let startupMedian = s["empty"]!.p50
         let startupTarget = report.check(.startup, startupMedian)
-        table.add(["start-up median (ms)", format(startupMedian), "-", format(s["peer"]!.p50),
+        table.add(["start-up median (ms)", format(startupMedian), "-", "-", format(s["peer"]!.p50),
                    ratioText(ratio(startupMedian, s["peer"]!.p50)), startupTarget.wanted,
                    startupTarget.metText])
-        table.add(["start-up max (ms)", format(s["empty"]!.max), "-", format(s["peer"]!.max), "", "", ""])
+        table.add(["start-up max (ms)", format(s["empty"]!.max), "-", "-", format(s["peer"]!.max), "", "", ""])
         let idle = mebibytes(medianKiB("empty", \.rss))
         let rssTarget = report.check(.idleRSS, idle)
-        table.add(["idle RSS (MiB)", format(idle), floorMemory.map { format(mebibytes($0.rss)) } ?? "-",
+        table.add(["idle RSS (MiB)", format(idle), cFloorMemory.map { format(mebibytes($0.rss)) } ?? "-",
+                   floorMemory.map { format(mebibytes($0.rss)) } ?? "-",
                    format(mebibytes(medianKiB("peer", \.rss))),
                    ratioText(ratio(idle, mebibytes(medianKiB("peer", \.rss)))), rssTarget.wanted,
                    rssTarget.metText])
         table.add(["  anonymous (MiB)", format(mebibytes(medianKiB("empty", \.anon))),
+                   cFloorMemory.map { format(mebibytes($0.anon)) } ?? "-",
                    floorMemory.map { format(mebibytes($0.anon)) } ?? "-", format(mebibytes(medianKiB("peer", \.anon))),
                    "", "", ""])
         table.add(["  file-backed (MiB)", format(mebibytes(medianKiB("empty", \.file))),
+                   cFloorMemory.map { format(mebibytes($0.file)) } ?? "-",
                    floorMemory.map { format(mebibytes($0.file)) } ?? "-", format(mebibytes(medianKiB("peer", \.file))),
                    "", "", ""])
-        table.add(["threads after start-up", "\(threads["empty"] ?? 0)", "\(floor.threads)", "\(threads["peer"] ?? 0)",
+        table.add(["threads after start-up", "\(threads["empty"] ?? 0)", "\(cFloor.threads)", "\(floor.threads)", "\(threads["peer"] ?? 0)",
                    "", "", ""])
         table.print()
         print("plugins: " + pluginList.map { "\($0.0) (\($0.1))" }.joined(separator: ", ")
-              + "; the floor is this bench's own binary (it links Foundation), so its RSS is no Dispatch-only floor")
+              + "; the DBusKit floor is this bench's own binary (it links Foundation), the C floor links libdbus alone")
         printJSONLine("startup", [
             ("runs", .int(n)), ("median_ms", .num(startupMedian)), ("max_ms", .num(s["empty"]!.max)),
             ("min_ms", .num(s["empty"]!.min)),
@@ -423,7 +458,7 @@ final class CoreBench {
             ("rss_kib", .int(medianKiB("empty", \.rss))), ("anon_kib", .int(medianKiB("empty", \.anon))),
             ("file_kib", .int(medianKiB("empty", \.file))), ("threads", .int(threads["empty"] ?? 0)),
             ("peer_rss_kib", .int(medianKiB("peer", \.rss))), ("peer_anon_kib", .int(medianKiB("peer", \.anon))),
-            ("floor_rss_kib", .int(floorMemory?.rss ?? 0)),
+            ("c_floor_rss_kib", .int(cFloorMemory?.rss ?? 0)), ("dbuskit_floor_rss_kib", .int(floorMemory?.rss ?? 0)),
             ("target_mib", .num(rssTarget.limit.value)), ("met", .bool(rssTarget.met)),
         ])
 
@@ -513,7 +548,7 @@ final class CoreBench {
         daemon = d
         idleMemory = d.memory
         checkPlugins()
-        print("long-lived instances: permissionsd pid \(d.pid), xdg-permission-store pid \(p.pid), floor pid \(floor.pid), "
+        print("long-lived instances: permissionsd pid \(d.pid), xdg-permission-store pid \(p.pid), C floor pid \(cFloor.pid), DBusKit floor pid \(floor.pid), "
               + "dbus-daemon pid \(bus.processIdentifier ?? 0)")
         fflush(nil)
         let status = daemonCall("GetStatus", [.string("location")]).first?.stringValue
@@ -579,32 +614,35 @@ final class CoreBench {
     // MARK: Latency
 
     private func latency() {
-        // Index 0 permissionsd, 1 the floor's Status(s) (the floor the targets use: the
-        // same request and reply shape), 2 the floor's Ping (no body: a reference), 3 the peer.
-        let targets = [CallTarget.getStatus("location"), CallTarget.floorStatus, CallTarget.floorPing,
-                       CallTarget.peerLookup]
-        let pids = [daemon?.pid ?? 0, floor.pid, peer?.pid ?? 0, Int32(bus.processIdentifier ?? 0)]
+        // Index 0 permissionsd; 1 the C floor's Status(s) (the floor the limits judge by:
+        // the same request and reply shape, libdbus alone); 2 the DBusKit floor's
+        // Status(s) (what our framework costs, reported); 3 and 4 their Pings (no body:
+        // references); 5 the peer.
+        let targets = [CallTarget.getStatus("location"), CallTarget.cFloorStatus, CallTarget.floorStatus,
+                       CallTarget.cFloorPing, CallTarget.floorPing, CallTarget.peerLookup]
+        let pids = [daemon?.pid ?? 0, cFloor.pid, floor.pid, peer?.pid ?? 0, Int32(bus.processIdentifier ?? 0)]
         let cpuBefore = pids.map(cpuNanoseconds)
         let samples = coreLatency(client, targets, warmup: options.warmup, calls: options.calls,
                                   roundSize: options.roundSize)
         let cpu = zip(pids.map(cpuNanoseconds), cpuBefore).map { Double($0 - $1) / 1000 }
         daemonCalls += options.warmup + options.calls
-        let (d, f, g, p) = (Samples(samples[0]), Samples(samples[1]), Samples(samples[2]),
-                            Samples(samples[3]))
+        let (d, c, k, cg, kg, p) = (Samples(samples[0]), Samples(samples[1]), Samples(samples[2]),
+                                    Samples(samples[3]), Samples(samples[4]), Samples(samples[5]))
         let rounds = (options.calls + options.roundSize - 1) / options.roundSize
         var table = Table("GetStatus latency: one connection, blocking round trips, \(options.calls) per target "
-                              + "after \(options.warmup) warm-up, interleaved in \(rounds) rounds (µs)",
-                              columns: ["measurement", "permissionsd", "floor Status(s)", "floor Ping", "peer Lookup",
-                                        "vs floor", "vs Ping", "vs peer", "target", "met"])
-        let r50 = ratio(d.p50, f.p50)
-        let r99 = ratio(d.p99, f.p99)
+                              + "after \(options.warmup) warm-up, interleaved in \(rounds) rounds (µs); the limits "
+                              + "judge against the C floor",
+                              columns: ["measurement", "permissionsd", "C floor Status(s)", "DBusKit floor Status(s)",
+                                        "C floor Ping", "DBusKit floor Ping", "peer Lookup", "vs C floor",
+                                        "vs DBusKit floor", "vs peer", "target", "met"])
+        let r50 = ratio(d.p50, c.p50)
+        let r99 = ratio(d.p99, c.p99)
         let t50 = report.check(.latencyP50, r50)
         let t99 = report.check(.latencyP99, r99)
         func row(_ name: String, _ value: (Samples) -> Double, _ target: Verdict?) -> [String] {
-            [name, format(value(d)), format(value(f)), format(value(g)), format(value(p)),
-             ratioText(ratio(value(d), value(f))), ratioText(ratio(value(d), value(g))),
-             ratioText(ratio(value(d), value(p))), target?.wanted ?? "",
-             target?.metText ?? ""]
+            [name, format(value(d)), format(value(c)), format(value(k)), format(value(cg)), format(value(kg)),
+             format(value(p)), ratioText(ratio(value(d), value(c))), ratioText(ratio(value(d), value(k))),
+             ratioText(ratio(value(d), value(p))), target?.wanted ?? "", target?.metText ?? ""]
         }
         table.add(row("p50 (µs)", \.p50, t50))
         table.add(row("p99 (µs)", \.p99, t99))
@@ -612,24 +650,30 @@ final class CoreBench {
         table.add(row("max (µs)", \.max, nil))
         table.print()
         // Where a round trip's time goes: each process's CPU time (schedstat, every
-        // thread) over the section, per call it served; the floor served two targets,
-        // dbus-daemon routes every call and reply of all four.
+        // thread) over the section, per call it served; each floor served two targets,
+        // dbus-daemon routes every call and reply of all six.
         let served = Double(options.warmup + options.calls)
-        let perCall = [cpu[0] / served, cpu[1] / (2 * served), cpu[2] / served, cpu[3] / (4 * served)]
+        let perCall = [cpu[0] / served, cpu[1] / (2 * served), cpu[2] / (2 * served), cpu[3] / served,
+                       cpu[4] / (6 * served)]
         print("CPU per call (µs, on-CPU time of every thread / calls served): permissionsd "
-              + "\(format(perCall[0])), floor \(format(perCall[1])) (its Status and Ping calls alike), "
-              + "xdg-permission-store \(format(perCall[2])); dbus-daemon \(format(perCall[3])) per call routed "
-              + "(call and reply)")
-        printJSONLine("cpu_per_call", [("permissionsd_us", .num(perCall[0])), ("floor_us", .num(perCall[1])),
-                                     ("peer_us", .num(perCall[2])), ("dbus_daemon_us", .num(perCall[3]))])
+              + "\(format(perCall[0])), C floor \(format(perCall[1])), DBusKit floor \(format(perCall[2])) "
+              + "(each its Status and Ping calls alike), xdg-permission-store \(format(perCall[3])); "
+              + "dbus-daemon \(format(perCall[4])) per call routed (call and reply)")
+        printJSONLine("cpu_per_call", [("permissionsd_us", .num(perCall[0])), ("c_floor_us", .num(perCall[1])),
+                                     ("dbuskit_floor_us", .num(perCall[2])), ("peer_us", .num(perCall[3])),
+                                     ("dbus_daemon_us", .num(perCall[4]))])
         printJSONLine("getstatus_latency", [
             ("calls", .int(options.calls)), ("warmup", .int(options.warmup)), ("rounds", .int(rounds)),
             ("p50_us", .num(d.p50)), ("p99_us", .num(d.p99)), ("p999_us", .num(d.percentile(99.9))), ("max_us", .num(d.max)),
-            ("floor_p50_us", .num(f.p50)), ("floor_p99_us", .num(f.p99)), ("floor_max_us", .num(f.max)),
-            ("ping_p50_us", .num(g.p50)), ("ping_p99_us", .num(g.p99)),
+            ("c_floor_p50_us", .num(c.p50)), ("c_floor_p99_us", .num(c.p99)), ("c_floor_max_us", .num(c.max)),
+            ("dbuskit_floor_p50_us", .num(k.p50)), ("dbuskit_floor_p99_us", .num(k.p99)),
+            ("dbuskit_floor_max_us", .num(k.max)),
+            ("c_ping_p50_us", .num(cg.p50)), ("c_ping_p99_us", .num(cg.p99)),
+            ("dbuskit_ping_p50_us", .num(kg.p50)), ("dbuskit_ping_p99_us", .num(kg.p99)),
             ("peer_p50_us", .num(p.p50)), ("peer_p99_us", .num(p.p99)), ("peer_max_us", .num(p.max)),
             ("ratio_p50", .num(r50)), ("ratio_p99", .num(r99)),
-            ("ping_ratio_p50", .num(ratio(d.p50, g.p50))), ("ping_ratio_p99", .num(ratio(d.p99, g.p99))),
+            ("dbuskit_ratio_p50", .num(ratio(d.p50, k.p50))), ("dbuskit_ratio_p99", .num(ratio(d.p99, k.p99))),
+            ("ping_ratio_p50", .num(ratio(d.p50, cg.p50))), ("ping_ratio_p99", .num(ratio(d.p99, cg.p99))),
             ("peer_ratio_p50", .num(ratio(d.p50, p.p50))), ("peer_ratio_p99", .num(ratio(d.p99, p.p99))),
             ("met_p50", .bool(t50.met)), ("met_p99", .bool(t99.met)),
         ])
@@ -638,15 +682,17 @@ final class CoreBench {
     // MARK: Throughput
 
     private func throughput() {
-        // The same four as in latency(): permissionsd, floor Status(s), floor Ping, peer.
-        let targets = [CallTarget.getStatus("location"), CallTarget.floorStatus, CallTarget.floorPing,
-                       CallTarget.peerLookup]
+        // The same six as in latency(): permissionsd, C floor Status(s), DBusKit floor
+        // Status(s), their Pings, peer.
+        let targets = [CallTarget.getStatus("location"), CallTarget.cFloorStatus, CallTarget.floorStatus,
+                       CallTarget.cFloorPing, CallTarget.floorPing, CallTarget.peerLookup]
         let k = options.inFlight
         var table = Table("Throughput: N connections, each on its own queue with \(k) calls in flight, "
                               + "\(format(options.seconds)) s per target and N in \(options.rounds) interleaved "
-                              + "windows (calls/s)",
-                              columns: ["connections", "permissionsd", "floor Status(s)", "floor Ping", "peer Lookup",
-                                        "vs floor", "vs Ping", "vs peer", "target", "met"])
+                              + "windows (calls/s); the limit judges against the C floor",
+                              columns: ["connections", "permissionsd", "C floor Status(s)", "DBusKit floor Status(s)",
+                                        "C floor Ping", "DBusKit floor Ping", "peer Lookup", "vs C floor",
+                                        "vs DBusKit floor", "vs peer", "target", "met"])
         let window = options.seconds / Double(options.rounds)
         var lines: [[(String, JSONValue)]] = []
         for n in options.connections {
@@ -667,27 +713,29 @@ final class CoreBench {
             }
             pool.close()
             let rates = totals.map { $0 / Double(options.rounds) }
-            let rf = ratio(rates[0], rates[1])
-            let rg = ratio(rates[0], rates[2])
-            let rp = ratio(rates[0], rates[3])
+            let rc = ratio(rates[0], rates[1])
+            let rk = ratio(rates[0], rates[2])
+            let rp = ratio(rates[0], rates[5])
             var target = ""
             var met = ""
             var fields: [(String, JSONValue)] = [
                 ("connections", .int(n)), ("in_flight", .int(k)), ("seconds", .num(options.seconds)),
-                ("calls_per_s", .num(rates[0], 0)), ("floor_calls_per_s", .num(rates[1], 0)),
-                ("ping_calls_per_s", .num(rates[2], 0)), ("peer_calls_per_s", .num(rates[3], 0)),
-                ("ratio_floor", .num(rf)), ("ratio_ping", .num(rg)), ("ratio_peer", .num(rp)),
+                ("calls_per_s", .num(rates[0], 0)), ("c_floor_calls_per_s", .num(rates[1], 0)),
+                ("dbuskit_floor_calls_per_s", .num(rates[2], 0)), ("c_ping_calls_per_s", .num(rates[3], 0)),
+                ("dbuskit_ping_calls_per_s", .num(rates[4], 0)), ("peer_calls_per_s", .num(rates[5], 0)),
+                ("ratio_floor", .num(rc)), ("ratio_dbuskit_floor", .num(rk)), ("ratio_ping", .num(ratio(rates[0], rates[3]))),
+                ("ratio_peer", .num(rp)),
             ]
             if n == 64 {
-                // Against the floor only: all are bounded by dbus-daemon, and the Ping's
-                // and the peer's ratios are printed beside it.
-                let tf = report.check(.throughput, rf)
-                target = "\(tf.wanted) floor"
+                // Against the C floor only: all are bounded by dbus-daemon, and the
+                // other ratios are printed beside it.
+                let tf = report.check(.throughput, rc)
+                target = "\(tf.wanted) C floor"
                 met = tf.metText
                 fields += [("met_floor", .bool(tf.met))]
             }
-            table.add(["\(n)", format(rates[0]), format(rates[1]), format(rates[2]), format(rates[3]),
-                       ratioText(rf), ratioText(rg), ratioText(rp), target, met])
+            table.add(["\(n)", format(rates[0]), format(rates[1]), format(rates[2]), format(rates[3]), format(rates[4]),
+                       format(rates[5]), ratioText(rc), ratioText(rk), ratioText(rp), target, met])
             lines.append(fields)
         }
         table.print()
@@ -732,7 +780,8 @@ final class CoreBench {
 
     // MARK: Fan-out
 
-    /// Fan-out, two ways, each against its own floor:
+    /// Fan-out, two ways, each against its own floor, in C (judged) and on DBusKit
+    /// (reported), all three triggers taking turns:
     /// - broadcast: a trigger that writes nothing, a plugin publication: the bench
     ///   plays bluetoothd (BlueZBench's, on the bench's bus, which is the daemon's
     ///   system bus) and flips its adapter's Powered; the bluetooth plugin publishes
@@ -744,11 +793,13 @@ final class CoreBench {
     ///   subscriber hears the first signal one bus hop after the commit ended, as the
     ///   floor's first subscriber does one hop after EmitEach arrived, so "after the
     ///   commit" is (last - first arrival) + the floor's median (first arrival - trigger),
-    ///   and the commit is the daemon's median (first arrival - trigger) less the floor's.
+    ///   and the commit is the daemon's median (first arrival - trigger) less the floor's;
+    ///   "the floor" there is the C floor.
     private func fanout() {
         let collector = CoreFanoutCollector()
         let daemonOwner = busOwner("org.example.Permissions")
         let floorOwner = busOwner(coreFloorBusName)
+        let cFloorOwner = busOwner(coreCFloorBusName)
         var decisions = 0  // each SetDecision flips the stored decision, so each is a change
         var flips = 0  // adapter power changes
         let bluetoothd = BZBluetoothd(address: bus.address)
@@ -761,14 +812,16 @@ final class CoreBench {
         }
         var table = Table("Signal fan-out: trigger sent -> the last of S subscribers has the signal (µs); broadcast: "
                               + "adapter Powered flipped -> StatusChanged vs floor Emit -> Tick; unicast: SetDecision -> "
-                              + "StatusChanged, from the commit, vs floor EmitEach -> Tick",
-                              columns: ["kind", "subscribers", "permissionsd p50", "floor p50", "vs floor",
-                                        "permissionsd p99", "floor p99", "vs floor", "commit p50", "with commit p50",
-                                        "target", "met"])
+                              + "StatusChanged, from the commit, vs floor EmitEach -> Tick; the limits judge against "
+                              + "the C floor",
+                              columns: ["kind", "subscribers", "permissionsd p50", "C floor p50", "DBusKit floor p50",
+                                        "vs C floor", "vs DBusKit floor", "permissionsd p99", "C floor p99",
+                                        "vs C floor", "commit p50", "with commit p50", "target", "met"])
         var lines: [[(String, JSONValue)]] = []
         for unicast in [false, true] {
             for s in options.subscribers {
-                let mode: CoreSubscriber.Mode = unicast ? .unicast(daemon: daemonOwner, floor: floorOwner) : .broadcast
+                let mode: CoreSubscriber.Mode = unicast ? .unicast(daemon: daemonOwner, floor: floorOwner, cFloor: cFloorOwner)
+                    : .broadcast(floor: floorOwner, cFloor: cFloorOwner)
                 var subscribers: [CoreSubscriber] = []
                 for i in 0..<s {
                     subscribers.append(CoreSubscriber(address: bus.address, index: i, app: coreFanoutApp, mode: mode,
@@ -781,18 +834,21 @@ final class CoreBench {
                     guard group.wait(timeout: .now() + 30) == .success else { fail("Subscribe did not answer") }
                 }
                 let count = s >= 100 ? options.triggersLarge : options.triggers
-                var total: [[Double]] = [[], []]
-                var first: [[Double]] = [[], []]
-                var spread: [[Double]] = [[], []]
+                // By kind: permissionsd, the DBusKit floor, the C floor (CoreSubscriber's kinds).
+                var total: [[Double]] = [[], [], []]
+                var first: [[Double]] = [[], [], []]
+                var spread: [[Double]] = [[], [], []]
                 let warm = 5
                 for i in 0..<(warm + count) {
-                    for j in 0..<2 {
-                        let kind = (i + j) % 2  // alternate which goes first
+                    for j in 0..<3 {
+                        let kind = (i + j) % 3  // rotate which goes first
                         let label: String
                         collector.expect(kind: kind, subscribers: s)
                         let t0: UInt64
-                        if kind == CoreSubscriber.floorKind {
-                            let target = unicast ? floorEachTrigger : floorTrigger
+                        if kind == CoreSubscriber.floorKind || kind == CoreSubscriber.cFloorKind {
+                            let c = kind == CoreSubscriber.cFloorKind
+                            let target = unicast ? (c ? cFloorEachTrigger : floorEachTrigger)
+                                : (c ? cFloorTrigger : floorTrigger)
                             label = target.label
                             let message = target.message()
                             t0 = monotonicNanoseconds()
@@ -820,13 +876,18 @@ final class CoreBench {
                         }
                     }
                 }
-                if unicast { _ = call(coreFloorBusName, coreFloorPath, coreFloorInterface, "UnsubscribeAll") }
+                if unicast {
+                    for name in [coreFloorBusName, coreCFloorBusName] {
+                        _ = call(name, coreFloorPath, coreFloorInterface, "UnsubscribeAll")
+                    }
+                }
                 for sub in subscribers { sub.close() }
-                let floorHop = Samples(first[1]).p50
+                let floorHop = Samples(first[CoreSubscriber.cFloorKind]).p50
                 let commit = unicast ? max(0, Samples(first[0]).p50 - floorHop) : 0
                 let withCommit = Samples(total[0])
                 let d = unicast ? Samples(spread[0].map { $0 + floorHop }) : withCommit
-                let f = Samples(total[1])
+                let f = Samples(total[CoreSubscriber.cFloorKind])
+                let k = Samples(total[CoreSubscriber.floorKind])
                 let r50 = ratio(d.p50, f.p50)
                 let r99 = ratio(d.p99, f.p99)
                 let kindName = unicast ? "unicast" : "broadcast"
@@ -834,10 +895,13 @@ final class CoreBench {
                 var met = ""
                 var fields: [(String, JSONValue)] = [
                     ("kind", .string(kindName)), ("subscribers", .int(s)), ("triggers", .int(count)),
-                    ("p50_us", .num(d.p50)), ("p99_us", .num(d.p99)), ("floor_p50_us", .num(f.p50)),
-                    ("floor_p99_us", .num(f.p99)), ("ratio_p50", .num(r50)), ("ratio_p99", .num(r99)),
+                    ("p50_us", .num(d.p50)), ("p99_us", .num(d.p99)), ("c_floor_p50_us", .num(f.p50)),
+                    ("c_floor_p99_us", .num(f.p99)), ("ratio_p50", .num(r50)), ("ratio_p99", .num(r99)),
+                    ("dbuskit_floor_p50_us", .num(k.p50)), ("dbuskit_floor_p99_us", .num(k.p99)),
+                    ("dbuskit_ratio_p50", .num(ratio(d.p50, k.p50))), ("dbuskit_ratio_p99", .num(ratio(d.p99, k.p99))),
                     ("with_commit_p50_us", .num(withCommit.p50)), ("commit_p50_us", .num(commit)),
-                    ("first_p50_us", .num(Samples(first[0]).p50)), ("floor_first_p50_us", .num(floorHop)),
+                    ("first_p50_us", .num(Samples(first[0]).p50)), ("c_floor_first_p50_us", .num(floorHop)),
+                    ("dbuskit_floor_first_p50_us", .num(Samples(first[CoreSubscriber.floorKind]).p50)),
                     ("strays", .int(collector.strays)),
                 ]
                 if s == 100 {
@@ -846,15 +910,15 @@ final class CoreBench {
                     met = t.metText
                     fields.append(("met", .bool(t.met)))
                 }
-                table.add([kindName, "\(s)", format(d.p50), format(f.p50), ratioText(r50), format(d.p99),
-                           format(f.p99), ratioText(r99), unicast ? format(commit) : "-",
+                table.add([kindName, "\(s)", format(d.p50), format(f.p50), format(k.p50), ratioText(r50),
+                           ratioText(ratio(d.p50, k.p50)), format(d.p99), format(f.p99), ratioText(r99), unicast ? format(commit) : "-",
                            unicast ? format(withCommit.p50) : "-", target, met])
                 lines.append(fields)
             }
         }
         table.print()
-        print("unicast, from the commit: (last - first arrival) + the floor's median (first arrival - EmitEach sent); "
-              + "commit: the daemon's median (first arrival - SetDecision sent) less the floor's")
+        print("unicast, from the commit: (last - first arrival) + the C floor's median (first arrival - EmitEach sent); "
+              + "commit: the daemon's median (first arrival - SetDecision sent) less the C floor's")
         for fields in lines { printJSONLine("fanout", fields) }
         if collector.strays > 0 { print("note: \(collector.strays) signals arrived that no trigger asked for") }
     }
@@ -873,6 +937,11 @@ final class CoreBench {
 
     private let floorTrigger = CallTarget("Emit", destination: coreFloorBusName, path: coreFloorPath,
                                               interface: coreFloorInterface, member: "Emit", [.string(coreFanoutApp)])
+    private let cFloorTrigger = CallTarget("C floor Emit", destination: coreCFloorBusName, path: coreFloorPath,
+                                           interface: coreFloorInterface, member: "Emit", [.string(coreFanoutApp)])
+    private let cFloorEachTrigger = CallTarget("C floor EmitEach", destination: coreCFloorBusName, path: coreFloorPath,
+                                               interface: coreFloorInterface, member: "EmitEach",
+                                               [.string(coreFanoutApp)])
     private let floorEachTrigger = CallTarget("EmitEach", destination: coreFloorBusName, path: coreFloorPath,
                                                   interface: coreFloorInterface, member: "EmitEach",
                                                   [.string(coreFanoutApp)])

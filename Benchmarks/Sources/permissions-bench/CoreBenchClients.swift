@@ -202,19 +202,24 @@ final class CoreFanoutCollector: @unchecked Sendable {
     var arrivedCount: Int { lock.withLock { arrived } }
 }
 
-/// One subscriber connection on its own queue, listening to permissionsd and the
-/// floor alike, in one of two ways:
+/// One subscriber connection on its own queue, listening to permissionsd and both
+/// floors (DBusKit's and C's) alike, in one of two ways:
 /// - broadcast: match rules for the daemon's broadcast StatusChanged of everyone-level
-///   changes (app "") and the floor's broadcast Tick(app);
-/// - unicast: Subscribe on both (the daemon's per-user stream, the floor's list), and
-///   match rules for the signals addressed to this connection alone from their
-///   unique names: the daemon's StatusChanged on its Subscription path, the floor's Tick.
+///   changes (app "") and each floor's broadcast Tick(app), the floors by their unique
+///   names (they send the same signal, and a match on a well-known name would let
+///   DBusKit hand one floor's Tick to the other's handler too);
+/// - unicast: Subscribe on all three (the daemon's per-user stream, each floor's list),
+///   and match rules for the signals addressed to this connection alone from their
+///   unique names: the daemon's StatusChanged on its Subscription path, each floor's Tick.
 final class CoreSubscriber: @unchecked Sendable {
     static let daemonKind = 0
+    /// The DBusKit floor (floor-service).
     static let floorKind = 1
+    /// The C floor (Benchmarks/floor/floor.c).
+    static let cFloorKind = 2
     enum Mode {
-        case broadcast
-        case unicast(daemon: String, floor: String)
+        case broadcast(floor: String, cFloor: String)
+        case unicast(daemon: String, floor: String, cFloor: String)
     }
     let queue: DispatchQueue
     let connection: Connection
@@ -227,24 +232,32 @@ final class CoreSubscriber: @unchecked Sendable {
                 let c = try Connection.open(.address(address), queue: q)
                 let daemonMatch: SignalMatch
                 let floorMatch: SignalMatch
+                let cFloorMatch: SignalMatch
                 switch mode {
-                case .broadcast:
+                case .broadcast(let floor, let cFloor):
                     // Everyone-level changes carry the app "" (every app).
                     daemonMatch = SignalMatch(sender: "org.example.Permissions", path: "/org/example/Permissions",
                                               interface: "org.example.Permissions", member: "StatusChanged", arg0: "")
-                    floorMatch = SignalMatch(sender: coreFloorBusName, path: coreFloorPath, interface: coreFloorInterface,
+                    floorMatch = SignalMatch(sender: floor, path: coreFloorPath, interface: coreFloorInterface,
                                              member: "Tick", arg0: app)
-                case .unicast(let daemon, let floor):
+                    cFloorMatch = SignalMatch(sender: cFloor, path: coreFloorPath, interface: coreFloorInterface,
+                                              member: "Tick", arg0: app)
+                case .unicast(let daemon, let floor, let cFloor):
                     daemonMatch = .unicast(to: c.uniqueName, sender: daemon, path: "/org/example/Permissions/Subscription",
                                            interface: "org.example.Permissions", member: "StatusChanged")
                     floorMatch = .unicast(to: c.uniqueName, sender: floor, path: coreFloorPath,
                                           interface: coreFloorInterface, member: "Tick")
+                    cFloorMatch = .unicast(to: c.uniqueName, sender: cFloor, path: coreFloorPath,
+                                           interface: coreFloorInterface, member: "Tick")
                 }
                 c.subscribe(daemonMatch) { _ in
                     collector.arrived(kind: CoreSubscriber.daemonKind, at: monotonicNanoseconds())
                 }
                 c.subscribe(floorMatch) { _ in
                     collector.arrived(kind: CoreSubscriber.floorKind, at: monotonicNanoseconds())
+                }
+                c.subscribe(cFloorMatch) { _ in
+                    collector.arrived(kind: CoreSubscriber.cFloorKind, at: monotonicNanoseconds())
                 }
                 return .success(c)
             } catch {
@@ -256,13 +269,14 @@ final class CoreSubscriber: @unchecked Sendable {
     }
 
     /// Unicast mode: Subscribe on permissionsd (its caller's own user's stream) and on
-    /// the floor; `group` is left once both have answered.
+    /// both floors; `group` is left once all three have answered.
     func subscribe(group: DispatchGroup) {
         let c = connection
         for (destination, path, interface, arguments) in [
             ("org.example.Permissions", "/org/example/Permissions", "org.example.Permissions",
              [DBusValue.vardict([])]),
             (coreFloorBusName, coreFloorPath, coreFloorInterface, []),
+            (coreCFloorBusName, coreFloorPath, coreFloorInterface, []),
         ] {
             group.enter()
             queue.async {

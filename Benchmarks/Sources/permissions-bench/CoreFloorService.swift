@@ -1,5 +1,6 @@
-// permissions-bench floor-service: the floor that permissionsd is measured
-// against. A D-Bus service doing next to nothing on libdbus: one thread, one
+// permissions-bench floor-service: the DBusKit floor, reported beside the C floor
+// (Benchmarks/floor/floor.c, which the limits judge by) to show what our own framework
+// costs. A D-Bus service doing next to nothing on libdbus: one thread, one
 // unattached connection, `dbus_connection_read_write_dispatch` in a loop, and
 // DBusKit's router. `Status(s) -> s` has GetStatus's shape (one string in, one
 // string out) and answers on DBusKit's fast path with a constant word, without
@@ -17,6 +18,9 @@ import DBusKit
 import Foundation
 
 let coreFloorBusName = "org.example.BenchFloor"
+/// The bus name of the C floor (Benchmarks/floor/floor.c): the same path, interface
+/// and answer as this one, so that both serve in one run.
+let coreCFloorBusName = "org.example.BenchFloorC"
 let coreFloorPath = "/org/example/BenchFloor"
 let coreFloorInterface = "org.example.BenchFloor"
 /// The floor's answer to Status(s): as long as permissionsd's answer for the bench's

@@ -1,5 +1,6 @@
 // The calls the benchmarks make, each built afresh per call (a message is sent
-// once), with the targets every benchmark knows: permissionsd, the floor, the peer.
+// once), with the targets every benchmark knows: permissionsd, the floors (C and
+// DBusKit), the peer.
 import DBusKit
 import Foundation
 
@@ -63,6 +64,12 @@ final class CallTarget: Sendable {
 
     static let floorStatus = CallTarget("floor Status(s)", destination: coreFloorBusName, path: coreFloorPath,
                                             interface: coreFloorInterface, member: "Status", [.string("location")])
+
+    static let cFloorPing = CallTarget("C floor Peer.Ping", destination: coreCFloorBusName, path: coreFloorPath,
+                                           interface: "org.freedesktop.DBus.Peer", member: "Ping")
+
+    static let cFloorStatus = CallTarget("C floor Status(s)", destination: coreCFloorBusName, path: coreFloorPath,
+                                             interface: coreFloorInterface, member: "Status", [.string("location")])
 
     static let peerLookup = CallTarget("xdg-permission-store Lookup", destination: corePeerBusName,
                                            path: corePeerPath, interface: corePeerBusName, member: "Lookup",

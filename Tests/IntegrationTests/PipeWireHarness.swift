@@ -35,11 +35,20 @@ final class TestPipeWire {
     /// accepts them, so there is no window where a client is refused.
     func start() throws {
         precondition(process == nil, "PipeWire already running")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/pipewire")
-        process.arguments = ["-c", Self.config]
         var environment = environmentWithoutPipeWire()
         environment["XDG_RUNTIME_DIR"] = runtimeDirectory
+        process = try Self.launch(["/usr/bin/pipewire", "-c", Self.config], environment: environment,
+                                  what: "PipeWire listening")
+    }
+
+    /// Runs `command` (PipeWire, possibly behind setpriv) with the test config's
+    /// logging and returns once it listens (its own log line, "Listening on
+    /// 'pipewire-0'"): the one start of every test's PipeWire.
+    static func launch(_ command: [String], environment: [String: String], what: String) throws -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: command[0])
+        process.arguments = Array(command.dropFirst())
+        var environment = environment
         environment["PIPEWIRE_DEBUG"] = "2,mod.protocol-native:3"
         process.environment = environment
         let err = Pipe()
@@ -47,9 +56,9 @@ final class TestPipeWire {
         process.standardOutput = FileHandle.nullDevice
         process.standardInput = FileHandle.nullDevice
         try process.run()
-        self.process = process
         let output = LineCollector(err.fileHandleForReading)
-        try output.wait(what: "PipeWire listening") { $0.contains { $0.contains("Listening on 'pipewire-0'") } }
+        try output.wait(what: what) { $0.contains { $0.contains("Listening on 'pipewire-0'") } }
+        return process
     }
 
     /// SIGKILL, as a crash (children of the test runner inherit a blocked SIGTERM).

@@ -80,23 +80,8 @@ final class UserPipeWire {
     /// Starts PipeWire as the user and returns once it listens (its own log line).
     func start() throws {
         precondition(process == nil, "PipeWire already running")
-        let process = Process()
-        let command = asUser("/usr/bin/pipewire") + ["-c", TestPipeWire.config]
-        process.executableURL = URL(fileURLWithPath: command[0])
-        process.arguments = Array(command.dropFirst())
-        var environment = self.environment
-        environment["PIPEWIRE_DEBUG"] = "2,mod.protocol-native:3"
-        process.environment = environment
-        let err = Pipe()
-        process.standardError = err
-        process.standardOutput = FileHandle.nullDevice
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        self.process = process
-        let output = LineCollector(err.fileHandleForReading)
-        try output.wait(what: "user \(uid)'s PipeWire listening") {
-            $0.contains { $0.contains("Listening on 'pipewire-0'") }
-        }
+        process = try TestPipeWire.launch(asUser("/usr/bin/pipewire") + ["-c", TestPipeWire.config],
+                                          environment: environment, what: "user \(uid)'s PipeWire listening")
     }
 
     /// The running PipeWire's process id (with `inside`, nsenter's).

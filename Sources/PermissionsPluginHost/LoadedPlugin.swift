@@ -1,6 +1,5 @@
 package import PermissionsModel
 internal import CPermissionsPlugin
-internal import CShims
 internal import Glibc
 import Dispatch
 internal import SystemPrimitives
@@ -149,9 +148,9 @@ package final class LoadedPlugin: @unchecked Sendable {
     /// Returns the reason for rejecting the file, or nil.
     func open() -> String? {
         guard let file else { return "not read" }
-        self.file = nil  // mapped or refused: the bytes are not needed any more
+        self.file = nil  // mapped or refused: the copy is not needed here any more
         let handle: UnsafeMutableRawPointer
-        switch Self.load(file.bytes, name: name) {
+        switch Self.load(file.copy) {
         case .refused(let reason): return reason
         case .loaded(let loaded): handle = loaded
         }
@@ -214,29 +213,21 @@ package final class LoadedPlugin: @unchecked Sendable {
         return nil
     }
 
-    /// Maps `bytes` as a library: from a sealed memfd, so that what was checked and
-    /// hashed is what runs, and every load is a fresh object (its own copy of the
-    /// code and static data, even for a file loaded before or a hard link to one).
+    /// Maps the private copy as a library: a sealed memfd (PrivateCopy), so that what
+    /// was checked and hashed is what runs, and every load is a fresh object (its own
+    /// copy of the code and static data, even for a file loaded before or a hard link
+    /// to one).
     ///
     /// glibc finds an object it has loaded before by the name given to dlopen, and a
     /// library is never unloaded, so each name must be new: the memfd stays open for
     /// the daemon's life, which keeps its number, and "/proc/self/fd/N", from being
     /// used again. One descriptor per library loaded, like the mapping itself.
-    static func load(_ bytes: [UInt8], name: String) -> Mapping {
-        let fd = cshims_memfd_create("libpermissions-\(name).so")
-        guard fd >= 0 else { return .refused("cannot make a private copy: \(errnoName(errno))") }
-        if case .failure(let error) = writeAll(fd, bytes) {
-            close(fd)
-            return .refused("cannot make a private copy: \(error)")
-        }
-        guard cshims_memfd_seal(fd) == 0 else {
-            close(fd)
-            return .refused("cannot seal the private copy: \(errnoName(errno))")
-        }
-        guard let handle = dlopen("/proc/self/fd/\(fd)", RTLD_NOW | RTLD_LOCAL) else {
-            close(fd)  // nothing was loaded under its name
+    static func load(_ copy: PrivateCopy) -> Mapping {
+        guard let handle = dlopen("/proc/self/fd/\(copy.fd)", RTLD_NOW | RTLD_LOCAL) else {
+            // Nothing was loaded under its name: the copy closes when dropped.
             return .refused("not a loadable library (\(dlerror().map { String(cString: $0) } ?? "dlopen failed"))")
         }
+        _ = copy.keep()
         return .loaded(handle)
     }
 

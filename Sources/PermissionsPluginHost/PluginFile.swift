@@ -3,9 +3,9 @@ internal import PermissionsSupport
 internal import SystemPrimitives
 
 /// A plugin file as the daemon loads it: opened, checked on the opened file (never
-/// the path again, which may name another file by then), read whole, and hashed.
-/// What was checked is what is loaded: the library is mapped from a private copy
-/// of these bytes (LoadedPlugin.open), not from the path.
+/// the path again, which may name another file by then), copied whole into a sealed
+/// memfd, and hashed. What was checked is what is loaded: the library is mapped
+/// from that private copy (LoadedPlugin.open), not from the path.
 ///
 /// Trust, in the style of sshd's StrictModes and PAM: whoever can change the file
 /// or swap it in its directory runs code in the daemon, so that must be root or the
@@ -17,8 +17,9 @@ internal import SystemPrimitives
 ///   group or others unless it is sticky (like /tmp: then others cannot remove or
 ///   rename what they do not own).
 struct PluginFile {
-    let bytes: [UInt8]
-    /// `ContentHash` of `bytes`: a file whose content did not change (a `touch`, a
+    /// The sealed private copy; closed when dropped unless `PrivateCopy.keep` took it.
+    let copy: PrivateCopy
+    /// `ContentHash` of the copy: a file whose content did not change (a `touch`, a
     /// copy of the same build) is not loaded again.
     let hash: UInt64
 
@@ -71,24 +72,23 @@ struct PluginFile {
             }
         }
         guard Int(st.st_size) <= sizeLimit else { return .failure(.refused("larger than \(sizeLimit) bytes")) }
-        var bytes = [UInt8](repeating: 0, count: Int(st.st_size))
-        var done = 0
-        while done < bytes.count {
-            let n: Int
-            let read = valueOrErrno {
-                bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + done, $0.count - done) }
-            }
-            switch read {
-            case .success(let bytesRead): n = bytesRead
-            case .failure(let error): return .failure(.refused("cannot read: \(error)"))
-            }
-            if n == 0 { break }
-            done += n
+        // Copied by the kernel straight into the memfd the library will be mapped
+        // from: no buffer of our own to fill, copy again and free (megabytes per
+        // plugin, at every start).
+        let copy: PrivateCopy
+        switch PrivateCopy.make(from: fd, size: Int(st.st_size), name: name) {
+        case .failure(let failure): return .failure(failure)
+        case .success(let made): copy = made
         }
-        // Shrunk since fstat (being rewritten): what we have is not the whole library.
-        guard done == bytes.count else { return .failure(.refused("not a loadable library (it changed while read)")) }
-        if let problem = ELFCheck.problem(bytes) { return .failure(.refused("not a loadable library (\(problem))")) }
-        return .success(PluginFile(bytes: bytes, hash: ContentHash.of(bytes)))
+        let checked = copy.withBytes { raw -> Result<UInt64, Failure> in
+            if let problem = ELFCheck.problem(raw) { return .failure(.refused("not a loadable library (\(problem))")) }
+            return .success(ContentHash.of(raw))
+        }
+        switch checked {
+        case nil: return .failure(.refused("cannot map the private copy: \(errnoName(errno))"))
+        case .failure(let failure)?: return .failure(failure)
+        case .success(let hash)?: return .success(PluginFile(copy: copy, hash: hash))
+        }
     }
 
     /// Follows the links from `path`, one at a time, and checks the directory each
@@ -141,16 +141,18 @@ struct PluginFile {
 /// toolchain has no SHA-256 without a dependency.
 enum ContentHash {
     static func of(_ bytes: [UInt8]) -> UInt64 {
+        bytes.withUnsafeBytes { of($0) }
+    }
+
+    static func of(_ raw: UnsafeRawBufferPointer) -> UInt64 {
         let prime: UInt64 = 0x100_0000_01b3
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        bytes.withUnsafeBytes { raw in
-            let words = raw.count / 8
-            for i in 0..<words {
-                hash = (hash ^ UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: i * 8, as: UInt64.self))) &* prime
-            }
-            for i in (words * 8)..<raw.count { hash = (hash ^ UInt64(raw[i])) &* prime }
+        let words = raw.count / 8
+        for i in 0..<words {
+            hash = (hash ^ UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: i * 8, as: UInt64.self))) &* prime
         }
-        return (hash ^ UInt64(bytes.count)) &* prime
+        for i in (words * 8)..<raw.count { hash = (hash ^ UInt64(raw[i])) &* prime }
+        return (hash ^ UInt64(raw.count)) &* prime
     }
 }
 
@@ -159,29 +161,31 @@ enum ContentHash {
 /// page past the end of a truncated file (an interrupted copy) is a SIGBUS.
 enum ELFCheck {
     static func problem(_ bytes: [UInt8]) -> String? {
-        guard bytes.count >= 64, bytes[0..<4].elementsEqual([0x7f, 0x45, 0x4c, 0x46]) else { return "not an ELF file" }
-        guard bytes[4] == 2, bytes[5] == 1 else { return "not a 64-bit little-endian ELF file" }
-        return bytes.withUnsafeBytes { raw -> String? in
-            func u16(_ at: Int) -> Int {
-                Int(UInt16(littleEndian: raw.loadUnaligned(fromByteOffset: at, as: UInt16.self)))
-            }
-            func u64(_ at: Int) -> UInt64 {
-                UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: at, as: UInt64.self))
-            }
-            let size = UInt64(raw.count)
-            let phoff = u64(32), entrySize = u16(54), count = u16(56)
-            guard entrySize >= 56, phoff <= size, UInt64(entrySize * count) <= size - phoff else {
-                return "truncated: program headers past the end"
-            }
-            for i in 0..<count {
-                let header = Int(phoff) + i * entrySize
-                let type = UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: header, as: UInt32.self))
-                let offset = u64(header + 8), fileSize = u64(header + 32)
-                if type == 1, offset > size || fileSize > size - offset {  // PT_LOAD
-                    return "truncated: a segment ends past the end of the file"
-                }
-            }
-            return nil
+        bytes.withUnsafeBytes { problem($0) }
+    }
+
+    static func problem(_ raw: UnsafeRawBufferPointer) -> String? {
+        guard raw.count >= 64, raw[0..<4].elementsEqual([0x7f, 0x45, 0x4c, 0x46]) else { return "not an ELF file" }
+        guard raw[4] == 2, raw[5] == 1 else { return "not a 64-bit little-endian ELF file" }
+        func u16(_ at: Int) -> Int {
+            Int(UInt16(littleEndian: raw.loadUnaligned(fromByteOffset: at, as: UInt16.self)))
         }
+        func u64(_ at: Int) -> UInt64 {
+            UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: at, as: UInt64.self))
+        }
+        let size = UInt64(raw.count)
+        let phoff = u64(32), entrySize = u16(54), count = u16(56)
+        guard entrySize >= 56, phoff <= size, UInt64(entrySize * count) <= size - phoff else {
+            return "truncated: program headers past the end"
+        }
+        for i in 0..<count {
+            let header = Int(phoff) + i * entrySize
+            let type = UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: header, as: UInt32.self))
+            let offset = u64(header + 8), fileSize = u64(header + 32)
+            if type == 1, offset > size || fileSize > size - offset {  // PT_LOAD
+                return "truncated: a segment ends past the end of the file"
+            }
+        }
+        return nil
     }
 }

@@ -203,6 +203,12 @@ public final class Daemon {
         }
         self.store = store
         do {
+            // Stored while the plugins load; waited for before serving (StartEpoch).
+            try store.beginStartEpoch(clockSeconds: currentMicroseconds() / 1_000_000)
+        } catch {
+            fail("cannot start serving: \(error)")
+        }
+        do {
             connection = try Connection.open(options.bus, queue: queue)
         } catch {
             fail("cannot connect to the bus: \(error)")
@@ -289,7 +295,11 @@ public final class Daemon {
         pluginWatcher = PluginDirectoryWatcher(directories: directories, queue: queue,
                                                fileChanged: { [unowned self] name in self.host.fileChanged(name: name) },
                                                rescan: { [unowned self] in self.host.rescan() })
-        host.rescan()  // what came or changed while the plugins were loading, before the watch
+        do {
+            try store?.startEpochStored()  // before anything can send a serial of it
+        } catch {
+            fail("cannot start serving: \(error)")
+        }
         service.quiet = false
         service.pluginsChanged()
 
@@ -302,6 +312,11 @@ public final class Daemon {
             fail("cannot own \(PermissionsService.busName): \(error)")
         }
         serving = true
+        // What came or changed while the plugins were loading: looked at once the
+        // watch is set (so nothing falls between the two) and the name owned (it
+        // reads and hashes every plugin file again, which no first call needs; a
+        // change it finds is announced like any later one).
+        host.rescan()
         logInfo("serving \(PermissionsService.busName) as \(connection.uniqueName) with "
                 + "\(service.permissions.count) permissions from \(host.plugins.count) plugins; "
                 + "store \(stateDirectory)/decisions.sqlite")

@@ -41,9 +41,11 @@ package final class DecisionCommitter: DecisionStoring, @unchecked Sendable {
         case barrier(() -> Void)
     }
 
-    private let store: DecisionStore
+    let store: DecisionStore
     private let queue: DispatchQueue
-    private let writer = DispatchQueue(label: "org.example.Permissions.decision-writer")
+    let writer = DispatchQueue(label: "org.example.Permissions.decision-writer")
+    /// This start's epoch, being stored in the background (StartEpoch.swift).
+    var startEpoch: StartEpoch?
     /// What waits for the running commit to end, in order: the next groups.
     private var line: [Entry] = []
     /// The group being committed on the writer queue (empty when none is).
@@ -154,7 +156,11 @@ package final class DecisionCommitter: DecisionStoring, @unchecked Sendable {
     /// One write per daemon start, before serving: on the writer queue, which owns
     /// the SQLite connection.
     package func nextEpoch(clockSeconds: Int64) throws -> UInt32 {
-        try writer.sync { try store.nextEpoch(clockSeconds: clockSeconds) }
+        if let start = startEpoch, !start.handedOut {
+            start.handedOut = true
+            return start.value
+        }
+        return try writer.sync { try store.nextEpoch(clockSeconds: clockSeconds) }
     }
 
     /// How long a stop waits for the commit in progress and the close after it.

@@ -469,9 +469,22 @@ package final class DecisionStore {
     /// moved on). The WAL is checkpointed after, as at the load, so that it holds
     /// only what changed since the start began serving.
     package func nextEpoch(clockSeconds: Int64) throws -> UInt32 {
+        let next = try epochAfter(clockSeconds: clockSeconds)
+        try storeEpoch(next)
+        return next
+    }
+
+    /// The epoch `nextEpoch` would store, without storing it; throws
+    /// `SerialEpochError.outOfRange` when there is none.
+    package func epochAfter(clockSeconds: Int64) throws -> UInt32 {
         guard let next = SerialEpoch.next(after: epoch, clockSeconds: clockSeconds) else {
             throw SerialEpochError.outOfRange(epoch, path: path)
         }
+        return next
+    }
+
+    /// `nextEpoch`'s write: stores `next` (from `epochAfter`), then checkpoints.
+    package func storeEpoch(_ next: UInt32) throws {
         do {
             try db.endStrayTransaction()
             try db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('serial-epoch', ?1)", [.int(Int64(next))])
@@ -484,7 +497,6 @@ package final class DecisionStore {
         } catch {
             logWarning("cannot checkpoint the decision store \(path): \(error)")
         }
-        return next
     }
 
     /// For a clean stop: checkpoints the WAL into the file and closes it, so that

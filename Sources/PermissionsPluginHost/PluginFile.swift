@@ -135,10 +135,13 @@ struct PluginFile {
 }
 
 /// A 64-bit hash of a file's content, to notice that a plugin file changed: FNV-1a
-/// over the bytes taken eight at a time (little-endian), then the remaining bytes,
-/// then the length. This is change detection, not security (the trust checks are
-/// what keep others from planting code), so a non-cryptographic hash is enough; the
-/// toolchain has no SHA-256 without a dependency.
+/// over the bytes taken eight at a time (little-endian) in four lanes, one word to
+/// each in turn (four independent multiply chains, so the CPU runs them side by
+/// side: the hash of every plugin is on start-up's path), then the remaining bytes,
+/// then the lanes and the length folded together. This is change detection, not
+/// security (the trust checks are what keep others from planting code), so a
+/// non-cryptographic hash is enough; the toolchain has no SHA-256 without a
+/// dependency.
 enum ContentHash {
     static func of(_ bytes: [UInt8]) -> UInt64 {
         bytes.withUnsafeBytes { of($0) }
@@ -146,12 +149,20 @@ enum ContentHash {
 
     static func of(_ raw: UnsafeRawBufferPointer) -> UInt64 {
         let prime: UInt64 = 0x100_0000_01b3
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        let words = raw.count / 8
-        for i in 0..<words {
-            hash = (hash ^ UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: i * 8, as: UInt64.self))) &* prime
+        let basis: UInt64 = 0xcbf2_9ce4_8422_2325
+        var lanes = (basis, basis ^ 1, basis ^ 2, basis ^ 3)
+        func word(_ i: Int) -> UInt64 { UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: i * 8, as: UInt64.self)) }
+        let blocks = raw.count / 32
+        for b in 0..<blocks {
+            lanes.0 = (lanes.0 ^ word(b * 4)) &* prime
+            lanes.1 = (lanes.1 ^ word(b * 4 + 1)) &* prime
+            lanes.2 = (lanes.2 ^ word(b * 4 + 2)) &* prime
+            lanes.3 = (lanes.3 ^ word(b * 4 + 3)) &* prime
         }
-        for i in (words * 8)..<raw.count { hash = (hash ^ UInt64(raw[i])) &* prime }
+        for i in (blocks * 4)..<(raw.count / 8) { lanes.0 = (lanes.0 ^ word(i)) &* prime }
+        for i in (raw.count / 8 * 8)..<raw.count { lanes.0 = (lanes.0 ^ UInt64(raw[i])) &* prime }
+        var hash = basis
+        for lane in [lanes.0, lanes.1, lanes.2, lanes.3] { hash = (hash ^ lane) &* prime }
         return (hash ^ UInt64(raw.count)) &* prime
     }
 }

@@ -166,18 +166,19 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
                 names.append(Self.pluginName(file))
             }
         }
-        // Opened one after another, in order, so that the first plugin to claim a
-        // permission wins; their inits then run side by side.
+        // Read and checked side by side (megabytes each), but opened one after
+        // another, in order, so that the first plugin to claim a permission wins;
+        // their inits then run side by side.
         var remaining = names.count + 1
         func settled() {
             remaining -= 1
             if remaining == 0 { done() }
         }
-        func openNext(_ index: Int) {
-            guard index < names.count else { return settled() }
-            resolve(names[index], opened: { openNext(index + 1) }, done: settled)
+        let turns = OpenTurns()
+        for (index, name) in names.enumerated() {
+            resolve(name, turn: { turns.when(index, $0) }, opened: { turns.opened(index) }, done: settled)
         }
-        openNext(0)
+        settled()
     }
 
     package static func pluginFiles(in directory: String) -> [String] {

@@ -41,12 +41,16 @@ final class PluginResolution {
     private var firstRefusal: PluginInfo?
     private let opened: () -> Void
     private let finished: () -> Void
+    /// Runs step 2 when it is this name's turn to open (`OpenTurns`): at once, but
+    /// for the names loadAll resolves side by side.
+    private let turn: (@escaping () -> Void) -> Void
 
-    init(host: PluginHost, name: String, candidates: [String], opened: @escaping () -> Void,
-         finished: @escaping () -> Void) {
+    init(host: PluginHost, name: String, candidates: [String], turn: @escaping (@escaping () -> Void) -> Void,
+         opened: @escaping () -> Void, finished: @escaping () -> Void) {
         self.host = host
         self.name = name
         self.candidates = candidates[...]
+        self.turn = turn
         self.opened = opened
         self.finished = finished
     }
@@ -108,7 +112,7 @@ final class PluginResolution {
             return refuse(copy, refused.reason, hash: hash)
         }
         plugin.contentHash = hash
-        open(copy, hash: hash)
+        turn { self.open(copy, hash: hash) }
     }
 
     // MARK: 2. open

@@ -30,8 +30,10 @@ extension PluginHost {
     /// Makes `name` served by its first loadable copy. `opened` runs once that copy
     /// was opened (its permissions claimed) or none was found, `done` once it serves,
     /// failed to start, or none was found. Events for a name being resolved are
-    /// handled once the resolution ends.
-    func resolve(_ name: String, opened: @escaping () -> Void = {}, done: @escaping () -> Void = {}) {
+    /// handled once the resolution ends. `turn` holds its copies' opening until the
+    /// names before it have opened (`OpenTurns`); by default they open at once.
+    func resolve(_ name: String, turn: @escaping (@escaping () -> Void) -> Void = { $0() },
+                 opened: @escaping () -> Void = {}, done: @escaping () -> Void = {}) {
         guard !resolving.contains(name) else {
             resolveAgain.insert(name)
             opened()
@@ -49,7 +51,8 @@ extension PluginHost {
         let candidates = paths.filter(Files.exists)
         // A file gone is forgotten: the same file refused again later is logged again.
         for path in paths where !candidates.contains(path) { refusals[path] = nil }
-        let resolution = PluginResolution(host: self, name: name, candidates: candidates, opened: markOpened) {
+        let resolution = PluginResolution(host: self, name: name, candidates: candidates, turn: turn,
+                                          opened: markOpened) {
             [unowned self] in
             markOpened()
             resolving.remove(name)

@@ -28,6 +28,7 @@ func runMemoryBench(_ arguments: [String]) {
             fail("usage: permissions-bench memory [--top N] [--daemon-env K=V] [--smoke]", code: 2)
         }
     }
+    let report = Report()  // limits.json checked before anything starts
     let root = makeRunDirectory()
     for dir in ["run", "config", "state", "peer-data", "logs"] {
         try? FileManager.default.createDirectory(atPath: root + "/" + dir, withIntermediateDirectories: true)
@@ -70,6 +71,10 @@ func runMemoryBench(_ arguments: [String]) {
         let r = MemoryRollup(pid: child.pid)
         table.add([label, format(mebibytes(r.rss)), format(mebibytes(r.pss)), format(mebibytes(r.uss)),
                    format(mebibytes(r.anonymous)), format(mebibytes(r.rss - r.anonymous)), "\(child.threads)"])
+        if label == "permissionsd" {
+            report.check(.memoryIdleRSS, mebibytes(r.rss))
+            report.check(.memoryIdleUSS, mebibytes(r.uss))
+        }
         let key = label == "permissionsd" ? "" : "peer_"
         json += [("\(key)rss_kib", .int(r.rss)), ("\(key)pss_kib", .int(r.pss)), ("\(key)uss_kib", .int(r.uss)),
                  ("\(key)anon_kib", .int(r.anonymous))]
@@ -93,6 +98,7 @@ func runMemoryBench(_ arguments: [String]) {
     mappings.print()
     json.append(("mappings", .strings(groups.prefix(top).map { "\($0.name)=\($0.rss)" })))
     printJSONLine("memory", json)
+    report.printVerdicts(smoke: settle < 1)
     daemon.kill()
     peer.kill()
     names.close()

@@ -10,8 +10,10 @@ import PermissionsTestSupport
 /// smoke run catches a limit the code and the file disagree on). Adding a limit:
 /// an entry in limits.json, a case here, one `Report.check` where it is measured.
 enum LimitName: String, CaseIterable {
-    case startup = "startup-median"
+    case startupVsPeer = "startup-vs-peer"
     case idleRSS = "idle-rss"
+    case memoryIdleRSS = "memory-idle-rss"
+    case memoryIdleUSS = "memory-idle-uss"
     case scaleStartup = "scale-startup-increase"
     case scaleWithDecision = "scale-getstatus-p50-change-with-decision"
     case scaleNoDecision = "scale-getstatus-p50-change-no-decision"

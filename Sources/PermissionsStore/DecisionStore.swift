@@ -463,7 +463,16 @@ package final class DecisionStore {
     /// A write to the file and then to memory, on the caller's queue: for a store
     /// used on one queue (tests, tools). The daemon commits through a
     /// `DecisionCommitter`, which calls the two halves on two queues.
+    ///
+    /// The owner is loaded first, as the service loads one before it writes: what
+    /// the write touches, and how many rows it counts, are in memory.
     private func commitNow(_ change: DecisionWrite) throws -> Int {
+        let owner: UInt32? = switch change {
+        case .set(let row), .remove(let row): row.uid
+        case .reset(let uid, _, _): uid
+        case .assign(_, _, let uid): uid
+        }
+        if let owner, !isLoaded(uid: owner) { try load(uid: owner) }
         try write([change])
         return apply(change)
     }

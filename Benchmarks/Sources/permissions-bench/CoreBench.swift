@@ -46,10 +46,12 @@ struct CoreOptions {
     var scaleCalls = 600
     var scaleWarmup = 200
     var rssCalls = 1_000_000
+    /// The store sizes of the users section (each over 1 and over 1 000 users).
+    var userStores = [0, 100_000, 1_000_000]
     var keep = false
     /// --smoke: the smallest run of every section, to show the bench works (CI), not to measure.
     var smoke = false
-    static let allSections = ["startup", "identity", "latency", "throughput", "writes", "fanout", "rss"]
+    static let allSections = ["startup", "users", "identity", "latency", "throughput", "writes", "fanout", "rss"]
     var sections = Set(allSections)
     /// Extra environment for permissionsd (experiments: MALLOC_ARENA_MAX=2, …).
     var daemonEnvironment: [String: String] = [:]
@@ -71,7 +73,7 @@ struct CoreOptions {
           --decisions N    stored decisions for the scale section (default 100000)
           --rss-calls N    GetStatus calls before the last RSS reading (default 1000000)
           --keep           keep the temporary directory (logs, stores)
-          --sections L     run only these of startup (with scale), identity, latency, throughput, writes, fanout, rss
+          --sections L     run only these of startup (with scale), users, identity, latency, throughput, writes, fanout, rss
           --daemon-env K=V extra environment for permissionsd (repeatable), for experiments
         """
 
@@ -102,6 +104,7 @@ struct CoreOptions {
                 smoke = true
                 calls = 100; warmup = 20; seconds = 0.05; rounds = 1; connections = [1, 4]; subscribers = [1, 4]
                 triggers = 3; triggersLarge = 3; startups = 1; decisions = 1_000; scaleCalls = 20; scaleWarmup = 10
+                userStores = [0, 1_000]
                 rssCalls = 2_000
             case "--calls": calls = int(option)
             case "--warmup": warmup = int(option, min: 0)
@@ -153,8 +156,8 @@ final class CoreBench {
     let report = Report()
     let root: String
     private var bus: TestBus!
-    private var names: CoreNameWatcher!
-    private var client: Connection!
+    var names: CoreNameWatcher!
+    var client: Connection!
     private var floor: Child!
     /// The C floor (Benchmarks/floor/floor.c), built into the run directory.
     private var cFloor: Child!
@@ -163,7 +166,7 @@ final class CoreBench {
     /// GetStatus calls answered by the long-lived daemon, for the RSS-over-calls figure.
     private var daemonCalls = 0
     /// The bench's own app id, as the daemon identifies it.
-    private var appID = ""
+    var appID = ""
     private var daemonLogs = 0
     private let started = monotonicNanoseconds()
 
@@ -198,6 +201,7 @@ final class CoreBench {
             timings.append(name + String(format: " %.1f s", Double(monotonicNanoseconds() - t0) / 1e9))
         }
         section("startup") { startupAndScale() }
+        section("users") { usersScale() }
         section("setup") { startLongLived() }
         section("identity") { identityCheck() }
         section("latency") { latency() }
@@ -278,7 +282,7 @@ final class CoreBench {
         Children.shared.killAll()
     }
 
-    private func daemonSpec(state: String) -> SpawnSpec {
+    func daemonSpec(state: String) -> SpawnSpec {
         daemonLogs += 1
         return SpawnSpec(binDir + "/permissionsd",
                              ["--address", bus.address, "--config-dir", root + "/config", "--state-dir", root + "/" + state,
@@ -298,7 +302,7 @@ final class CoreBench {
 
     /// Starts a process and waits until it owns `name`; returns it with the time
     /// from just before posix_spawn to the NameOwnerChanged, in milliseconds.
-    private func start(_ spec: SpawnSpec, owning name: String) -> (Child, Double) {
+    func start(_ spec: SpawnSpec, owning name: String) -> (Child, Double) {
         let mark = names.mark
         let (child, t0) = spec.spawn()
         for _ in 0..<60 {
@@ -311,7 +315,7 @@ final class CoreBench {
     }
 
     /// SIGKILL, and wait until the bus has released the name.
-    private func stop(_ child: Child, owning name: String) {
+    func stop(_ child: Child, owning name: String) {
         let mark = names.mark
         child.kill()
         guard names.wait(from: mark, name: name, owned: false, seconds: 10) != nil else {
@@ -328,7 +332,7 @@ final class CoreBench {
         return busCall(client, message).arguments()
     }
 
-    private func daemonCall(_ member: String, _ arguments: [DBusValue] = []) -> [DBusValue] {
+    func daemonCall(_ member: String, _ arguments: [DBusValue] = []) -> [DBusValue] {
         call("org.example.Permissions", "/org/example/Permissions", "org.example.Permissions", member, arguments)
     }
 

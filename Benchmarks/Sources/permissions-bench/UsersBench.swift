@@ -19,6 +19,13 @@ extension CoreBench {
 
     func usersScale() {
         let getStatus = [CallTarget.getStatus("location")]
+        if appID.isEmpty {  // as the startup section finds it, when it did not run
+            let (d, _) = start(daemonSpec(state: "state-users-id"), owning: "org.example.Permissions")
+            let details = daemonCall("GetDetails", [.string("location")]).first?.stringKeyedEntries ?? []
+            appID = details.first { $0.0 == "app-id" }?.1.stringValue ?? ""
+            stop(d, owning: "org.example.Permissions")
+            guard !appID.isEmpty else { fail("GetDetails gave no app-id") }
+        }
         var stores: [(label: String, decisions: Int, users: Int, state: String)] = []
         for decisions in options.userStores {
             for users in decisions == 0 ? [1] : [1, 1_000] {
@@ -104,7 +111,7 @@ extension CoreBench {
             """
         let scriptPath = root + "/fill-users-store.py"
         try? script.write(toFile: scriptPath, atomically: true, encoding: .utf8)
-        let log = root + "/logs/fill-users-store.log"
+        let log = root + "/logs/fill-users-store-\(decisions)-\(users.count).log"
         let status = SpawnSpec("/usr/bin/python3", [scriptPath, path, String(decisions), appID,
                                                     users.map(String.init).joined(separator: ",")], log: log).run()
         let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""

@@ -18,7 +18,7 @@ import PermissionsModel
 /// A value type owned by its store; not shared.
 struct DecisionIndex {
     /// One stored row without its key.
-    struct Row {
+    struct Row: Sendable {
         var setAt: Int64
         /// Meaningful only when `expires`.
         var expiresAt: Int64
@@ -64,9 +64,24 @@ struct DecisionIndex {
     /// Makes `rows` (all of them one owner's, as read from the file) that owner's
     /// rows in memory, in place of any it had.
     mutating func install(_ owner: UInt32?, _ rows: [StoredDecision]) {
+        var packed = PackedRows()
+        for row in rows { packed.append(row) }
+        install(owner, packed)
+    }
+
+    /// The same from rows packed as they were read: each name of theirs is
+    /// interned here once, not once a row.
+    mutating func install(_ owner: UInt32?, _ rows: PackedRows) {
+        let appNumbers = rows.apps.strings.map { apps.intern($0) }
+        let permissionNumbers = rows.permissions.strings.map { permissions.intern($0) }
+        let setterNumbers = rows.setters.strings.map { setters.intern($0) }
         var table: [UInt64: Row] = [:]
-        table.reserveCapacity(rows.count)
-        for row in rows { table[Self.pair(apps.intern(row.appID), permissions.intern(row.permission))] = packed(row) }
+        table.reserveCapacity(rows.rows.count)
+        for entry in rows.rows {
+            var row = entry.row
+            row.setter = setterNumbers[Int(row.setter)]
+            table[Self.pair(appNumbers[Int(entry.app)], permissionNumbers[Int(entry.permission)])] = row
+        }
         owners[owner] = table
     }
 
@@ -158,5 +173,24 @@ struct DecisionIndex {
             row.uid = uid
             self[row.key] = row
         }
+    }
+}
+
+/// One owner's rows as a load reads them, off the serving queue: names interned
+/// in tables of their own (`DecisionIndex.install` maps them to the index's), rows
+/// packed. A load of a million rows holds a million 32-byte entries and each
+/// distinct name once, never a million `StoredDecision`s with their strings.
+struct PackedRows: Sendable {
+    fileprivate(set) var apps = Interner()
+    fileprivate(set) var permissions = Interner()
+    fileprivate(set) var setters = Interner()
+    fileprivate(set) var rows: [(app: UInt32, permission: UInt32, row: DecisionIndex.Row)] = []
+
+    var count: Int { rows.count }
+
+    mutating func append(_ row: StoredDecision) {
+        rows.append((apps.intern(row.appID), permissions.intern(row.permission),
+                     DecisionIndex.Row(setAt: row.setAt, expiresAt: row.expiresAt ?? 0, setter: setters.intern(row.setBy),
+                                       decision: row.decision, expires: row.expiresAt != nil)))
     }
 }

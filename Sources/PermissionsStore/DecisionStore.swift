@@ -234,8 +234,8 @@ package final class DecisionStore {
     /// rows), read on the primary key's range for it. Throws rather than return a
     /// short list: at the first row that cannot be read (damage: SQLite's error), or
     /// that this version does not understand.
-    private static func readRows(_ db: SQLiteDatabase, _ path: String, owner: Int64) throws -> [StoredDecision] {
-        var rows: [StoredDecision] = []
+    private static func readRows(_ db: SQLiteDatabase, _ path: String, owner: Int64) throws -> PackedRows {
+        var rows = PackedRows()
         try db.rows("SELECT app_id, permission, decision, set_at, set_by, expires_at, uid FROM user_decisions "
                     + "WHERE uid = ?1", [.int(owner)]) { rows.append(try decoded($0, path)) }
         return rows
@@ -377,7 +377,7 @@ package final class DecisionStore {
     /// Reads every row of `uid` from the file (not into memory: see `install`).
     /// Touches only the SQLite connection (see DecisionCommitter). Throws on damage
     /// or a row this version does not understand; never returns a short list.
-    package func readRows(uid: UInt32) throws -> [StoredDecision] {
+    func readRows(uid: UInt32) throws -> PackedRows {
         try db.endStrayTransaction()
         return try Self.readRows(db, path, owner: Int64(uid))
     }
@@ -391,7 +391,7 @@ package final class DecisionStore {
 
     /// Makes `rows`, all of `uid`'s as `readRows` read them, their rows in memory.
     /// Touches only memory.
-    package func install(uid: UInt32, rows: [StoredDecision]) { index.install(uid, rows) }
+    func install(uid: UInt32, rows: PackedRows) { index.install(uid, rows) }
 
     /// Lets `uid`'s rows go from memory (the file keeps them). Touches only memory.
     package func evict(uid: UInt32) { index.evict(uid) }

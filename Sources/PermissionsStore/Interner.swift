@@ -3,7 +3,7 @@ internal import Glibc
 /// A string compared and hashed by its UTF-8 bytes, as SQLite compares TEXT (see
 /// DecisionKey): Swift's `==` would make "é" and "e" + U+0301 one key, the file
 /// holds two rows.
-struct ByteString: Hashable {
+struct ByteString: Hashable, Sendable {
     let value: String
 
     static func == (a: Self, b: Self) -> Bool { sameBytes(a.value, b.value) }
@@ -35,7 +35,7 @@ struct ByteString: Hashable {
 /// go leaves their names behind, which a later load of the same names reuses.
 ///
 /// A value type owned by its index; not shared.
-struct Interner {
+struct Interner: Sendable {
     private var numbers: [ByteString: UInt32] = [:]
     private(set) var strings: [String] = []
 

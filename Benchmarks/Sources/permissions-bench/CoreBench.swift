@@ -56,7 +56,7 @@ struct CoreOptions {
     /// --smoke: the smallest run of every section, to show the bench works (CI), not to measure.
     var smoke = false
     static let allSections = ["startup", "identity", "latency", "throughput", "writes", "fanout", "streams", "request",
-                              "rss"]
+                              "users", "rss"]
     var sections = Set(allSections)
     /// Extra environment for permissionsd (experiments: MALLOC_ARENA_MAX=2, …).
     var daemonEnvironment: [String: String] = [:]
@@ -82,7 +82,7 @@ struct CoreOptions {
           --rss-calls N    GetStatus calls before the last RSS reading (default 1000000)
           --keep           keep the temporary directory (logs, stores)
           --sections L     run only these of startup (with scale), identity, latency, throughput, writes, fanout,
-                           streams, request, rss
+                           streams, request, users (root only), rss
           --daemon-env K=V extra environment for permissionsd (repeatable), for experiments
         """
 
@@ -220,6 +220,7 @@ final class CoreBench {
         section("fanout") { fanout() }
         section("streams") { streamMemory() }
         section("request") { requestRoundTrip() }
+        section("users") { followedUsers() }
         section("rss") { rssOverCalls() }
         report.printVerdicts(smoke: options.smoke)
         print(String(format: "total time %.1f s", Double(monotonicNanoseconds() - started) / 1e9) + " (" + timings.joined(separator: ", ") + ")")

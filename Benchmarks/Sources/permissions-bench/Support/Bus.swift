@@ -16,25 +16,8 @@ func startBus(type: String = "session") -> TestBus {
 /// of `startBus`: for the benchmarks that open thousands of subscribers.
 func startBus(connections: Int) -> TestBus {
     do {
-        return try TestBus(type: "session", diesWithParent: true) { _, listen in
-            """
-            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-            <busconfig>
-              <type>session</type>
-              <listen>\(listen)</listen>
-              <auth>EXTERNAL</auth>
-              <policy context="default">
-                <allow send_destination="*" eavesdrop="true"/>
-                <allow eavesdrop="true"/>
-                <allow own="*"/>
-                <allow user="*"/>
-              </policy>
-              <limit name="max_completed_connections">\(connections)</limit>
-              <limit name="max_connections_per_user">\(connections)</limit>
-            </busconfig>
-            """
-        }
+        return try TestBus(type: "session", diesWithParent: true,
+                           limits: ["max_completed_connections": connections, "max_connections_per_user": connections])
     } catch {
         fail("cannot start dbus-daemon: \(error)")
     }

@@ -2,7 +2,7 @@ import DBusKit
 import Foundation
 import SystemPrimitives
 
-// The users section of `core`: a store of N decisions over 1 or over 1 000 users
+// The stores section of `core`: a store of N decisions over 1 or over 1 000 users
 // (0, 100 000 and 1 000 000 by default), of whom 10 are active. Each store is
 // filled once, straight into SQLite (one transaction, /usr/bin/python3), then the
 // daemon is started on it `startups` times: start-up to the name owned; then 10
@@ -17,10 +17,10 @@ extension CoreBench {
         [getuid()] + (1..<max(count, 1)).map { 9_999_000 + UInt32($0) }
     }
 
-    func usersScale() {
+    func storesOverUsers() {
         let getStatus = [CallTarget.getStatus("location")]
         if appID.isEmpty {  // as the startup section finds it, when it did not run
-            let (d, _) = start(daemonSpec(state: "state-users-id"), owning: "org.example.Permissions")
+            let (d, _) = start(daemonSpec(state: "state-stores-id"), owning: "org.example.Permissions")
             let details = daemonCall("GetDetails", [.string("location")]).first?.stringKeyedEntries ?? []
             appID = details.first { $0.0 == "app-id" }?.1.stringValue ?? ""
             stop(d, owning: "org.example.Permissions")
@@ -29,18 +29,18 @@ extension CoreBench {
         var stores: [(label: String, decisions: Int, users: Int, state: String)] = []
         for decisions in options.userStores {
             for users in decisions == 0 ? [1] : [1, 1_000] {
-                let state = "state-users-\(decisions)-\(users)"
+                let state = "state-stores-\(decisions)-\(users)"
                 // The schema made by the daemon itself, then filled.
                 let (d, _) = start(daemonSpec(state: state), owning: "org.example.Permissions")
                 stop(d, owning: "org.example.Permissions")
                 let t0 = monotonicNanoseconds()
                 if decisions > 0 { fillUsersStore(root + "/\(state)/decisions.sqlite", decisions: decisions, users: userIDs(users)) }
-                print(String(format: "users: filled %d decisions over %d users in %.1f s", decisions, users,
+                print(String(format: "stores: filled %d decisions over %d users in %.1f s", decisions, users,
                              Double(monotonicNanoseconds() - t0) / 1e9))
                 stores.append(("\(decisions) / \(users)", decisions, users, state))
             }
         }
-        var table = Table("Users: N decisions over U users, 10 active (\(options.startups) starts each)",
+        var table = Table("Stores: N decisions over U users, 10 active (\(options.startups) starts each)",
                           columns: ["store (decisions / users)", "start-up median (ms)", "RSS, 10 active (MiB)",
                                     "GetStatus p50 (µs)", "target", "met"])
         for store in stores {
@@ -73,7 +73,7 @@ extension CoreBench {
             }
             table.add([store.label, format(start.p50), format(memory), format(p50),
                        verdicts.map(\.0).joined(separator: "; "), verdicts.map(\.1).joined(separator: "; ")])
-            printJSONLine("users", [
+            printJSONLine("stores", [
                 ("decisions", .int(store.decisions)), ("users", .int(store.users)), ("active", .int(min(store.users, 10))),
                 ("startup_median_ms", .num(start.p50)), ("startup_max_ms", .num(start.max)),
                 ("rss_kib", .int(rss.sorted()[rss.count / 2])), ("getstatus_p50_us", .num(p50)),

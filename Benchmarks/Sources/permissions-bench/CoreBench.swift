@@ -545,12 +545,18 @@ final class CoreBench {
             db.close()
             print(n)
             """
-        let scriptPath = root + "/fill-store.py"
+        runFillScript(script, name: "fill-store", [path, String(count), ownApp, String(getuid())], rows: count)
+    }
+
+    /// Runs a store-filling Python script (its first argument the store), which
+    /// prints the rows the store then holds; fails the bench unless that is `rows`.
+    func runFillScript(_ script: String, name: String, _ arguments: [String], rows: Int) {
+        let scriptPath = root + "/\(name).py"
         try? script.write(toFile: scriptPath, atomically: true, encoding: .utf8)
-        let log = root + "/logs/fill-store.log"
-        let status = SpawnSpec("/usr/bin/python3", [scriptPath, path, String(count), ownApp, String(getuid())], log: log).run()
+        let log = root + "/logs/\(name).log"
+        let status = SpawnSpec("/usr/bin/python3", [scriptPath] + arguments, log: log).run()
         let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
-        guard status == 0, Int(output.trimmingCharacters(in: .whitespacesAndNewlines)) == count else {
+        guard status == 0, Int(output.trimmingCharacters(in: .whitespacesAndNewlines)) == rows else {
             fail("filling the store failed (status \(status)): \(output)")
         }
     }

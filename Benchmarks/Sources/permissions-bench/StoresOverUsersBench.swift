@@ -109,14 +109,7 @@ extension CoreBench {
             db.close()
             print(n)
             """
-        let scriptPath = root + "/fill-users-store.py"
-        try? script.write(toFile: scriptPath, atomically: true, encoding: .utf8)
-        let log = root + "/logs/fill-users-store-\(decisions)-\(users.count).log"
-        let status = SpawnSpec("/usr/bin/python3", [scriptPath, path, String(decisions), appID,
-                                                    users.map(String.init).joined(separator: ",")], log: log).run()
-        let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
-        guard status == 0, Int(output.trimmingCharacters(in: .whitespacesAndNewlines)) == decisions else {
-            fail("filling the store failed (status \(status)): \(output)")
-        }
+        runFillScript(script, name: "fill-store-\(decisions)-\(users.count)",
+                      [path, String(decisions), appID, users.map(String.init).joined(separator: ",")], rows: decisions)
     }
 }

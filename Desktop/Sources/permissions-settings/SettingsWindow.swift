@@ -33,7 +33,7 @@ final class SettingsWindow {
         waiting = adw_status_page_new()
         adw_status_page_set_icon_name(cast(waiting), "network-offline-symbolic")
         stack = cast(gtk_stack_new()!)
-        gtk_stack_set_transition_type(stack, GTK_STACK_TRANSITION_TYPE_SLIDE_LEFT_RIGHT)
+        gtk_stack_set_transition_type(stack, GTK_STACK_TRANSITION_TYPE_NONE)
         gtk_stack_add_named(stack, overview.widget, "overview")
         gtk_stack_add_named(stack, appPage.widget, "app")
         gtk_stack_add_named(stack, waiting, "waiting")
@@ -70,7 +70,13 @@ final class SettingsWindow {
 
     private func update() {
         gtk_widget_set_visible(back, connected && page == "app" ? 1 : 0)
-        gtk_stack_set_visible_child_name(stack, connected ? page : "waiting")
+        let shown = connected ? page : "waiting"
+        // The pages not shown are hidden too, not only behind the visible one: a
+        // screen reader (AT-SPI) would otherwise still find their controls.
+        let pages = [("overview", overview.widget), ("app", appPage.widget), ("waiting", waiting)]
+        for (name, widget) in pages where name == shown { gtk_widget_set_visible(widget, 1) }
+        gtk_stack_set_visible_child_name(stack, shown)
+        for (name, widget) in pages where name != shown { gtk_widget_set_visible(widget, 0) }
     }
 
     private func linkState(_ state: ServiceLink.State) {

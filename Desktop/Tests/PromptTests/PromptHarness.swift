@@ -21,6 +21,23 @@ let testOutputDir: String = {
 let atspiTool = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
     .appendingPathComponent("tools/atspi.py").path
 
+/// Tests/tools/atspi.py with `arguments`: what it printed, or its complaint thrown.
+@discardableResult
+func runAtspi(_ arguments: [String]) throws -> String {
+    let result = try run("/usr/bin/python3", [atspiTool] + arguments)
+    guard result.status == 0 else { throw HarnessError(description: "atspi.py \(arguments): \(result.stderr)") }
+    return result.stdout
+}
+
+/// The whole screen as `name`.png in the test run's output directory.
+@discardableResult
+func screenshotOfDisplay(_ name: String) throws -> String {
+    let path = testOutputDir + "/" + name + ".png"
+    let result = try run("/usr/bin/import", ["-window", "root", path])
+    guard result.status == 0 else { throw HarnessError(description: "import: \(result.stderr)") }
+    return path
+}
+
 /// A real permissionsd on a private bus (camera declared, no plugin: the prompt's
 /// permission is not-determined, whatever the machine has), and permissions-prompt
 /// registered with it as root's agent, on the display Tests/with-display.sh made.
@@ -98,11 +115,7 @@ final class PromptSession {
     func dialogCount() throws -> Int { Int(try atspi("count", "permissions-prompt").trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1 }
 
     @discardableResult
-    private func atspi(_ arguments: String...) throws -> String {
-        let result = try run("/usr/bin/python3", [atspiTool] + arguments)
-        guard result.status == 0 else { throw HarnessError(description: "atspi.py \(arguments): \(result.stderr)") }
-        return result.stdout
-    }
+    private func atspi(_ arguments: String...) throws -> String { try runAtspi(arguments) }
 
     /// A key pressed in the prompt's window (focused first: no window manager runs).
     func press(_ key: String) throws {
@@ -129,12 +142,7 @@ final class PromptSession {
 
     /// The whole screen as `name`.png in the test run's output directory.
     @discardableResult
-    func screenshot(_ name: String) throws -> String {
-        let path = testOutputDir + "/" + name + ".png"
-        let result = try run("/usr/bin/import", ["-window", "root", path])
-        guard result.status == 0 else { throw HarnessError(description: "import: \(result.stderr)") }
-        return path
-    }
+    func screenshot(_ name: String) throws -> String { try screenshotOfDisplay(name) }
 
     /// `permissionsctl list` on the test bus.
     func storedRows() throws -> [String] {

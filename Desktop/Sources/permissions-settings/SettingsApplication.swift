@@ -16,6 +16,8 @@ final class SettingsApplication {
     private let choice: BusChoice
     private var link: ServiceLink?
     private var window: SettingsWindow?
+    /// Set when the service's bus cannot be reached: the exit status is then 1.
+    private var failed = false
 
     init(choice: BusChoice) {
         self.choice = choice
@@ -47,6 +49,7 @@ final class SettingsApplication {
             link.start()
         case .failure(let error):
             say("cannot connect to the bus of the permissions service: \(error)")
+            failed = true
             g_application_quit(cast(application))
         }
     }
@@ -64,6 +67,7 @@ final class SettingsApplication {
     func run(_ arguments: [String]) -> Int32 {
         var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
-        return g_application_run(cast(application), Int32(arguments.count), &argv)
+        let status = g_application_run(cast(application), Int32(arguments.count), &argv)
+        return failed ? 1 : status
     }
 }

@@ -252,6 +252,7 @@ package final class PermissionsService {
             Method("GetAll") { [unowned self] in self.getAll($0) },
             Method("GetDetails", input: "s") { [unowned self] in self.getDetails($0) },
             Method("GetStatusForApp", input: "ss") { [unowned self] in self.getStatusForApp($0) },
+            Method("GetDetailsForApp", input: "ss") { [unowned self] in self.getDetailsForApp($0) },
             Method("SetDecision", input: "sss") { [unowned self] in self.setDecision($0) },
             Method("ResetDecisions", input: "sas") { [unowned self] in self.resetDecisions($0) },
             Method("ListDecisions", input: "s") { [unowned self] in self.listDecisions($0) },

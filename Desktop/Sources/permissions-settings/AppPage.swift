@@ -47,8 +47,9 @@ final class AppPage {
         }
     }
 
-    /// Moves the keyboard focus to `permission`'s row.
-    func focus(_ permission: String) {
-        rows.first { $0.0.permission == permission }.map { _ = gtk_widget_grab_focus($0.1.row) }
+    /// Moves the keyboard focus to `permission`'s row; false while it has none.
+    func focus(_ permission: String) -> Bool {
+        guard let row = rows.first(where: { $0.0.permission == permission }) else { return false }
+        return gtk_widget_grab_focus(row.1.row) != 0
     }
 }

@@ -18,6 +18,8 @@ final class SettingsWindow {
     private var connected = false
     /// The page to show once connected: "overview" or "app".
     private var page = "overview"
+    /// The permission whose row show-app asked to focus, until the app's page has it.
+    private var focusPending: String?
 
     init(application: UnsafeMutablePointer<GtkApplication>, link: ServiceLink) {
         self.link = link
@@ -58,12 +60,13 @@ final class SettingsWindow {
         page = "app"
         link.pageApp = app
         appPage.show(app: app, snapshot)
-        if !permission.isEmpty { appPage.focus(permission) }
         update()
+        focusPending = permission.isEmpty || appPage.focus(permission) ? nil : permission
     }
 
     private func showOverview() {
         page = "overview"
+        focusPending = nil
         link.pageApp = nil
         update()
     }
@@ -96,6 +99,7 @@ final class SettingsWindow {
         self.snapshot = snapshot
         overview.show(snapshot)
         if let app = link.pageApp { appPage.show(app: app, snapshot) }
+        if let permission = focusPending, appPage.focus(permission) { focusPending = nil }
     }
 
     private func chose(_ choice: Choice, in row: ChoiceRow) {

@@ -3,7 +3,6 @@
 internal import CAdw
 internal import DesktopSupport
 internal import Glibc
-internal import PermissionsModel
 
 /// The usage text, one literal (the translation template reads it as C).
 func usage() -> String {
@@ -12,30 +11,8 @@ func usage() -> String {
 
 func runSettings() -> Never {
     setUpTranslations()
-    let arguments = Array(CommandLine.arguments.dropFirst())
-    if arguments.contains("--help") || arguments.contains("-h") {
-        print(usage(), terminator: "")
-        exit(0)
-    }
-    if arguments.contains("--version") {
-        print(Versions.line(program: "permissions-settings"))
-        exit(0)
-    }
-    let choice: BusChoice
-    do throws(BusChoice.Problem) {
-        choice = try BusChoice.parse(arguments)
-    } catch {
-        switch error {
-        case .usage(let message): printError("permissions-settings", "\(message)\n\(usage())")
-        case .environment(let message): printError("permissions-settings", message)
-        }
-        exit(2)
-    }
-    // What is left goes to GApplication, which knows --gapplication-service alone.
-    if let extra = choice.rest.first(where: { $0 != "--gapplication-service" }) {
-        printError("permissions-settings", "unexpected argument \(extra)\n\(usage())")
-        exit(2)
-    }
+    // GApplication gets what is left, which may only be its own --gapplication-service.
+    let choice = parseCommandLine(program: "permissions-settings", usage: usage(), allowed: ["--gapplication-service"])
     g_set_prgname("permissions-settings")
     g_set_application_name(tr("Privacy"))
     exit(SettingsApplication(choice: choice).run(["permissions-settings"] + choice.rest))

@@ -29,6 +29,17 @@ func runAtspi(_ arguments: [String]) throws -> String {
     return result.stdout
 }
 
+/// Runs `process` with its standard error collected line by line (what the
+/// desktop programs log) and its standard output dropped.
+func runLogged(_ process: Process) throws -> LineCollector {
+    let err = Pipe()
+    process.standardError = err
+    process.standardOutput = FileHandle.nullDevice
+    let log = LineCollector(err.fileHandleForReading)
+    try process.run()
+    return log
+}
+
 /// The whole screen as `name`.png in the test run's output directory.
 @discardableResult
 func screenshotOfDisplay(_ name: String) throws -> String {
@@ -62,11 +73,7 @@ final class PromptSession {
         prompt.executableURL = URL(fileURLWithPath: desktopBinDir + "/permissions-prompt")
         prompt.arguments = ["--address", bus.address]
         prompt.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let err = Pipe()
-        prompt.standardError = err
-        prompt.standardOutput = FileHandle.nullDevice
-        log = LineCollector(err.fileHandleForReading)
-        try prompt.run()
+        log = try runLogged(prompt)
         _ = try log.next(timeout: 15) { $0.contains("registered as the agent") }
     }
 

@@ -53,11 +53,7 @@ final class SettingsSession {
         page.executableURL = URL(fileURLWithPath: desktopBinDir + "/permissions-settings")
         page.arguments = ["--session"]
         page.environment = ProcessInfo.processInfo.environment.merging(pageEnvironment) { $1 }
-        let err = Pipe()
-        page.standardError = err
-        page.standardOutput = FileHandle.nullDevice
-        log = LineCollector(err.fileHandleForReading)
-        try page.run()
+        log = try runLogged(page)
         self.page = page
         try log.next(timeout: 15) { $0.contains("showing") }
         try find("frame", "Privacy")

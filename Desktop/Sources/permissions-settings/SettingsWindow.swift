@@ -48,12 +48,28 @@ final class SettingsWindow {
         overview.onChoice = { [weak self] in self?.chose($1, in: $0) }
         appPage.onChoice = { [weak self] in self?.chose($1, in: $0) }
         connect(back, "clicked") { [weak self] in self?.showOverview() }
+        addBackShortcut()
         link.onState = { [weak self] in self?.linkState($0) }
         link.onSnapshot = { [weak self] in self?.show($0) }
         linkState(.waiting(wasConnected: false))
     }
 
     func present() { gtk_window_present(cast(window)) }
+
+    /// Alt+Left and Escape go back from an app's page, as in GNOME Settings (the
+    /// search field takes Escape first while it has the focus).
+    private func addBackShortcut() {
+        let controller = gtk_shortcut_controller_new()!
+        let action = gtk_callback_action_new({ _, _, data in
+            let window = Unmanaged<SettingsWindow>.fromOpaque(data!).takeUnretainedValue()
+            guard window.page == "app" else { return 0 }
+            window.showOverview()
+            return 1
+        }, Unmanaged.passUnretained(self).toOpaque(), nil)
+        gtk_shortcut_controller_add_shortcut(controller,
+                                             gtk_shortcut_new(gtk_shortcut_trigger_parse_string("<Alt>Left|Escape"), action))
+        gtk_widget_add_controller(window, controller)
+    }
 
     /// Opens `app`'s page (the show-app action), its `permission`'s row focused.
     func openApp(_ app: String, permission: String) {

@@ -40,6 +40,19 @@ func runLogged(_ process: Process) throws -> LineCollector {
     return log
 }
 
+/// A key pressed in the window of process `pid`, focused first (no window
+/// manager runs under Xvfb, so nothing else gives it the focus).
+func pressKey(_ key: String, inWindowOf pid: Int32) throws {
+    let search = try run("/usr/bin/xdotool", ["search", "--sync", "--onlyvisible", "--pid", String(pid)])
+    guard search.status == 0, let window = search.stdout.split(separator: "\n").last else {
+        throw HarnessError(description: "no window of process \(pid): \(search.stderr)")
+    }
+    for arguments in [["windowfocus", "--sync", String(window)], ["key", key]] {
+        let result = try run("/usr/bin/xdotool", arguments)
+        guard result.status == 0 else { throw HarnessError(description: "xdotool \(arguments): \(result.stderr)") }
+    }
+}
+
 /// The whole screen as `name`.png in the test run's output directory.
 @discardableResult
 func screenshotOfDisplay(_ name: String) throws -> String {
@@ -125,17 +138,7 @@ final class PromptSession {
     private func atspi(_ arguments: String...) throws -> String { try runAtspi(arguments) }
 
     /// A key pressed in the prompt's window (focused first: no window manager runs).
-    func press(_ key: String) throws {
-        let search = try run("/usr/bin/xdotool", ["search", "--sync", "--onlyvisible", "--pid",
-                                                  String(prompt.processIdentifier)])
-        guard search.status == 0, let window = search.stdout.split(separator: "\n").last else {
-            throw HarnessError(description: "no window of permissions-prompt: \(search.stderr)")
-        }
-        for arguments in [["windowfocus", "--sync", String(window)], ["key", key]] {
-            let result = try run("/usr/bin/xdotool", arguments)
-            guard result.status == 0 else { throw HarnessError(description: "xdotool \(arguments): \(result.stderr)") }
-        }
-    }
+    func press(_ key: String) throws { try pressKey(key, inWindowOf: prompt.processIdentifier) }
 
     /// The X11 window shown whose title is `title` (a regular expression, as
     /// xdotool takes it), waited for.

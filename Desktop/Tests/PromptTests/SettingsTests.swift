@@ -98,6 +98,11 @@ struct SettingsTests {
         try screenshotOfDisplay("settings-app-page")
         try session.press("Back")
         try session.find("entry", "Search apps")
+        // From the keyboard: the arrow reached with Tab is a button; Escape goes back.
+        try session.press("All permissions of org.example.Alpha")
+        try session.absent("entry", "Search apps")
+        try pressKey("Escape", inWindowOf: try #require(session.page).processIdentifier)
+        try session.find("entry", "Search apps")
     }
 
     /// org.freedesktop.Application.ActivateAction("show-app") on the session bus,

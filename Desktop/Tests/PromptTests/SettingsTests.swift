@@ -55,13 +55,17 @@ struct SettingsTests {
         try session.ctl("grant", "org.example.Locked", "camera")
         try session.launch()
         try session.find("push button", Self.choice("Allow", "Camera", "org.example.Locked"), "pressed", "sensitive")
-        try session.daemon.writeConfig(SettingsSession.config + "[camera]\ndeny=org.example.Locked\n")
+        // With the location service switched off by the administrator too: the
+        // permission's state in words.
+        try session.daemon.writeConfig(SettingsSession.config + "[camera]\ndeny=org.example.Locked\n"
+                                       + "[location]\nenabled=false\n")
         try session.find("push button", Self.choice("Allow", "Camera", "org.example.Locked"), "!sensitive", timeout: 10)
         for label in ["Don’t allow", "Ask next time"] {
             try session.find("push button", Self.choice(label, "Camera", "org.example.Locked"), "!sensitive")
         }
         try session.find("image", "Turned off for this app by your administrator")
         try session.find("label", "Turned off for this app by your administrator")
+        try session.find("label", "Turned off by your administrator")
         try screenshotOfDisplay("settings-locked")
     }
 

@@ -4,8 +4,6 @@
 public struct PermissionName {
     public let title: String
     public let icon: String
-    /// True for the permissions this file knows (their title is translated).
-    public let isKnown: Bool
 
     public init(_ permission: String) {
         switch permission {
@@ -15,11 +13,8 @@ public struct PermissionName {
         case "local-network": (title, icon) = (tr("Devices on your local network"), "network-workgroup-symbolic")
         case "location": (title, icon) = (tr("Location"), "find-location-symbolic")
         case "notifications": (title, icon) = (tr("Notifications"), "preferences-system-notifications-symbolic")
-        default:
-            (title, icon, isKnown) = (permission, "dialog-question-symbolic", false)
-            return
+        default: (title, icon) = (permission, "dialog-question-symbolic")
         }
-        isKnown = true
     }
 
     /// The permissions every desktop shows first, in this order; others follow by name.

@@ -175,7 +175,7 @@ let package = Package(
         .testTarget(name: "PermissionsCoreTests",
                     dependencies: ["PermissionsModel", "PermissionsSupport", "PermissionsStore", "PermissionsPluginHost",
                                    "PermissionsIdentity", "PermissionsConfig", "PermissionsService",
-                                   "PermissionsDaemon", "PermissionsTestSupport"]),
+                                   "PermissionsDaemon", "PermissionsTestSupport", "DBusKit"]),
         // The BlueZ plugin's pure parts and its HCI seam, without bus or kernel.
         .testTarget(name: "PipeWireAccessTests", dependencies: ["PipeWireAccess"]),
         .testTarget(name: "BluetoothPluginTests",

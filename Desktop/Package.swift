@@ -1,6 +1,7 @@
 // swift-tools-version:6.0
 // The desktop programs of the permissions service, on GTK 4 and libadwaita:
-// permissions-prompt (the agent that asks the user). A package of its own, so that
+// permissions-prompt (the agent that asks the user) and permissions-settings (the
+// privacy page). A package of its own, so that
 // the daemon, permissionsctl and the client library (the package one directory up)
 // build and install on a machine without GTK; this one uses their library and
 // test harness through the main package's products.
@@ -44,6 +45,7 @@ let package = Package(
     name: "permissions-desktop",
     products: [
         .executable(name: "permissions-prompt", targets: ["permissions-prompt"]),
+        .executable(name: "permissions-settings", targets: ["permissions-settings"]),
     ],
     dependencies: [
         // The checkout this directory is in, whatever its directory is called.
@@ -66,6 +68,10 @@ let package = Package(
                 swiftSettings: gtkSwiftSettings),
         .executableTarget(name: "permissions-prompt",
                           dependencies: ["DesktopSupport", "CAdw", "CAdwShims",
+                                         .product(name: "_PermissionsDesktopSupport", package: "permissions")],
+                          swiftSettings: gtkSwiftSettings),
+        .executableTarget(name: "permissions-settings",
+                          dependencies: ["DesktopSupport", "CAdw",
                                          .product(name: "_PermissionsDesktopSupport", package: "permissions")],
                           swiftSettings: gtkSwiftSettings),
         // Under Xvfb, driven through AT-SPI (Tests/with-display.sh starts both).

@@ -44,7 +44,7 @@ _permissionsctl() {
     else
         cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]} cword=$COMP_CWORD
     fi
-    local commands="status get list grant deny reset assign request monitor agent plugins doctor help"
+    local commands="status get list grant deny reset assign request monitor agent plugins remotes doctor settings help"
     local global="--system --session --address --help --version"
 
     case "$prev" in
@@ -79,7 +79,7 @@ _permissionsctl() {
 
     local options=""
     case "$command" in
-        status|plugins) options="--json" ;;
+        status|plugins|remotes) options="--json" ;;
         get|grant|deny) options="--user" ;;
         list) options="--user --all --json" ;;
         reset) options="--user --unassigned" ;;
@@ -94,8 +94,8 @@ _permissionsctl() {
     local words_now=""
     case "$command:${#args[@]}" in
         status:0|request:*) words_now=$(__permissionsctl_permissions) ;;
-        get:0|grant:0|deny:0|list:0|reset:0|assign:0) words_now=$(__permissionsctl_apps) ;;
-        get:1|grant:1|deny:1) words_now=$(__permissionsctl_permissions) ;;
+        get:0|grant:0|deny:0|list:0|reset:0|assign:0|settings:0) words_now=$(__permissionsctl_apps) ;;
+        get:1|grant:1|deny:1|settings:1) words_now=$(__permissionsctl_permissions) ;;
         reset:*) words_now=$(__permissionsctl_permissions) ;;
         assign:1) mapfile -t COMPREPLY < <(compgen -u -- "$cur"); return ;;
         assign:*) words_now=$(__permissionsctl_permissions) ;;

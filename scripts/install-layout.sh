@@ -125,6 +125,11 @@ MAN_DIR=$PREFIX/share/man
 # XDG_CONFIG_DIRS' default, whatever P is).
 APPLICATIONS_DIR=$PREFIX/share/applications
 AUTOSTART_DIR=$SYSCONFDIR/xdg/autostart
+# The settings page: D-Bus activated on the session bus (the session bus's service
+# directory under P/share, which dbus-daemon reads through XDG_DATA_DIRS), and its
+# icon in the hicolor theme.
+SESSION_SERVICES_DIR=$PREFIX/share/dbus-1/services
+ICONS_DIR=$PREFIX/share/icons/hicolor/scalable/apps
 CONFIG_DIR=$SYSCONFDIR/permissions
 STATE_DIR=$LOCALSTATEDIR/lib/permissions
 MANIFEST=$SHARE_DIR/install-manifest

@@ -45,10 +45,17 @@ func serviceState(of adapters: [Adapter]) -> PluginServiceState {
 /// The snapshot of `bluetooth` for a view and a configuration.
 func bluetoothSnapshot(_ view: AdapterView, config: SwitchConfig = SwitchConfig()) -> PluginSnapshot {
     var service = serviceState(of: view.adapters)
+    var details = [("source", view.source.rawValue)]
+    // Why it is off, for a settings page: the admin's switch outranks the adapters'.
+    if service != .unsupported, !config.enabled {
+        details += config.disabledBy
+    } else if service == .disabled {
+        details.append((SwitchConfig.disabledByKey, "device"))
+    }
     if service == .available, !config.enabled { service = .disabled }
     return PluginSnapshot(
         permission: "bluetooth", service: service,
         policies: config.allow.map { ($0, .allow) } + config.deny.map { ($0, .restricted) },
-        details: [("source", view.source.rawValue)],
+        details: details,
         devices: view.adapters.map(\.deviceProperties))
 }

@@ -45,6 +45,6 @@ func localNetworkSnapshot(_ interfaces: [LocalInterface], config: SwitchConfig =
     return PluginSnapshot(
         permission: "local-network", service: service,
         policies: config.allow.map { ($0, .allow) } + config.deny.map { ($0, .restricted) },
-        details: [("source", "rtnetlink")],
+        details: [("source", "rtnetlink")] + (service == .disabled ? config.disabledBy : []),
         devices: interfaces.map { [("interface", $0.name)] })
 }

@@ -11,10 +11,12 @@ extension SwitchConfig {
         try parse(entries, section: section, warn: { host.log(.warning, $0) }, extraKey: extraKey)
     }
 
-    /// The snapshot this configuration gives.
+    /// The snapshot this configuration gives. enabled=false adds the detail
+    /// "disabled-by" = "configuration", so that a settings page can say the admin
+    /// turned it off (the daemon shows it with a "disabled" service state only).
     public func snapshot(permission: String, details: [(key: String, value: String)] = []) -> PluginSnapshot {
         PluginSnapshot(permission: permission, service: enabled ? .available : .disabled,
                        policies: allow.map { ($0, .allow) } + deny.map { ($0, .restricted) },
-                       details: details)
+                       details: details + disabledBy)
     }
 }

@@ -208,7 +208,8 @@ extension CoreConfig {
                 for app in config.allow where isValidPolicyAppID(app, from: source) { policies[app] = .allow }
                 for app in config.deny where isValidPolicyAppID(app, from: source) { policies[app] = .restricted }
                 result[name] = Snapshot(permission: name, service: config.enabled ? .available : .disabled,
-                                        policies: policies)
+                                        policies: policies,
+                                        details: config.disabledBy.map { Snapshot.KeyValue($0.key, $0.value) })
             } catch {
                 reject(error.description)
                 result[name] = previous[name] ?? Snapshot(permission: name, service: .available)

@@ -18,6 +18,8 @@ public struct DaemonOptions: Sendable {
     public var stateDirectory: String?
     public var pluginDirectories: [String] = []
     public var verbose = false
+    /// How long a user who is not here keeps their decisions in memory (--decisions-idle).
+    public var decisionsIdleSeconds = 300
     /// The process whose mount namespace counts as the host's (IdentityReader), as
     /// given; else see `resolvedHostPID`.
     public var hostPID: UInt32?
@@ -189,6 +191,21 @@ public final class Daemon {
         _exit(status)
     }
 
+    /// --decisions-idle; in debug builds PERMISSIONS_DEBUG_EVICT_EVERY_MS=N (for
+    /// tests) looks every N ms and lets go every user whom only their presence
+    /// keeps (ResidencySettings.presencePins), to force loads in the middle of a run.
+    private var residencySettings: ResidencySettings {
+        let idle = options.decisionsIdleSeconds * 1000
+        // At 0, a look every second: a user goes at the first one after they left.
+        var settings = ResidencySettings(idleMilliseconds: idle, sweepMilliseconds: idle == 0 ? 1000 : nil)
+        #if DEBUG
+        if let value = getenv("PERMISSIONS_DEBUG_EVICT_EVERY_MS"), let every = Int(String(cString: value)), every > 0 {
+            settings = ResidencySettings(idleMilliseconds: 0, sweepMilliseconds: every, presencePins: false)
+        }
+        #endif
+        return settings
+    }
+
     private func start() {
         let stateDirectory = options.resolvedStateDirectory
         guard Files.makeDirectories(stateDirectory, mode: 0o700) else {
@@ -234,7 +251,7 @@ public final class Daemon {
             let outgoing = OutgoingCalls(connection: connection)
             service = try PermissionsService(connection: connection, store: store, plugins: host, callers: callers,
                                              authorizer: Authorizer(outgoing: outgoing, systemBus: options.bus == .system),
-                                             outgoing: outgoing)
+                                             outgoing: outgoing, residency: residencySettings)
         } catch {
             fail("cannot start serving: \(error)")
         }

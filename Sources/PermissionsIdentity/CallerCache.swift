@@ -107,6 +107,9 @@ package final class CallerCache {
     /// and state kept for the caller then would never be dropped.
     package func cached(_ sender: String) -> AppIdentity? { known[sender] }
 
+    /// Whether a connection of `uid` is identified and still on the bus.
+    package func hasConnection(uid: UInt32) -> Bool { known.values.contains { $0.uid == uid } }
+
     /// Calls `done` with the caller's identity: at once if known, else after asking
     /// the bus. A caller that has left the bus (or whose process is gone) gets
     /// `UnknownCaller`, never a fallback identity.

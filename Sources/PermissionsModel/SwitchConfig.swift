@@ -16,6 +16,16 @@ public struct SwitchConfig: Equatable, Sendable {
 
     public init() {}
 
+    /// The snapshot detail that says why a permission is "disabled":
+    /// "configuration" (the admin's enabled=false, or the daemon's fail-safe) or
+    /// "device" (the hardware is there but off, such as every Bluetooth adapter).
+    public static let disabledByKey = "disabled-by"
+
+    /// The "disabled-by" detail this configuration gives: none while enabled.
+    public var disabledBy: [(key: String, value: String)] {
+        enabled ? [] : [(Self.disabledByKey, "configuration")]
+    }
+
     public struct Invalid: Error, CustomStringConvertible {
         public let description: String
         public init(description: String) { self.description = description }

@@ -7,8 +7,10 @@ public enum Versions {
     /// property announces: it grows when the interface changes (2: decisions per
     /// user, the *ForUser methods, Subscribe, GetDiagnostics; 3: StartRequest
     /// and its RequestHandle objects, the parent_window option; 4:
-    /// OpenPipeWireRemote and ListPipeWireRemotes).
-    public static let interface: UInt32 = 4
+    /// OpenPipeWireRemote and ListPipeWireRemotes; 5: GetDetailsForApp and the
+    /// "disabled-by" detail; 6: a user's decisions loaded when first needed, and
+    /// a failed load answered StorageFailed).
+    public static let interface: UInt32 = 6
 }
 
 extension Versions {

@@ -43,7 +43,9 @@ extension PermissionsService {
                     let whose = own ? "" : " for uid \(uid!)"
                     return call.fail(refusal.error("\(member)\(whose) is not allowed"))
                 }
-                body(identity, uid ?? identity.uid)
+                // Another user's (the caller's own are loaded): named by an admin, loaded first.
+                let owner = uid ?? identity.uid
+                self.whenLoaded(call, owner) { body(identity, owner) }
             }
         }
     }
@@ -164,10 +166,19 @@ extension PermissionsService {
         let filterResult = appFilter(call.arguments[0])
         guard case .success(let filter) = filterResult else { return call.fail(filterResult.error!) }
         asAdmin(call) { [unowned self] _ in
-            let rows = self.store.list(app: filter)
-            call.reply([.array(elementSignature: "(xsssxs)", rows.map { row in
-                .structure([.int64(row.uid.map { Int64($0) } ?? -1)] + self.listed(row))
-            })])
+            // From the file, not memory: every user's rows, loaded or not, without
+            // loading them all (off the serving queue, as a user's load is).
+            self.store.readAll(app: filter) { [weak self] result in
+                guard let self, !call.isAnswered else { return }
+                switch result {
+                case .failure(let error):
+                    call.fail(PermissionsError.storageFailed("cannot read the stored decisions: \(error)"))
+                case .success(let rows):
+                    call.reply([.array(elementSignature: "(xsssxs)", rows.map { row in
+                        .structure([.int64(row.uid.map { Int64($0) } ?? -1)] + self.listed(row))
+                    })])
+                }
+            }
         }
     }
 
@@ -187,11 +198,17 @@ extension PermissionsService {
         guard case .success(let names) = namesResult else { return call.fail(namesResult.error!) }
         guard case .success(let uid) = uidResult else { return call.fail(uidResult.error!) }
         asAdmin(call) { [unowned self] _ in
-            self.tracker.assign(app: app, names: names, to: uid) { outcome in
-                switch outcome {
-                case .success(let settled): call.reply([.uint32(UInt32(settled))])
-                case .failure(let error): call.fail(PermissionsError.storageFailed("cannot assign decisions: \(error)"))
-                }
+            // The user the rows go to is named: loaded first, so that their own rows
+            // (which stay) are known and the signals computed from them.
+            self.whenLoaded(call, uid) { self.assign(call, app: app, names: names, to: uid) }
+        }
+    }
+
+    private func assign(_ call: MethodCall, app: String, names: [String], to uid: UInt32) {
+        tracker.assign(app: app, names: names, to: uid) { outcome in
+            switch outcome {
+            case .success(let settled): call.reply([.uint32(UInt32(settled))])
+            case .failure(let error): call.fail(PermissionsError.storageFailed("cannot assign decisions: \(error)"))
             }
         }
     }

@@ -41,6 +41,9 @@ struct PendingCalls {
         return nil
     }
 
+    /// Whether a call of `uid` waits in the daemon.
+    func waiting(uid: UInt32) -> Bool { byUser[uid] != nil }
+
     mutating func release(sender: String) {
         let left = (byConnection[sender] ?? 0) - 1
         byConnection[sender] = left > 0 ? left : nil

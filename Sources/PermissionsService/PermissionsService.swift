@@ -92,12 +92,19 @@ package final class PermissionsService {
     var waitingCalls = WaitingCalls()
     /// Set by shutdown: nothing new is started.
     private(set) var stopping = false
+    /// Users' decisions loaded when first needed (UserLoads.swift).
+    let loads: UserLoads
+    /// Users' decisions let go when they are not here (Residency.swift).
+    let residency: Residency
 
     /// Throws `SerialEpochError` when this start cannot have a serial epoch (the
     /// stored one has no next, or the new one cannot be stored): the daemon then
     /// refuses to start, since serials it sent could repeat earlier ones.
+    /// `residency`: how long users who are not here keep their decisions in memory,
+    /// counted on `timers`.
     package init(connection: Connection, store: any DecisionStoring, plugins: any PluginProviders, callers: CallerCache,
-                 authorizer: Authorizer, outgoing: OutgoingCalls) throws {
+                 authorizer: Authorizer, outgoing: OutgoingCalls, residency settings: ResidencySettings = ResidencySettings(),
+                 timers: any Timers = DispatchTimers()) throws {
         // First, before anything is exported or hooked: the only step that can fail.
         serials = ChangeSerials(epoch: try store.nextEpoch(clockSeconds: currentMicroseconds() / 1_000_000))
         self.connection = connection
@@ -106,6 +113,9 @@ package final class PermissionsService {
         self.callers = callers
         self.authorizer = authorizer
         self.outgoing = outgoing
+        loads = UserLoads(store: store)
+        residency = Residency(store: store, loads: loads, idleMilliseconds: settings.idleMilliseconds,
+                              sweepMilliseconds: settings.sweepMilliseconds)
         connection.argumentLimits = Self.argumentLimits
         broker = PromptBroker(connection: connection, outgoing: outgoing,
                               settle: { [unowned self] in self.settle($0, $1, $2, $3, $4) },
@@ -130,6 +140,14 @@ package final class PermissionsService {
             self.subscribers[name] = nil
             self.tracker.ownerLeft(name)
         }
+        // Rows with an end may have come in with a user.
+        loads.onLoaded = { [unowned self] uid in
+            logDebug("loaded the decisions of uid \(uid)")
+            self.scheduleExpiry()
+        }
+        residency.onEvict = { uid in logDebug("let go of the decisions of uid \(uid)") }
+        residency.pinned = { [unowned self] uid in self.holds(uid) || (settings.presencePins && self.isHere(uid)) }
+        residency.start(timers: timers, queue: connection.queue)
         object = ExportedObject(path: Self.objectPath, interfaces: [makeInterface()],
                                 introspection: Self.interfaceXML)
         connection.export(object)
@@ -252,6 +270,7 @@ package final class PermissionsService {
             Method("GetAll") { [unowned self] in self.getAll($0) },
             Method("GetDetails", input: "s") { [unowned self] in self.getDetails($0) },
             Method("GetStatusForApp", input: "ss") { [unowned self] in self.getStatusForApp($0) },
+            Method("GetDetailsForApp", input: "ss") { [unowned self] in self.getDetailsForApp($0) },
             Method("SetDecision", input: "sss") { [unowned self] in self.setDecision($0) },
             Method("ResetDecisions", input: "sas") { [unowned self] in self.resetDecisions($0) },
             Method("ListDecisions", input: "s") { [unowned self] in self.listDecisions($0) },
@@ -327,9 +346,23 @@ package final class PermissionsService {
                     self?.pendingCalls.release(sender: sender)
                     self?.pendingCalls.release(uid: identity.uid)
                 }
-                body(identity)
+                self.whenLoaded(call, identity.uid) { body(identity) }
             case .failure(let error): call.fail(PermissionsError.unknownCaller(error.message))
             }
+        }
+    }
+
+    /// Runs `body` once `uid`'s decisions are in memory (UserLoads), or answers the
+    /// call StorageFailed when they cannot be read. The call stays counted as
+    /// waiting meanwhile, which keeps the user here (Residency).
+    func whenLoaded(_ call: MethodCall, _ uid: UInt32, _ body: @escaping () -> Void) {
+        loads.whenLoaded(uid) { [weak self] loaded in
+            guard let self, !call.isAnswered else { return }
+            if case .failure(let error) = loaded {
+                return call.fail(PermissionsError.storageFailed("cannot read the decisions of uid \(uid): \(error)"))
+            }
+            self.residency.touch(uid)
+            body()
         }
     }
 
@@ -340,6 +373,7 @@ package final class PermissionsService {
     /// then must not move a RequestMany on to ask its next permission.
     package func beginStopping() {
         stopping = true
+        residency.stop()
     }
 
     /// The daemon stops: every call still waiting, for its caller's identity, for

@@ -139,6 +139,9 @@ final class PromptBroker {
         self.undecided = undecided
     }
 
+    /// Whether a prompt of `uid`'s is open (its answer is still to be stored).
+    func hasPrompt(for uid: UInt32) -> Bool { open.keys.contains { $0.uid == uid } }
+
     /// Whether a connection of `uid` has an agent registered.
     func hasAgent(for uid: UInt32) -> Bool { agents.contains { $0.uid == uid } }
 

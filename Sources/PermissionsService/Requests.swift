@@ -148,7 +148,16 @@ extension PermissionsService {
         // After the writes already made (a SetDecision of the same pair may be in a
         // commit): the check below must see them, or the answer would be stored over
         // a decision made before it.
-        store.afterWrites { [weak self] in self?.settleNow(prompt, answer, expiresAt, agent, done) }
+        // The prompt kept its user here (Residency); loaded first all the same, since
+        // what is stored must be checked against their rows.
+        loads.whenLoaded(prompt.uid) { [weak self] loaded in
+            guard let self else { return }
+            if case .failure(let error) = loaded {
+                return done(.failure(PermissionsError.storageFailed(
+                    "cannot read the decisions of uid \(prompt.uid) to store the answer: \(error)")))
+            }
+            self.store.afterWrites { [weak self] in self?.settleNow(prompt, answer, expiresAt, agent, done) }
+        }
     }
 
     private func settleNow(_ prompt: Prompt, _ answer: AgentAnswer, _ expiresAt: Int64?, _ agent: Agent,

@@ -145,7 +145,11 @@ package final class StatusTracker {
     /// fail-safe holds.
     private func inForce(_ snapshot: Snapshot) -> Snapshot {
         var snapshot = snapshot
-        if disabledForLackOfConfiguration, snapshot.service == .available { snapshot.service = .disabled }
+        if disabledForLackOfConfiguration, snapshot.service == .available {
+            snapshot.service = .disabled
+            snapshot.details.removeAll { $0.key == SwitchConfig.disabledByKey }
+            snapshot.details.append(.init(SwitchConfig.disabledByKey, "configuration"))
+        }
         return snapshot
     }
 

@@ -1,6 +1,7 @@
 package import Dispatch
 internal import Glibc
 internal import PermissionsSupport
+internal import SystemPrimitives
 
 /// The daemon's decision store: reads answered from the `DecisionStore`'s memory on
 /// the serving queue, and writes committed to its file on a queue of their own, so
@@ -27,10 +28,18 @@ internal import PermissionsSupport
 /// Cancelled). A commit that does not end within a bound (a hung disk) does not
 /// hold the stop: its writes are answered that they may or may not be stored.
 ///
+/// Loads: a user's rows are read on the writer queue too (the one SQLite
+/// connection is the writer queue's), between commits, and put in memory on the
+/// serving queue. Both hops are in order (one serial queue to another), so a
+/// commit and a load reach memory in the order they reached the file: a load that
+/// read after a commit lands after that commit's `apply`, which, for a user not
+/// loaded yet, changed nothing in memory (DecisionIndex); a load that read before
+/// it lands before it, and the `apply` then changes the rows it put there.
+///
 /// `@unchecked Sendable`: the `DecisionStore` is shared by two queues that touch
 /// disjoint parts of it: the writer queue only its SQLite connection (`write`,
-/// `nextEpoch`, `close`), the serving queue only its memory (the reads and
-/// `apply`). `line`, `inCommit`, `insertAt` and `stopped` are the serving queue's;
+/// `readRows`, `readAll`, `nextEpoch`, `close`), the serving queue only its
+/// memory (the reads, `apply`, `install`, `evict`). `line`, `inCommit`, `insertAt` and `stopped` are the serving queue's;
 /// `committed` is written on the writer queue and read by `close` only after a
 /// semaphore the writer queue signals after it.
 package final class DecisionCommitter: DecisionStoring, @unchecked Sendable {
@@ -77,6 +86,51 @@ package final class DecisionCommitter: DecisionStoring, @unchecked Sendable {
     package func nextExpiry() -> Int64? { store.nextExpiry() }
 
     package var writesInFlight: Bool { !inCommit.isEmpty || !line.isEmpty }
+
+    package func isLoaded(uid: UInt32) -> Bool { store.isLoaded(uid: uid) }
+
+    package var loadedUsers: [UInt32] { store.loadedUsers }
+
+    /// Rows in memory, for diagnostics and logs.
+    package var rowsInMemory: Int { store.rowsInMemory }
+
+    package func load(uid: UInt32, done: @escaping (Result<Void, any Error>) -> Void) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        // `done` is called on the serving queue only, where it was given.
+        let done = QueueConfined(done)
+        let read: @Sendable () -> Void = { [self] in
+            writer.async { [self] in
+                let rows = Result { try store.readRows(uid: uid) }
+                queue.async { [self] in
+                    if case .success(let rows) = rows { store.install(uid: uid, rows: rows) }
+                    done.value(rows.map { _ in () })
+                }
+            }
+        }
+        #if DEBUG
+        // Held on a thread of its own, not on the writer queue: a load held there
+        // holds neither the commits nor the other users' loads.
+        if let gate = Self.loadGate { return DispatchQueue.global().async { gate.wait(); read() } }
+        #endif
+        read()
+    }
+
+    package func evict(uid: UInt32) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        precondition(!writesInFlight, "a user's rows let go while a write is in flight")
+        store.evict(uid: uid)
+    }
+
+    package func readAll(app: String?, done: @escaping (Result<[StoredDecision], any Error>) -> Void) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        // On the writer queue: after every commit handed to it, so after every write
+        // acknowledged (a write in the line is not acknowledged yet).
+        let done = QueueConfined(done)
+        writer.async { [self] in
+            let rows = Result { try store.readAll(app: app) }
+            queue.async { done.value(rows) }
+        }
+    }
 
     package func commit(_ write: DecisionWrite, around: @escaping () -> (Result<Int, any Error>) -> Void) {
         dispatchPrecondition(condition: .onQueue(queue))
@@ -220,5 +274,10 @@ package final class DecisionCommitter: DecisionStoring, @unchecked Sendable {
     private static func waitAtTestGate() {
         testGate?.wait()
     }
+
+    /// Debug builds only, for tests: with PERMISSIONS_DEBUG_LOAD_GATE naming a Unix
+    /// socket, each load of a user's rows, before it reads, waits there until the
+    /// test lets it go (TestGate), as a slow disk would hold it.
+    private static let loadGate = TestGate(environment: "PERMISSIONS_DEBUG_LOAD_GATE")
     #endif
 }

@@ -1,5 +1,3 @@
-internal import Glibc
-
 /// (uid, app id, permission): the key of a stored decision, a session grant and an
 /// open prompt. A decision belongs to one user; `uid` nil marks a row "unassigned":
 /// one migrated from a store written before decisions had users (see DecisionStore).
@@ -23,28 +21,14 @@ package struct DecisionKey: Hashable, Comparable, Sendable {
         a.uid == b.uid && sameBytes(a.app, b.app) && sameBytes(a.permission, b.permission)
     }
 
-    // Every read hashes keys (GetStatus looks up two or three), and a store's load
-    // hashes and compares one per row: no array and no generic byte walk per key.
+    // Every read hashes keys (GetStatus looks up two or three): by bytes (ByteString).
     package func hash(into hasher: inout Hasher) {
         hasher.combine(uid)
-        Self.combine(app, into: &hasher)
-        Self.combine(permission, into: &hasher)
+        ByteString.combine(app, into: &hasher)
+        ByteString.combine(permission, into: &hasher)
     }
 
-    private static func combine(_ string: String, into hasher: inout Hasher) {
-        var string = string
-        string.withUTF8 { bytes in
-            hasher.combine(bytes.count)
-            hasher.combine(bytes: UnsafeRawBufferPointer(bytes))
-        }
-    }
-
-    private static func sameBytes(_ a: String, _ b: String) -> Bool {
-        var (a, b) = (a, b)
-        return a.withUTF8 { x in
-            b.withUTF8 { y in x.count == y.count && (x.isEmpty || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0) }
-        }
-    }
+    private static func sameBytes(_ a: String, _ b: String) -> Bool { ByteString.sameBytes(a, b) }
 
     /// Listing order: app id, then permission (by bytes, as SQLite's BINARY
     /// collation), then owner, unassigned first.

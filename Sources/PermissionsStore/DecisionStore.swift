@@ -26,8 +26,8 @@ package struct StoredDecision: Sendable, Equatable {
     }
 }
 
-/// Per-user decisions: one row per (uid, app id, permission) in SQLite, and all of
-/// them in memory.
+/// Per-user decisions: one row per (uid, app id, permission) in SQLite, and in
+/// memory those of the owners loaded.
 ///
 /// Users: a store written before decisions had users (a table `decisions`) is
 /// migrated at open, failing closed: each of its rows becomes *unassigned* (uid -1 in the
@@ -35,11 +35,21 @@ package struct StoredDecision: Sendable, Equatable {
 /// and lets an unassigned grant apply to nobody, until an administrator assigns the
 /// row to a user or resets it (see StatusTracker).
 ///
-/// Reads come from memory only, so a fault of the file or the disk can never turn a
-/// stored "denied" into "no decision". Every row is loaded at open, and a load that
-/// cannot read every row fails the open; it never yields a short list. Writes go to
-/// SQLite first and change memory only once SQLite has committed them, so memory and
-/// file agree: a failed write throws and changes neither.
+/// Loading: the open reads the unassigned rows (kept in memory always: a deny
+/// counts for every user) and nothing of any user's. A user's rows are read with
+/// one query on the primary key (uid, app_id, permission), whose range for one uid
+/// is contiguous, by `readRows`, and installed with `install`, when the service
+/// first needs them; `evict` lets them go. So start-up costs the same with a
+/// million rows as with none: it never scans every row (no `count(*)`, no full
+/// read, no `quick_check`, which reads every page).
+///
+/// Reads come from memory only: once a user is loaded, a fault of the file or the
+/// disk can never turn their stored "denied" into "no decision". A read of a user
+/// not loaded finds nothing, so the service loads before it reads (see
+/// PermissionsService's UserLoads). A load that cannot read every row of the user
+/// throws; it never yields a short list. Writes go to SQLite first and change
+/// memory only once SQLite has committed them, so memory and file agree: a failed
+/// write throws and changes neither.
 ///
 /// Durability: WAL journal with `synchronous=FULL`, so a write is on disk when
 /// `write` (or `set`, `reset`, ...) returns; the daemon replies and signals only
@@ -51,8 +61,9 @@ package struct StoredDecision: Sendable, Equatable {
 /// process does to the state directory can then fault the daemon (a truncated `-shm`
 /// was a SIGBUS), and a second process cannot open the store while the daemon runs.
 ///
-/// A file SQLite reports as damaged (not a database, corrupt, or failing
-/// `quick_check`), or one shorter than SQLite's header (truncated), is moved aside
+/// A file SQLite reports as damaged at the open (not a database, a damaged schema
+/// or unassigned rows, a file shorter than its pages), or one shorter than
+/// SQLite's header (truncated), is moved aside
 /// with its WAL and an empty store started, so a damaged file never stops the
 /// daemon from starting (xdg-desktop-portal #627); the
 /// store is then `degraded` (every stored deny is gone). It stays degraded, across
@@ -61,6 +72,9 @@ package struct StoredDecision: Sendable, Equatable {
 /// administrator ends it by restoring or removing the file, then restarting. Any
 /// other failure to load (an I/O error, the file locked by another process, a row
 /// this version does not understand) fails the open and leaves the file as it is.
+/// Damage on a page of one user's rows is found when that user is loaded: their
+/// load fails (the service answers StorageFailed for them alone) and the file is
+/// left as it is, since every other user's rows may be whole.
 ///
 /// Not thread-safe. Used on one queue, or, in the daemon, through a
 /// `DecisionCommitter`: its writer queue touches only the SQLite connection
@@ -175,46 +189,11 @@ package final class DecisionStore {
         try db.execute("PRAGMA wal_autocheckpoint=128")
         try db.execute("PRAGMA journal_size_limit=524288")
         try db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID")
-        // quick_check reports damage as rows, not as an error.
-        let check = try db.strings("PRAGMA quick_check")
-        let problems = check.prefix(3).joined(separator: "; ")
-        // Rows that break the schema's constraints (an unknown decision word, say) are
-        // not damage but a newer version's file or an edit: moving it aside would put
-        // every stored deny out of force. The load below names the row and fails.
-        let constraintsOnly = check.allSatisfy {
-            $0.hasPrefix("CHECK constraint failed") || $0.hasPrefix("NULL value in")
-        }
-        guard check == ["ok"] || constraintsOnly else { throw StoreError.damaged("damaged: \(problems)") }
+        try checkPageCount(db, path)
         try upgradeSchema(db, path)
 
         var index = DecisionIndex()
-        try db.rows("SELECT count(*) FROM user_decisions") { index.reserve(Int($0.int(0) ?? 0)) }
-        // A store has few setters ("uid 1000 (/usr/bin/permissionsctl)"): one copy of each.
-        var setters: [String: String] = [:]
-        try db.rows("SELECT app_id, permission, decision, set_at, set_by, expires_at, uid FROM user_decisions") { row in
-            guard let app = row.text(0), let permission = row.text(1), let word = row.text(2),
-                  let setAt = row.int(3), let setBy = row.text(4), row.isNull(5) || row.int(5) != nil,
-                  let owner = row.int(6), owner >= -1, owner < Int64(UInt32.max)
-            else {
-                throw StoreError(message: "\(path) has a decision row with a value of an unexpected type "
-                                 + "(app id \"\((row.text(0) ?? "?").escapedForMessage)\"); left as it is")
-            }
-            // Fail closed: a word this version does not know (a newer version's file, an
-            // edit) might mean "deny"; guessing or skipping it could grant.
-            guard let decision = Decision(rawValue: word) else {
-                throw StoreError(message: "\(path) has an unknown decision \"\(word.escapedForMessage)\" for "
-                                 + "\"\(app.escapedForMessage)\" / \"\(permission.escapedForMessage)\"; left as it is")
-            }
-            let uid = owner == -1 ? nil : UInt32(owner)
-            let setter = setters[setBy] ?? setBy
-            if setters.count < 1024 { setters[setBy] = setter }
-            index[DecisionKey(uid: uid, app, permission)] = StoredDecision(
-                uid: uid, appID: app, permission: permission, decision: decision, setAt: setAt, setBy: setter,
-                expiresAt: row.isNull(5) ? nil : row.int(5))
-        }
-        guard check == ["ok"] else {
-            throw StoreError(message: "\(path) has rows this version does not accept (\(problems)); left as it is")
-        }
+        index.install(nil, try readRows(db, path, owner: -1))
         var epoch: Int64 = 0
         try db.rows("SELECT value FROM meta WHERE key = 'serial-epoch'") { row in
             guard let value = row.int(0) else {
@@ -233,6 +212,67 @@ package final class DecisionStore {
         }
         try db.setCheckpointOnClose(true)
         return (db, index, epoch)
+    }
+
+    /// The cheap part of the check at open: a file shorter than the pages its
+    /// header counts was cut short (a copy that stopped, a full disk), and reading
+    /// the pages past its end would find zeros. Only with no WAL left from the last
+    /// run (a clean stop checkpoints and empties it): frames in a WAL may hold the
+    /// file's last pages. Damage inside a page is found by the query that reads it.
+    private static func checkPageCount(_ db: SQLiteDatabase, _ path: String) throws {
+        var st = stat()
+        guard stat(path + "-wal", &st) != 0 || st.st_size == 0 else { return }
+        var pages: Int64 = 0, size: Int64 = 0
+        try db.rows("PRAGMA page_count") { pages = $0.int(0) ?? 0 }
+        try db.rows("PRAGMA page_size") { size = $0.int(0) ?? 0 }
+        guard stat(path, &st) == 0, Int64(st.st_size) < pages * size else { return }
+        throw StoreError.damaged("\(path) is \(st.st_size) bytes long, shorter than its \(pages) pages of \(size) bytes: "
+                                 + "truncated")
+    }
+
+    /// Every row of one owner (`owner` as stored: a uid, or -1 for the unassigned
+    /// rows), read on the primary key's range for it. Throws rather than return a
+    /// short list: at the first row that cannot be read (damage: SQLite's error), or
+    /// that this version does not understand.
+    private static func readRows(_ db: SQLiteDatabase, _ path: String, owner: Int64) throws -> PackedRows {
+        var rows = PackedRows()
+        try db.rows("SELECT app_id, permission, decision, set_at, set_by, expires_at, uid FROM user_decisions "
+                    + "WHERE uid = ?1", [.int(owner)]) { rows.append(try decoded($0, path)) }
+        return rows
+    }
+
+    /// Every row of every owner, or of one app, in `DecisionKey` order (SQLite's
+    /// BINARY order of app_id and permission, then the owner, -1 first).
+    private static func readAll(_ db: SQLiteDatabase, _ path: String, app: String?) throws -> [StoredDecision] {
+        var rows: [StoredDecision] = []
+        let columns = "SELECT app_id, permission, decision, set_at, set_by, expires_at, uid FROM user_decisions"
+        let order = " ORDER BY app_id, permission, uid"
+        if let app {
+            try db.rows(columns + " WHERE app_id = ?1" + order, [.text(app)]) { rows.append(try decoded($0, path)) }
+        } else {
+            try db.rows(columns + order) { rows.append(try decoded($0, path)) }
+        }
+        return rows
+    }
+
+    /// One row as read, checked: a value of an unexpected type, or a decision word
+    /// this version does not know, throws.
+    private static func decoded(_ row: SQLiteDatabase.Row, _ path: String) throws -> StoredDecision {
+        guard let app = row.text(0), let permission = row.text(1), let word = row.text(2),
+              let setAt = row.int(3), let setBy = row.text(4), row.isNull(5) || row.int(5) != nil,
+              let owner = row.int(6), owner >= -1, owner < Int64(UInt32.max)
+        else {
+            throw StoreError(message: "\(path) has a decision row with a value of an unexpected type "
+                             + "(app id \"\((row.text(0) ?? "?").escapedForMessage)\"); left as it is")
+        }
+        // Fail closed: a word this version does not know (a newer version's file, an
+        // edit) might mean "deny"; guessing or skipping it could grant.
+        guard let decision = Decision(rawValue: word) else {
+            throw StoreError(message: "\(path) has an unknown decision \"\(word.escapedForMessage)\" for "
+                             + "\"\(app.escapedForMessage)\" / \"\(permission.escapedForMessage)\"; left as it is")
+        }
+        return StoredDecision(uid: owner == -1 ? nil : UInt32(owner), appID: app, permission: permission,
+                              decision: decision, setAt: setAt, setBy: setBy, expiresAt: row.isNull(5) ? nil : row.int(5))
     }
 
     /// The decisions table of this version, `user_decisions`. The owner: a uid, or
@@ -332,6 +372,45 @@ package final class DecisionStore {
         unlink(path + "-shm")
     }
 
+    // MARK: Loading users, from the file to memory
+
+    /// Reads every row of `uid` from the file (not into memory: see `install`).
+    /// Touches only the SQLite connection (see DecisionCommitter). Throws on damage
+    /// or a row this version does not understand; never returns a short list.
+    func readRows(uid: UInt32) throws -> PackedRows {
+        try db.endStrayTransaction()
+        return try Self.readRows(db, path, owner: Int64(uid))
+    }
+
+    /// Every row in the file, of every owner or of one app, in `DecisionKey` order,
+    /// loaded or not (ListAllDecisions: admins). Touches only the SQLite connection.
+    package func readAll(app: String?) throws -> [StoredDecision] {
+        try db.endStrayTransaction()
+        return try Self.readAll(db, path, app: app)
+    }
+
+    /// Makes `rows`, all of `uid`'s as `readRows` read them, their rows in memory.
+    /// Touches only memory.
+    func install(uid: UInt32, rows: PackedRows) { index.install(uid, rows) }
+
+    /// Lets `uid`'s rows go from memory (the file keeps them). Touches only memory.
+    package func evict(uid: UInt32) { index.evict(uid) }
+
+    /// Whether `uid`'s rows are in memory. Touches only memory.
+    package func isLoaded(uid: UInt32) -> Bool { index.isLoaded(uid) }
+
+    /// The users whose rows are in memory, in order.
+    package var loadedUsers: [UInt32] { index.loadedUsers }
+
+    /// How many rows are in memory (the unassigned ones and the loaded users').
+    package var rowsInMemory: Int { index.rowCount }
+
+    /// Reads and installs `uid`'s rows, on the caller's queue: for a store used on
+    /// one queue (tests, tools).
+    package func load(uid: UInt32) throws {
+        install(uid: uid, rows: try readRows(uid: uid))
+    }
+
     // MARK: Reads, from memory
 
     /// The row of exactly this key, if in force: an expired one does not count.
@@ -339,8 +418,8 @@ package final class DecisionStore {
         index.decision(key, now: now)
     }
 
-    /// Every stored decision of every owner, or one app's, in `DecisionKey` order
-    /// (expired ones too, until the expiry timer removes them).
+    /// Every stored decision of every owner in memory, or one app's, in
+    /// `DecisionKey` order (expired ones too, until the expiry timer removes them).
     package func list(app: String? = nil) -> [StoredDecision] { index.list(app: app) }
 
     /// Decisions whose time has come (expires_at <= now), for the expiry timer.
@@ -384,7 +463,16 @@ package final class DecisionStore {
     /// A write to the file and then to memory, on the caller's queue: for a store
     /// used on one queue (tests, tools). The daemon commits through a
     /// `DecisionCommitter`, which calls the two halves on two queues.
+    ///
+    /// The owner is loaded first, as the service loads one before it writes: what
+    /// the write touches, and how many rows it counts, are in memory.
     private func commitNow(_ change: DecisionWrite) throws -> Int {
+        let owner: UInt32? = switch change {
+        case .set(let row), .remove(let row): row.uid
+        case .reset(let uid, _, _): uid
+        case .assign(_, _, let uid): uid
+        }
+        if let owner, !isLoaded(uid: owner) { try load(uid: owner) }
         try write([change])
         return apply(change)
     }

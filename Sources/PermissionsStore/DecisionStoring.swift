@@ -1,7 +1,9 @@
 
 /// What the service needs of a decision store: `DecisionCommitter` (over SQLite) in
 /// the daemon, `InMemoryDecisionStore` in unit tests. Reads never fail and never
-/// wait (they come from memory); writes are committed with `commit`.
+/// wait (they come from memory), but find only the rows of owners loaded: the
+/// unassigned rows always, a user's once `load` has brought them in (until
+/// `evict`); writes are committed with `commit`.
 ///
 /// Rows are keyed by (uid, app, permission); `uid` nil is an unassigned row (see
 /// DecisionStore: migrated from a store without users).
@@ -29,6 +31,23 @@ package protocol DecisionStoring: AnyObject {
     /// followed by a write, both in `body`, then sees every earlier write, and no
     /// write can come between them.
     func afterWrites(_ body: @escaping () -> Void)
+    /// Whether `uid`'s rows are in memory. A read of a user not loaded finds no row.
+    func isLoaded(uid: UInt32) -> Bool
+    /// The users whose rows are in memory.
+    var loadedUsers: [UInt32] { get }
+    /// Reads `uid`'s rows off the caller's queue and puts them in memory; `done`
+    /// comes on the caller's queue, once they are there, or with the error (the
+    /// file could not be read: damage, an I/O error, a row this version does not
+    /// understand), and then nothing changed. Writes committed before or while it
+    /// reads are in what it puts in memory, exactly once.
+    func load(uid: UInt32, done: @escaping (Result<Void, any Error>) -> Void)
+    /// Lets `uid`'s rows go from memory (they stay stored). Only with no write in
+    /// flight and no load of `uid` under way.
+    func evict(uid: UInt32)
+    /// Every stored row, of every owner (loaded or not) or of one app, in
+    /// `DecisionKey` order, read from the file off the caller's queue; `done` on
+    /// the caller's queue. Every write acknowledged before the call is in it.
+    func readAll(app: String?, done: @escaping (Result<[StoredDecision], any Error>) -> Void)
     /// Moves the serial epoch on and stores it (see SerialEpoch.next); throws
     /// `SerialEpochError` when there is no next epoch or it cannot be stored.
     func nextEpoch(clockSeconds: Int64) throws -> UInt32

@@ -1,8 +1,14 @@
 package import PermissionsModel
 
 /// A decision store that keeps nothing on disk, for unit tests of the service: the
-/// same answers as `DecisionStore`, and writes that can be told to fail, to reach
-/// the StorageFailed paths.
+/// same answers as `DecisionStore`, and writes and loads that can be told to fail,
+/// to reach the StorageFailed paths.
+///
+/// What is "stored" is every row of every owner; what is "in memory" is the
+/// unassigned rows and those of the users loaded. A user is loaded by `load`, and
+/// by a write of theirs (`set`, `commit`: a test's starting state, as the service
+/// loads an owner before it writes), and let go by `evict`; a read of a user not
+/// loaded finds nothing, as in the daemon.
 ///
 /// Not thread-safe: used on one queue, as the service uses its store.
 package final class InMemoryDecisionStore: DecisionStoring {
@@ -10,42 +16,90 @@ package final class InMemoryDecisionStore: DecisionStoring {
         package var description: String { "writes fail (InMemoryDecisionStore.failWrites)" }
     }
 
-    private var index = DecisionIndex()
+    package struct LoadFailed: Error, CustomStringConvertible {
+        let uid: UInt32
+        package var description: String { "cannot load uid \(uid)'s decisions (InMemoryDecisionStore.failLoads)" }
+    }
+
+    /// Every owner's rows: what a file would hold.
+    private var stored = DecisionIndex()
+    /// The users whose rows a read finds.
+    private var resident: Set<UInt32> = []
     private var epoch: Int64 = 0
     package var degradedReason: String?
     /// While true every write throws `WriteFailed` and changes nothing.
     package var failWrites = false
+    /// The users whose loads fail with `LoadFailed`.
+    package var failLoads: Set<UInt32> = []
+    /// How many loads have been made, for tests.
+    package private(set) var loads = 0
 
     package init(degradedReason: String? = nil) {
         self.degradedReason = degradedReason
     }
 
-    package func decision(_ key: DecisionKey, now: Int64) -> StoredDecision? { index.decision(key, now: now) }
+    private func visible(_ owner: UInt32?) -> Bool { owner.map { resident.contains($0) } ?? true }
 
-    package func list(app: String?) -> [StoredDecision] { index.list(app: app) }
+    package func decision(_ key: DecisionKey, now: Int64) -> StoredDecision? {
+        visible(key.uid) ? stored.decision(key, now: now) : nil
+    }
 
-    package func expired(now: Int64) -> [StoredDecision] { index.expired(now: now) }
+    package func list(app: String?) -> [StoredDecision] { stored.list(app: app).filter { visible($0.uid) } }
 
-    package func nextExpiry() -> Int64? { index.nextExpiry() }
+    package func expired(now: Int64) -> [StoredDecision] { stored.expired(now: now).filter { visible($0.uid) } }
+
+    package func nextExpiry() -> Int64? { expired(now: .max).compactMap(\.expiresAt).min() }
+
+    /// Makes `owner` one the stored rows can hold, and, for a user, loaded.
+    private func own(_ owner: UInt32?) {
+        guard let owner else { return }
+        if !stored.isLoaded(owner) { stored.install(owner, []) }
+        resident.insert(owner)
+    }
 
     /// Stores a row directly, as a test's starting state (no outcome, no signal).
     package func set(_ key: DecisionKey, decision: Decision, setBy: String, expiresAt: Int64? = nil) throws {
         if failWrites { throw WriteFailed() }
-        _ = index.apply(.set(StoredDecision(uid: key.uid, appID: key.app, permission: key.permission,
-                                            decision: decision, setAt: currentMicroseconds(), setBy: setBy,
-                                            expiresAt: expiresAt)))
+        own(key.uid)
+        _ = stored.apply(.set(StoredDecision(uid: key.uid, appID: key.app, permission: key.permission,
+                                             decision: decision, setAt: currentMicroseconds(), setBy: setBy,
+                                             expiresAt: expiresAt)))
     }
 
     /// Commits at once: the outcome comes before `commit` returns.
     package func commit(_ write: DecisionWrite, around: @escaping () -> (Result<Int, any Error>) -> Void) {
         let finish = around()
         if failWrites { return finish(.failure(WriteFailed())) }
-        finish(.success(index.apply(write)))
+        switch write {
+        case .set(let row): own(row.uid)
+        case .remove(let row): own(row.uid)
+        case .reset(let uid, _, _): own(uid)
+        case .assign(_, _, let uid): own(uid)
+        }
+        finish(.success(stored.apply(write)))
     }
 
     package var writesInFlight: Bool { false }
 
     package func afterWrites(_ body: @escaping () -> Void) { body() }
+
+    package func isLoaded(uid: UInt32) -> Bool { resident.contains(uid) }
+
+    package var loadedUsers: [UInt32] { resident.sorted() }
+
+    /// Loads at once: `done` comes before `load` returns.
+    package func load(uid: UInt32, done: @escaping (Result<Void, any Error>) -> Void) {
+        loads += 1
+        if failLoads.contains(uid) { return done(.failure(LoadFailed(uid: uid))) }
+        own(uid)
+        done(.success(()))
+    }
+
+    package func evict(uid: UInt32) { resident.remove(uid) }
+
+    package func readAll(app: String?, done: @escaping (Result<[StoredDecision], any Error>) -> Void) {
+        done(.success(stored.list(app: app)))
+    }
 
     package func nextEpoch(clockSeconds: Int64) throws -> UInt32 {
         guard let next = SerialEpoch.next(after: epoch, clockSeconds: clockSeconds) else {

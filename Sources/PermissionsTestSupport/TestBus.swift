@@ -7,7 +7,8 @@ import Foundation
 /// --pdeathsig KILL`, so that even a process that exits without cleaning up (a
 /// bench failing) leaves no bus behind. `services` is a directory of activation
 /// files (`<servicedir>`): the bus starts what they name when a call or
-/// `StartServiceByName` asks for the name. `configuration`, given the bus's
+/// `StartServiceByName` asks for the name. `limits` are dbus-daemon's `<limit>`
+/// elements (its built-in ones allow a user 256 connections). `configuration`, given the bus's
 /// directory (removed with the bus) and its `<listen>` address, makes the bus's
 /// configuration instead of the permissive one (a bus with a real system bus's
 /// policy).
@@ -19,7 +20,7 @@ public final class TestBus {
     private var process: Process?
 
     public init(type: String = "session", restartable: Bool = false, diesWithParent: Bool = false,
-                services: String? = nil,
+                services: String? = nil, limits: [String: Int] = [:],
                 configuration: ((_ directory: String, _ listen: String) throws -> String)? = nil) throws {
         directory = try makeTemporaryDirectory("permissions-\(type)-bus")
         self.restartable = restartable
@@ -40,6 +41,7 @@ public final class TestBus {
                 <allow own="*"/>
                 <allow user="*"/>
               </policy>
+              \(limits.sorted { $0.key < $1.key }.map { "<limit name=\"\($0.key)\">\($0.value)</limit>" }.joined())
             </busconfig>
             """
         try config.write(toFile: directory + "/bus.conf", atomically: true, encoding: .utf8)

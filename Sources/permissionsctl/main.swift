@@ -40,6 +40,10 @@ let usage = """
                                  service (OpenPipeWireRemote): yours; root: all
       doctor                     check the service: on the bus, version, plugins,
                                  configuration, store, who you are taken for, agent
+      settings [APP [PERMISSION]]
+                                 open the privacy settings (permissions-settings,
+                                 on the session bus) on an app's page, or on the
+                                 list of permissions
       help                       show this help
 
     --json: JSON instead of text (monitor: one object per line); see
@@ -105,7 +109,7 @@ if ["system", "session", "address"].filter(parsed.has).count > 1 {
 guard let command = parsed.positional.first else { fail("no command given\nTry 'permissionsctl --help'.", code: 2) }
 
 let commands: Set = ["status", "get", "list", "grant", "deny", "reset", "assign", "request", "monitor", "agent",
-                     "plugins", "remotes", "doctor", "help"]
+                     "plugins", "remotes", "doctor", "settings", "help"]
 guard commands.contains(command) else { fail("unknown command \"\(command)\"\nTry 'permissionsctl --help'.", code: 2) }
 // Usage is answered before any connection, so it works without a bus. request's
 // --reason takes any text ("-h" too), so only its first argument can ask.
@@ -173,6 +177,11 @@ func commandOptions(of command: String, _ given: [String]) -> ParsedOptions {
 let options = commandOptions(of: command, Array(rest))
 let arguments = options.positional
 let jsonOutput = options.has("json")
+
+if command == "settings" {
+    guard arguments.count <= 2 else { fail("usage: permissionsctl settings [APP [PERMISSION]]", code: 2) }
+    openSettingsPage(app: arguments.first ?? "", permission: arguments.dropFirst().first ?? "")
+}
 
 let client: Client
 do {

@@ -52,6 +52,11 @@ let usage = """
                            user's socket this daemon may not connect to itself
                            (default /run/permissionsd-connector.socket on the
                            system bus; none otherwise unless this is given)
+      --decisions-idle SECONDS
+                           how long the stored decisions of a user who is not here
+                           (no connection, subscription, session grant, waiting
+                           call or prompt, PipeWire remote) stay in memory
+                           (default 300); their next call reads them again
       --verbose            log debug messages
       --check-config       check the configuration (and each plugin's part of it)
                            as the daemon would, print every problem, apply nothing;
@@ -66,7 +71,7 @@ let usage = """
 
 let specs = ["system", "session", "verbose", "help", "version", "check-config"].map { OptionSpec($0) }
     + ["address", "config-dir", "state-dir", "plugin-dir", "host-pid", "user-runtime-root",
-       "connector-socket"].map { OptionSpec($0, takesValue: true) }
+       "connector-socket", "decisions-idle"].map { OptionSpec($0, takesValue: true) }
 
 var options = DaemonOptions()
 do {
@@ -97,6 +102,12 @@ do {
     if let socket = parsed.last("connector-socket") {
         guard socket.hasPrefix("/") else { throw UsageError(description: "--connector-socket must be an absolute path") }
         options.connectorSocket = socket
+    }
+    if let idle = parsed.last("decisions-idle") {
+        guard let seconds = Int(idle), (0...86_400).contains(seconds) else {
+            throw UsageError(description: "invalid --decisions-idle \(idle): seconds, from 0 to 86400")
+        }
+        options.decisionsIdleSeconds = seconds
     }
     options.verbose = parsed.has("verbose")
     InstalledPaths.applyDefaults(to: &options, parsed: parsed)

@@ -82,9 +82,27 @@ func adapterProperties(address: String = "00:01:02:03:04:05", name: String = "ho
         config.enabled = false
         s = bluetoothSnapshot(view, config: config)
         #expect(s.service == .disabled)
+        #expect(s.details.map { "\($0.key)=\($0.value)" } == ["source=bluez", "disabled-by=configuration"])
         // unsupported wins over a configuration switch, as everywhere.
         #expect(bluetoothSnapshot(AdapterView(source: .bluez, adapters: []), config: config).service == .unsupported)
         #expect(bluetoothSnapshot(.unknown).service == .unsupported)
+    }
+
+    /// Why it is disabled, for a settings page: adapters that are all off are the
+    /// device's doing; the admin's switch outranks them.
+    @Test func disabledSaysWhy() {
+        let off = AdapterView(source: .bluez, adapters: [Adapter(path: "/org/bluez/hci0", powered: false)])
+        let byDevice = bluetoothSnapshot(off)
+        #expect(byDevice.service == .disabled)
+        #expect(byDevice.details.map { "\($0.key)=\($0.value)" } == ["source=bluez", "disabled-by=device"])
+        var config = SwitchConfig()
+        config.enabled = false
+        #expect(bluetoothSnapshot(off, config: config).details.last.map { "\($0.key)=\($0.value)" }
+                == "disabled-by=configuration")
+        let on = AdapterView(source: .bluez, adapters: [Adapter(path: "/org/bluez/hci0", powered: true)])
+        #expect(!bluetoothSnapshot(on).details.contains { $0.key == "disabled-by" })
+        #expect(!bluetoothSnapshot(AdapterView(source: .bluez, adapters: []), config: config).details
+            .contains { $0.key == "disabled-by" })
     }
 }
 

@@ -30,7 +30,7 @@ import PermissionsTestSupport
     @Test func subcommandsAndOptions() throws {
         #expect(try complete(["gr"]) == ["grant"])
         #expect(try complete(["--se"]) == ["--session"])
-        #expect(try complete(["--address", bus.address, "re"]) == ["request", "reset"])
+        #expect(try complete(["--address", bus.address, "re"]) == ["remotes", "request", "reset"])
         #expect(try complete(["list", "--"]) == ["--all", "--json", "--user"])
         #expect(try complete(["monitor", "--"]) == ["--broadcast", "--json"])
         #expect(try complete(["status", "--"]) == ["--json"])
@@ -38,6 +38,15 @@ import PermissionsTestSupport
         #expect(try complete(["do"]) == ["doctor"])
         #expect(try complete(["he"]) == ["help"])
         #expect(try complete(["grant", "--user", "roo"]) == ["root"])
+    }
+
+    /// Every subcommand --help lists is completed, and nothing else.
+    @Test func everySubcommandOfTheHelp() throws {
+        let help = try run(binDir + "/permissionsctl", ["--help"])
+        let listed = ManPageTests.commands(ManPageTests.helpBlock(help.stdout, "Commands:")
+            .filter { $0.hasPrefix("  ") && !$0.hasPrefix("   ") })
+        #expect(listed.count >= 13, "\(help.stdout)")
+        #expect(try complete([""]) == listed.keys.sorted())
     }
 
     @Test func permissionNamesComeFromTheRunningService() throws {

@@ -64,6 +64,12 @@ import PermissionsTestSupport
             "/usr/share/man/man1/permissions-prompt.1",
             "/usr/share/applications/org.example.Permissions.Prompt.desktop",
             "/etc/xdg/autostart/org.example.Permissions.Prompt.desktop",
+            // The privacy page: its desktop file, session activation file and icon.
+            "/usr/bin/permissions-settings",
+            "/usr/share/man/man1/permissions-settings.1",
+            "/usr/share/applications/org.example.Permissions.Settings.desktop",
+            "/usr/share/dbus-1/services/org.example.Permissions.Settings.service",
+            "/usr/share/icons/hicolor/scalable/apps/org.example.Permissions.Settings.svg",
         ]
         for plugin in plugins { expected.insert("/usr/lib/permissions/plugins/libpermissions-\(plugin).so") }
         let found = Installing.files(under: stage)
@@ -106,7 +112,21 @@ import PermissionsTestSupport
         #expect(promptEntry.contains("\nNoDisplay=true\n") && !promptEntry.contains("@"), "\(promptEntry)")
         #expect(try String(contentsOfFile: stage + "/etc/xdg/autostart/org.example.Permissions.Prompt.desktop",
                            encoding: .utf8) == promptEntry)
-        #expect(!(manifest + activation + unit + connectorUnit + pc + promptEntry).contains(stage))
+        // The page's entries name the installed program; D-Bus starts it as a
+        // GApplication service.
+        let settingsEntry = try String(contentsOfFile: stage
+                                       + "/usr/share/applications/org.example.Permissions.Settings.desktop",
+                                       encoding: .utf8)
+        #expect(settingsEntry.contains("\nExec=/usr/bin/permissions-settings\n")
+                && settingsEntry.contains("\nDBusActivatable=true\n") && !settingsEntry.contains("@"), "\(settingsEntry)")
+        let settingsService = try String(contentsOfFile: stage
+                                         + "/usr/share/dbus-1/services/org.example.Permissions.Settings.service",
+                                         encoding: .utf8)
+        #expect(settingsService.contains("\nName=org.example.Permissions.Settings\n")
+                && settingsService.contains("\nExec=/usr/bin/permissions-settings --gapplication-service\n"),
+                "\(settingsService)")
+        #expect(!(manifest + activation + unit + connectorUnit + pc + promptEntry + settingsEntry + settingsService)
+                    .contains(stage))
 
         // The units, as hardened as systemd's own bus services, or more.
         for name in ["permissionsd.service", "permissionsd-connector.service"] {
@@ -118,7 +138,7 @@ import PermissionsTestSupport
         let packageVersion = try run(stage + "/usr/libexec/permissionsd", ["--version"]).stdout
             .split(separator: "\n").first?.split(separator: " ").last.map(String.init) ?? "?"
         for page in ["man8/permissionsd.8", "man8/permissionsd-connector.8", "man1/permissionsctl.1",
-                     "man5/permissions.conf.5", "man1/permissions-prompt.1"] {
+                     "man5/permissions.conf.5", "man1/permissions-prompt.1", "man1/permissions-settings.1"] {
             let lint = try run("/usr/bin/groff", ["-man", "-ww", "-z", stage + "/usr/share/man/" + page])
             #expect(lint.status == 0 && lint.stderr.isEmpty, "\(page): \(lint.stderr)")
             let text = try String(contentsOfFile: stage + "/usr/share/man/" + page, encoding: .utf8)
@@ -160,6 +180,9 @@ import PermissionsTestSupport
         let promptHelp = try Installing.runWithoutToolchain([stage + "/usr/libexec/permissions-prompt", "--help"])
         #expect(promptHelp.status == 0 && promptHelp.stdout.hasPrefix("Usage: permissions-prompt "),
                 "\(promptHelp.stderr)")
+        let settingsHelp = try Installing.runWithoutToolchain([stage + "/usr/bin/permissions-settings", "--help"])
+        #expect(settingsHelp.status == 0 && settingsHelp.stdout.hasPrefix("Usage: permissions-settings "),
+                "\(settingsHelp.stderr)")
 
         // The daemon and the client load nothing of GTK, installed with the desktop or
         // not; the agent does (the control: the check finds GTK where it is).
@@ -179,7 +202,8 @@ import PermissionsTestSupport
         try Installing.install(["--destdir", stage, "--prefix", "/usr", "--no-desktop"])
         let found = Installing.files(under: stage)
         #expect(found.contains("/usr/libexec/permissionsd") && found.contains("/usr/bin/permissionsctl"))
-        let desktop = found.filter { $0.contains("permissions-prompt") || $0.hasSuffix(".desktop") }
+        let desktop = found.filter { $0.contains("permissions-prompt") || $0.contains("permissions-settings")
+                                     || $0.contains("Permissions.Settings") || $0.hasSuffix(".desktop") }
         #expect(desktop.sorted() == [], "installed with --no-desktop")
         #expect(!FileManager.default.fileExists(atPath: stage + "/usr/share/applications"))
         #expect(!FileManager.default.fileExists(atPath: stage + "/etc/xdg"))

@@ -143,6 +143,13 @@ func longOptions(_ text: some StringProtocol) -> Set<String> {
         _ = try Self.checkOptions(of: "permissions-prompt", page: "permissions-prompt.1", minimum: 5, in: directory)
     }
 
+    /// The privacy page, from the same build.
+    @Test func permissionsSettingsOptionsAreThoseOfItsHelp() throws {
+        let directory = try #require(Installing.desktopReleaseDir,
+                                     "run through scripts/test, which makes the desktop package's release build")
+        _ = try Self.checkOptions(of: "permissions-settings", page: "permissions-settings.1", minimum: 6, in: directory)
+    }
+
     @Test func permissionsctlOptionsAreThoseOfItsHelp() throws {
         let help = try run(binDir + "/permissionsctl", ["--help"])
         #expect(help.status == 0)

@@ -22,8 +22,31 @@ import SystemPrimitives
     static func answeredStatus(_ permission: String) -> String { permission == "location" ? "authorized" : "denied" }
 
     @Test(.timeLimit(.minutes(10))) func concurrentClientsMatchASerialModel() throws {
-        let clientCount = Knobs.clients
-        let opsPerClient = Knobs.ops
+        _ = try runModel(clientCount: Knobs.clients, opsPerClient: Knobs.ops, name: "model")
+    }
+
+    /// The same run and the same model equality, with the user's decisions let go
+    /// and loaded again in the middle of it: the daemon's residency looks every
+    /// 2 ms on its clock and lets the user go whenever only their presence (their
+    /// connections, the subscription) keeps them (PERMISSIONS_DEBUG_EVICT_EVERY_MS,
+    /// debug builds), so that calls keep arriving for a user not loaded, racing the
+    /// load with each other and with commits. Fewer clients than the first run, so
+    /// that moments with no call of the user waiting (when they may go) are common.
+    @Test(.timeLimit(.minutes(10))) func evictionsAndLoadsMidRunMatchASerialModel() throws {
+        let daemon = try runModel(clientCount: 4, opsPerClient: Knobs.ops, name: "model-evictions",
+                                  environment: ["PERMISSIONS_DEBUG_EVICT_EVERY_MS": "2"])
+        let evictions = daemon.logLines(containing: "let go of the decisions of uid").count
+        let loads = daemon.logLines(containing: "loaded the decisions of uid").count
+        reportFigures("model-evictions-counts", ["evictions": evictions, "loads": loads])
+        #expect(evictions >= 3, "the user was let go \(evictions) times in the run; loaded \(loads) times")
+        #expect(loads >= evictions)
+    }
+
+    /// One run of `clientCount` clients against the serial model, with every
+    /// expectation of the model test; returns the daemon, stopped by the caller's
+    /// scope ending.
+    private func runModel(clientCount: Int, opsPerClient: Int, name: String,
+                          environment: [String: String] = [:]) throws -> DaemonUnderTest {
         let seed = Knobs.seed
         let bus = try TestBus()
         let daemon = try DaemonUnderTest(bus: bus, config: """
@@ -31,7 +54,7 @@ import SystemPrimitives
             enabled=true
             [notifications]
             enabled=true
-            """)
+            """, environment: environment)
         let recorder = try StatusRecorder(bus: bus)
         let agent = try TestAgent(bus: bus) { _, permission in Self.agentAnswer(permission) }
         let clients = try (0..<clientCount).map { try BusClient(bus: bus, label: "model-client-\($0)") }
@@ -166,7 +189,7 @@ import SystemPrimitives
         #expect(repeatedStatus == 0, "\(context): \(repeatedStatus) signals repeat the status before them")
         #expect(strangers.isEmpty, "\(context): signals for keys no client touched: \(strangers.prefix(10))")
         #expect(daemon.isRunning)
-        reportFigures("model", ["clients": clientCount, "calls": calls.withLock { $0 }, "key-operations": operations.count,
+        reportFigures(name, ["clients": clientCount, "calls": calls.withLock { $0 }, "key-operations": operations.count,
                                 "errors": failures.withLock { $0 }.count,
                                 "signals": signals.count, "prompts": agent.received.count,
                                 "mismatches": mismatches.count + undecided.count,
@@ -175,6 +198,7 @@ import SystemPrimitives
                                 "check-seconds": String(format: "%.1f", checkSeconds), "checker-steps": checkerSteps,
                                 "worst-key": "\(worstKey.key.split(separator: "/").last ?? ""):\(worstKey.steps)",
                                 "seed": seed])
+        return daemon
     }
 }
 

@@ -253,7 +253,7 @@ import SystemPrimitives
         let app = details.first { $0.hasPrefix("app-id: ") }.map { String($0.dropFirst(8)) } ?? "?"
         let kind = details.first { $0.hasPrefix("identity-kind: ") }.map { String($0.dropFirst(15)) } ?? "?"
         return ["service: org.example.Permissions at \(try nameOwner())",
-                "version: permissionsd 0.1.0, interface version 4",
+                "version: permissionsd 0.1.0, interface version 6",
                 "plugins:"] + Self.rows(try daemon.ctl("plugins").stdout).map { "  \($0[0]) \($0[1]): loaded (\($0[3]))" }
             + ["config: ok (generation 1)", "store: ok", "caller: app \(app) (\(kind)), uid \(getuid())"]
     }

@@ -156,6 +156,7 @@ struct DecisionStoreExpiryTests {
             try store.remove(try #require(store.list(app: "org.a").first))
         }
         let reopened = try DecisionStore(path: path)
+        try reopened.load(uid: testUID)  // as the service loads a user before reading
         #expect(reopened.list().map(\.appID) == ["org.b"])
         #expect(reopened.list().first?.expiresAt == 5)
     }
@@ -170,6 +171,7 @@ struct DecisionStoreExpiryTests {
             #expect(try store.nextEpoch(clockSeconds: 5) == 11)
         }
         let reopened = try DecisionStore(path: path)
+        try reopened.load(uid: testUID)  // as the service loads a user before reading
         #expect(try reopened.nextEpoch(clockSeconds: 0) == 12)
         // The epoch is not a decision.
         #expect(reopened.list().isEmpty)
@@ -222,6 +224,7 @@ struct DecisionStoreExpiryTests {
         #expect(try sqlite("SELECT name FROM pragma_table_info('decisions')").contains("expires_at"))
         // And it opens again (the column is there now).
         let reopened = try DecisionStore(path: path)
+        try reopened.load(uid: testUID)  // as the service loads a user before reading
         #expect(reopened.list().map(\.appID) == ["org.new.App"])
         #expect(try reopened.nextEpoch(clockSeconds: 0) == 2)
     }

@@ -87,6 +87,7 @@ struct DecisionStoreFaultTests {
         }
         // The file holds what memory held.
         let reopened = try DecisionStore(path: path)
+        try reopened.load(uid: testUID)  // as the service loads a user before reading
         #expect(reopened.list().map { "\($0.appID) \($0.permission) \($0.decision.rawValue)" }
                 == ["org.a camera denied"])
     }
@@ -102,14 +103,17 @@ struct DecisionStoreFaultTests {
         #expect(store.decision(DecisionKey(uid: testUID, "org.a", "camera"))?.decision == .denied)
     }
 
-    /// A damaged page in the middle of the table: the store is moved aside and the
-    /// state is degraded; it never opens with the rows it could read.
+    /// A damaged page in the middle of the table: the open does not read it (it
+    /// reads no user's rows), and the load of the user whose rows are on it fails
+    /// as damage, with the file left as it is; it never yields the rows it could
+    /// read. Another user's load is not touched by it.
     @Test func damagedPageIsNeverAShortList() throws {
         do {
             let store = try DecisionStore(path: path)
             for i in 0..<400 {
                 try store.set(DecisionKey(uid: testUID, "org.app\(i)", "camera"), decision: .denied, setBy: "test")
             }
+            try store.set(DecisionKey(uid: 4242, "org.other", "camera"), decision: .denied, setBy: "test")
         }
         #expect(!FileManager.default.fileExists(atPath: path + "-wal"), "closing checkpoints the WAL")
         var file = try bytes(path)
@@ -120,11 +124,15 @@ struct DecisionStoreFaultTests {
         try dir.write("decisions.sqlite", bytes: file)
 
         let store = try DecisionStore(path: path)
+        let error = #expect(throws: StoreError.self) { try store.load(uid: testUID) }
+        #expect(error?.isCorruption == true, "\(String(describing: error))")
+        #expect(!store.isLoaded(uid: testUID))
         #expect(store.list().isEmpty)
-        #expect(store.degradedReason != nil)
-        let aside = try dir.contents().filter { $0.hasPrefix("decisions.sqlite.corrupt-") }
-        #expect(aside.count == 1)
-        if let name = aside.first { #expect(try bytes(dir.url(name)) == file) }
+        try store.load(uid: 4242)
+        #expect(store.decision(DecisionKey(uid: 4242, "org.other", "camera"))?.decision == .denied)
+        #expect(try dir.contents().allSatisfy { !$0.contains("corrupt") })
+        store.close()
+        #expect(try bytes(path) == file)
     }
 
     /// A damaged store is moved aside with its WAL, both as they were: closing the
@@ -179,20 +187,33 @@ struct DecisionStoreFaultTests {
         #expect(try dir.contents().filter { $0.contains(".corrupt-") }.isEmpty)
     }
 
-    /// A decision word this version does not know may mean "deny": the open fails,
-    /// and the file is left as it was.
+    /// A decision word this version does not know may mean "deny": in an
+    /// unassigned row (read at the open) the open fails; in a user's row, that
+    /// user's load fails, and another user's does not. The file is left as it was.
     @Test func unknownDecisionWordFailsTheOpen() throws {
         do {
             let store = try DecisionStore(path: path)
             try store.set(DecisionKey(uid: testUID, "org.a", "camera"), decision: .denied, setBy: "t")
             try store.set(DecisionKey(uid: testUID, "org.b", "camera"), decision: .denied, setBy: "t")
+            try store.set(DecisionKey(uid: 4242, "org.b", "camera"), decision: .denied, setBy: "t")
         }
-        try sqlite("PRAGMA ignore_check_constraints=ON; UPDATE user_decisions SET decision = 'ask' WHERE app_id = 'org.b'")
+        try sqlite("PRAGMA ignore_check_constraints=ON; UPDATE user_decisions SET decision = 'ask' WHERE app_id = 'org.b' "
+                   + "AND uid = \(testUID)")
         let before = try bytes(path)
-        let error = #expect(throws: StoreError.self) { try DecisionStore(path: path) }
-        #expect(error?.description.contains("unknown decision \"ask\" for \"org.b\" / \"camera\"") == true,
-                "\(String(describing: error))")
+        do {
+            let store = try DecisionStore(path: path)
+            let error = #expect(throws: StoreError.self) { try store.load(uid: testUID) }
+            #expect(error?.description.contains("unknown decision \"ask\" for \"org.b\" / \"camera\"") == true,
+                    "\(String(describing: error))")
+            try store.load(uid: 4242)
+            #expect(store.decision(DecisionKey(uid: 4242, "org.b", "camera"))?.decision == .denied)
+        }
         #expect(try bytes(path) == before)
+        try sqlite("PRAGMA ignore_check_constraints=ON; UPDATE user_decisions SET uid = -1 WHERE decision = 'ask'")
+        let unassigned = try bytes(path)
+        let error = #expect(throws: StoreError.self) { try DecisionStore(path: path) }
+        #expect(error?.description.contains("unknown decision \"ask\"") == true, "\(String(describing: error))")
+        #expect(try bytes(path) == unassigned)
         #expect(try dir.contents().allSatisfy { !$0.contains("corrupt") })
     }
 
@@ -211,6 +232,7 @@ struct DecisionStoreFaultTests {
             #expect(store.decision(DecisionKey(uid: testUID, decomposed, "camera"))?.decision == .authorized)
         }
         let reopened = try DecisionStore(path: path)
+        try reopened.load(uid: testUID)  // as the service loads a user before reading
         #expect(reopened.list().count == 2)
         #expect(reopened.decision(DecisionKey(uid: testUID, composed, "camera"))?.decision == .denied)
         #expect(try reopened.reset(uid: testUID, app: decomposed, permissions: []) == 1)

@@ -121,6 +121,7 @@ struct DecisionStoreTests {
         }
         #expect(expected.count == 2)
         let reopened = try DecisionStore(path: path)
+        try reopened.load(uid: testUID)  // as the service loads a user before reading
         #expect(reopened.list() == expected)
         #expect(try dir.contents().filter { $0.contains(".corrupt-") }.isEmpty)
     }
@@ -149,6 +150,7 @@ struct DecisionStoreTests {
         }
         do {
             let reopened = try DecisionStore(path: path)
+            try reopened.load(uid: testUID)  // as the service loads a user before reading
             #expect(reopened.decision(DecisionKey(uid: testUID, "org.a", "camera"))?.decision == .denied)
             // Readable now, but the denies of the file moved aside are still out of
             // force: degraded while it is there, naming it.
@@ -160,6 +162,7 @@ struct DecisionStoreTests {
         }
         // Removed: the next open is no longer degraded.
         let cleared = try DecisionStore(path: path)
+        try cleared.load(uid: testUID)
         #expect(cleared.degradedReason == nil)
         #expect(cleared.decision(DecisionKey(uid: testUID, "org.a", "camera"))?.decision == .denied)
     }

@@ -38,18 +38,27 @@ struct CoreOptions {
     var rounds = 10
     var connections = [1, 8, 64]
     var inFlight = 4
-    var subscribers = [1, 10, 100]
+    var subscribers = [1, 10, 100, 1000]
     var triggers = 200
     var triggersLarge = 100
+    /// Triggers from 1000 subscribers on.
+    var triggersHuge = 30
+    /// Subscribe streams held open at once for the memory per stream (CoreGrowth).
+    var streams = 10_000
+    /// Request -> Ask -> answer round trips (CoreGrowth).
+    var requests = 2_000
     var startups = 10
     var decisions = 100_000
     var scaleCalls = 600
     var scaleWarmup = 200
     var rssCalls = 1_000_000
+    /// The store sizes of the stores section (each over 1 and over 1 000 users).
+    var userStores = [0, 100_000, 1_000_000]
     var keep = false
     /// --smoke: the smallest run of every section, to show the bench works (CI), not to measure.
     var smoke = false
-    static let allSections = ["startup", "identity", "latency", "throughput", "writes", "fanout", "rss"]
+    static let allSections = ["startup", "stores", "identity", "latency", "throughput", "writes", "fanout", "streams",
+                              "request", "users", "rss"]
     var sections = Set(allSections)
     /// Extra environment for permissionsd (experiments: MALLOC_ARENA_MAX=2, …).
     var daemonEnvironment: [String: String] = [:]
@@ -57,7 +66,8 @@ struct CoreOptions {
     static let usage = """
         usage: permissions-bench core [--quick] [--smoke] [--calls N] [--warmup N] [--seconds S] [--connections 1,8,64]
                                       [--in-flight K] [--subscribers 1,10,100] [--triggers N] [--startups N]
-                                      [--decisions N] [--rss-calls N] [--keep] [--sections L]
+                                      [--decisions N] [--streams N] [--requests N] [--rss-calls N] [--keep]
+                                      [--sections L]
           --quick          a few seconds: fewer calls, shorter windows, fewer starts (figures are rougher)
           --smoke          the smallest run of every section, to check that the bench works (no figures)
           --calls N        measured GetStatus/Ping/Lookup round trips per target (default 20000)
@@ -65,13 +75,16 @@ struct CoreOptions {
           --seconds S      throughput window per target and connection count (default 2)
           --connections L  connection counts for throughput (default 1,8,64)
           --in-flight K    calls outstanding per connection (default 4)
-          --subscribers L  subscriber counts for fan-out (default 1,10,100)
-          --triggers N     signals per subscriber count (default 200; half that from 100 subscribers)
+          --subscribers L  subscriber counts for fan-out (default 1,10,100,1000)
+          --triggers N     signals per subscriber count (default 200; half that from 100 subscribers, 30 from 1000)
           --startups N     measured starts of each process (default 10)
           --decisions N    stored decisions for the scale section (default 100000)
+          --streams N      Subscribe streams held open at once for the memory per stream (default 10000)
+          --requests N     Request -> agent Ask -> answer round trips (default 2000)
           --rss-calls N    GetStatus calls before the last RSS reading (default 1000000)
           --keep           keep the temporary directory (logs, stores)
-          --sections L     run only these of startup (with scale), identity, latency, throughput, writes, fanout, rss
+          --sections L     run only these of startup (with scale), stores, identity, latency, throughput,
+                           writes, fanout, streams, request, users (root only), rss
           --daemon-env K=V extra environment for permissionsd (repeatable), for experiments
         """
 
@@ -96,13 +109,14 @@ struct CoreOptions {
             switch option {
             case "--quick":
                 calls = 2_000; warmup = 300; seconds = 0.3; rounds = 1
-                triggers = 20; triggersLarge = 10; startups = 3; scaleCalls = 300; scaleWarmup = 100
-                rssCalls = 60_000
+                triggers = 20; triggersLarge = 10; triggersHuge = 5; startups = 3; scaleCalls = 300; scaleWarmup = 100
+                rssCalls = 60_000; streams = 2_000; requests = 300
             case "--smoke":
                 smoke = true
                 calls = 100; warmup = 20; seconds = 0.05; rounds = 1; connections = [1, 4]; subscribers = [1, 4]
-                triggers = 3; triggersLarge = 3; startups = 1; decisions = 1_000; scaleCalls = 20; scaleWarmup = 10
-                rssCalls = 2_000
+                triggers = 3; triggersLarge = 3; triggersHuge = 3; startups = 1; decisions = 1_000; scaleCalls = 20
+                scaleWarmup = 10; rssCalls = 2_000; streams = 20; requests = 10
+                userStores = [0, 1_000]
             case "--calls": calls = int(option)
             case "--warmup": warmup = int(option, min: 0)
             case "--seconds":
@@ -112,7 +126,10 @@ struct CoreOptions {
             case "--connections": connections = list(option)
             case "--in-flight": inFlight = int(option)
             case "--subscribers": subscribers = list(option)
-            case "--triggers": triggers = int(option); triggersLarge = max(1, triggers / 2)
+            case "--triggers":
+                triggers = int(option); triggersLarge = max(1, triggers / 2); triggersHuge = max(1, triggers / 7)
+            case "--streams": streams = int(option)
+            case "--requests": requests = int(option)
             case "--startups": startups = int(option)
             case "--decisions": decisions = int(option)
             case "--rss-calls": rssCalls = int(option, min: 0)
@@ -152,18 +169,18 @@ final class CoreBench {
     let options: CoreOptions
     let report = Report()
     let root: String
-    private var bus: TestBus!
-    private var names: CoreNameWatcher!
-    private var client: Connection!
+    var bus: TestBus!
+    var names: CoreNameWatcher!
+    var client: Connection!
     private var floor: Child!
     /// The C floor (Benchmarks/floor/floor.c), built into the run directory.
-    private var cFloor: Child!
+    var cFloor: Child!
     private var peer: Child?
-    private var daemon: Child?
+    var daemon: Child?
     /// GetStatus calls answered by the long-lived daemon, for the RSS-over-calls figure.
-    private var daemonCalls = 0
+    var daemonCalls = 0
     /// The bench's own app id, as the daemon identifies it.
-    private var appID = ""
+    var appID = ""
     private var daemonLogs = 0
     private let started = monotonicNanoseconds()
 
@@ -198,12 +215,16 @@ final class CoreBench {
             timings.append(name + String(format: " %.1f s", Double(monotonicNanoseconds() - t0) / 1e9))
         }
         section("startup") { startupAndScale() }
+        section("stores") { storesOverUsers() }
         section("setup") { startLongLived() }
         section("identity") { identityCheck() }
         section("latency") { latency() }
         section("throughput") { throughput() }
         section("writes") { writes() }
         section("fanout") { fanout() }
+        section("streams") { streamMemory() }
+        section("request") { requestRoundTrip() }
+        section("users") { followedUsers() }
         section("rss") { rssOverCalls() }
         report.printVerdicts(smoke: options.smoke)
         print(String(format: "total time %.1f s", Double(monotonicNanoseconds() - started) / 1e9) + " (" + timings.joined(separator: ", ") + ")")
@@ -232,7 +253,8 @@ final class CoreBench {
         guard fm.isExecutableFile(atPath: "/usr/libexec/xdg-permission-store") else {
             fail("/usr/libexec/xdg-permission-store is missing: apt-get install xdg-desktop-portal")
         }
-        bus = startBus()
+        // Room for the streams section's subscribers, each a connection of the bench's user.
+        bus = startBus(connections: options.streams + 512)
         names = CoreNameWatcher(address: bus.address)
         let mark = names.mark
         floor = SpawnSpec(selfExecutable, ["floor-service", "--address", bus.address], name: "floor",
@@ -278,7 +300,7 @@ final class CoreBench {
         Children.shared.killAll()
     }
 
-    private func daemonSpec(state: String) -> SpawnSpec {
+    func daemonSpec(state: String) -> SpawnSpec {
         daemonLogs += 1
         return SpawnSpec(binDir + "/permissionsd",
                              ["--address", bus.address, "--config-dir", root + "/config", "--state-dir", root + "/" + state,
@@ -298,7 +320,7 @@ final class CoreBench {
 
     /// Starts a process and waits until it owns `name`; returns it with the time
     /// from just before posix_spawn to the NameOwnerChanged, in milliseconds.
-    private func start(_ spec: SpawnSpec, owning name: String) -> (Child, Double) {
+    func start(_ spec: SpawnSpec, owning name: String) -> (Child, Double) {
         let mark = names.mark
         let (child, t0) = spec.spawn()
         for _ in 0..<60 {
@@ -311,7 +333,7 @@ final class CoreBench {
     }
 
     /// SIGKILL, and wait until the bus has released the name.
-    private func stop(_ child: Child, owning name: String) {
+    func stop(_ child: Child, owning name: String) {
         let mark = names.mark
         child.kill()
         guard names.wait(from: mark, name: name, owned: false, seconds: 10) != nil else {
@@ -321,14 +343,14 @@ final class CoreBench {
 
     // MARK: Small calls
 
-    private func call(_ destination: String, _ path: String, _ interface: String, _ member: String,
+    func call(_ destination: String, _ path: String, _ interface: String, _ member: String,
                       _ arguments: [DBusValue] = []) -> [DBusValue] {
         let message = CallTarget(member, destination: destination, path: path, interface: interface, member: member,
                                      arguments).message()
         return busCall(client, message).arguments()
     }
 
-    private func daemonCall(_ member: String, _ arguments: [DBusValue] = []) -> [DBusValue] {
+    func daemonCall(_ member: String, _ arguments: [DBusValue] = []) -> [DBusValue] {
         call("org.example.Permissions", "/org/example/Permissions", "org.example.Permissions", member, arguments)
     }
 
@@ -523,12 +545,18 @@ final class CoreBench {
             db.close()
             print(n)
             """
-        let scriptPath = root + "/fill-store.py"
+        runFillScript(script, name: "fill-store", [path, String(count), ownApp, String(getuid())], rows: count)
+    }
+
+    /// Runs a store-filling Python script (its first argument the store), which
+    /// prints the rows the store then holds; fails the bench unless that is `rows`.
+    func runFillScript(_ script: String, name: String, _ arguments: [String], rows: Int) {
+        let scriptPath = root + "/\(name).py"
         try? script.write(toFile: scriptPath, atomically: true, encoding: .utf8)
-        let log = root + "/logs/fill-store.log"
-        let status = SpawnSpec("/usr/bin/python3", [scriptPath, path, String(count), ownApp, String(getuid())], log: log).run()
+        let log = root + "/logs/\(name).log"
+        let status = SpawnSpec("/usr/bin/python3", [scriptPath] + arguments, log: log).run()
         let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
-        guard status == 0, Int(output.trimmingCharacters(in: .whitespacesAndNewlines)) == count else {
+        guard status == 0, Int(output.trimmingCharacters(in: .whitespacesAndNewlines)) == rows else {
             fail("filling the store failed (status \(status)): \(output)")
         }
     }
@@ -833,7 +861,7 @@ final class CoreBench {
                     for sub in subscribers { sub.subscribe(group: group) }
                     guard group.wait(timeout: .now() + 30) == .success else { fail("Subscribe did not answer") }
                 }
-                let count = s >= 100 ? options.triggersLarge : options.triggers
+                let count = s >= 1000 ? options.triggersHuge : s >= 100 ? options.triggersLarge : options.triggers
                 // By kind: permissionsd, the DBusKit floor, the C floor (CoreSubscriber's kinds).
                 var total: [[Double]] = [[], [], []]
                 var first: [[Double]] = [[], [], []]
@@ -923,7 +951,7 @@ final class CoreBench {
         if collector.strays > 0 { print("note: \(collector.strays) signals arrived that no trigger asked for") }
     }
 
-    private func busOwner(_ name: String) -> String {
+    func busOwner(_ name: String) -> String {
         guard let owner = call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetNameOwner",
                                [.string(name)]).first?.stringValue else { fail("\(name) has no owner") }
         return owner

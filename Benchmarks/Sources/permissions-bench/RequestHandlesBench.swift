@@ -98,7 +98,7 @@ final class RequestHandlesBench {
         let daemon = startDaemon(root: root, address: bus.address,
                                  environment: ["DBUS_SYSTEM_BUS_ADDRESS": bus.address,
                                                "DBUS_SESSION_BUS_ADDRESS": bus.address])
-        let agent = SilentAgent(address: bus.address)
+        let agent = BenchAgent(address: bus.address)
 
         // The other user, measuring from now until the last window has ended (a flood
         // window may outlast its length, 60 s at most, and the clean-up after it 30 s).
@@ -340,64 +340,4 @@ final class Flood: @unchecked Sendable {
         connection.close()
         finished.leave()
     }
-}
-
-/// The flooding user's agent, on a connection of the bench (root's, as the
-/// flood's): it takes every prompt and never answers it, so that every handle
-/// waiting for the prompt stays open. When the daemon cancels a prompt (every
-/// requester has gone) it answers the Cancel, and the Ask with "dismiss", which the
-/// daemon drops, so that none of the daemon's calls to it stays waiting (they
-/// count against root's share of the daemon's calls, outgoing-calls-per-user).
-///
-/// `@unchecked Sendable`: `held` and the connection are touched only on `queue`;
-/// `asks` and `cancels` lock themselves.
-final class SilentAgent: @unchecked Sendable {
-    static let path = "/bench/Agent"
-    private let queue = DispatchQueue(label: "request-handles.agent")
-    private var connection: Connection?
-    private var held: [String: MethodCall] = [:]
-    /// The prompt ids asked, and cancelled, in order.
-    let asks = Timeline<String>()
-    let cancels = Timeline<String>()
-
-    /// Connects and registers (RegisterAgent is answered after the daemon's check
-    /// of the agent, which the queue answers: called from here, answered there).
-    init(address: String) {
-        let opened: Result<Connection, BusError> = queue.sync {
-            do throws(BusError) {
-                let c = try Connection.open(.address(address), queue: queue)
-                c.export(ExportedObject(path: Self.path, interfaces: [
-                    Interface("org.example.Permissions.Agent", methods: [
-                        Method("Ask", input: "ssssa{sv}") { [unowned self] call in
-                            let id = call.arguments[0].stringValue ?? ""
-                            held[id] = call
-                            asks.record(id)
-                        },
-                        Method("Cancel", input: "s") { [unowned self] call in
-                            call.reply()
-                            // The empty id names no prompt: the daemon's check when the agent registers.
-                            let id = call.arguments[0].stringValue ?? ""
-                            guard !id.isEmpty else { return }
-                            held.removeValue(forKey: id)?.reply([.string("dismiss"), .vardict([])])
-                            cancels.record(id)
-                        },
-                    ]),
-                ], introspection: ""))
-                return .success(c)
-            } catch {
-                return .failure(error)
-            }
-        }
-        guard case .success(let c) = opened else { fail("cannot connect the agent to the bus") }
-        connection = c
-        let register = CallTarget("RegisterAgent", destination: "org.example.Permissions",
-                                  path: "/org/example/Permissions", interface: "org.example.Permissions",
-                                  member: "RegisterAgent", [.objectPath(Self.path)]).message()
-        let answered = Timeline<Result<Message, BusError>>()
-        queue.async { c.call(register) { answered.record($0) } }
-        guard let result = answered.first(from: 0, timeout: 30, { $0 }) else { fail("RegisterAgent got no answer") }
-        if case .failure(let error) = result { fail("RegisterAgent failed: \(error)") }
-    }
-
-    func close() { queue.sync { connection?.close(); connection = nil } }
 }

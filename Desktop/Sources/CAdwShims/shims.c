@@ -28,6 +28,20 @@ gulong permissions_connect_notify(gpointer object, const char *property, permiss
     return id;
 }
 
+void permissions_set_placeholder_text(GtkWidget *entry, const char *text) {
+    g_object_set(entry, "placeholder-text", text, NULL);
+}
+
+gulong permissions_connect_plain(gpointer instance, const char *signal, permissions_plain_handler handler,
+                                 gpointer data, GClosureNotify destroy) {
+    return g_signal_connect_data(instance, signal, G_CALLBACK(handler), data, destroy, 0);
+}
+
+gulong permissions_connect_action(GSimpleAction *action, permissions_action_handler handler, gpointer data,
+                                  GClosureNotify destroy) {
+    return g_signal_connect_data(action, "activate", G_CALLBACK(handler), data, destroy, 0);
+}
+
 gboolean permissions_set_transient_for_x11(GtkWidget *window, unsigned long parent_xid) {
 #ifdef GDK_WINDOWING_X11
     GdkSurface *surface = gtk_native_get_surface(GTK_NATIVE(window));

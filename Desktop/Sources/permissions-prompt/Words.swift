@@ -9,26 +9,16 @@ struct PermissionWords {
     let icon: String
 
     init(_ permission: String) {
+        let named = PermissionName(permission)
+        (name, icon) = (named.title, named.icon)
         switch permission {
-        case "camera":
-            (heading, name, icon) = (tr("Allow %s to use your camera?"), tr("Camera"), "camera-web-symbolic")
-        case "microphone":
-            (heading, name, icon) = (tr("Allow %s to use your microphone?"), tr("Microphone"),
-                                     "audio-input-microphone-symbolic")
-        case "bluetooth":
-            (heading, name, icon) = (tr("Allow %s to use Bluetooth devices?"), tr("Bluetooth devices"),
-                                     "bluetooth-active-symbolic")
-        case "local-network":
-            (heading, name, icon) = (tr("Allow %s to find and reach devices on your local network?"),
-                                     tr("Devices on your local network"), "network-workgroup-symbolic")
-        case "location":
-            (heading, name, icon) = (tr("Allow %s to know your location?"), tr("Location"), "find-location-symbolic")
-        case "notifications":
-            (heading, name, icon) = (tr("Allow %s to show notifications?"), tr("Notifications"),
-                                     "preferences-system-notifications-symbolic")
-        default:
-            // A permission a plugin or the administrator added: its name is all there is.
-            (heading, name, icon) = (tr("Allow %s to use “%s”?"), permission, "dialog-question-symbolic")
+        case "camera": heading = tr("Allow %s to use your camera?")
+        case "microphone": heading = tr("Allow %s to use your microphone?")
+        case "bluetooth": heading = tr("Allow %s to use Bluetooth devices?")
+        case "local-network": heading = tr("Allow %s to find and reach devices on your local network?")
+        case "location": heading = tr("Allow %s to know your location?")
+        case "notifications": heading = tr("Allow %s to show notifications?")
+        default: heading = tr("Allow %s to use “%s”?")
         }
     }
 }

@@ -3,7 +3,6 @@
 internal import CAdw
 internal import DesktopSupport
 internal import Glibc
-internal import PermissionsModel
 
 /// The usage text, one literal (the translation template reads it as C).
 func usage() -> String {
@@ -12,29 +11,7 @@ func usage() -> String {
 
 func runPrompt() -> Never {
     setUpTranslations()
-    let arguments = Array(CommandLine.arguments.dropFirst())
-    if arguments.contains("--help") || arguments.contains("-h") {
-        print(usage(), terminator: "")
-        exit(0)
-    }
-    if arguments.contains("--version") {
-        print(Versions.line(program: "permissions-prompt"))
-        exit(0)
-    }
-    let choice: BusChoice
-    do throws(BusChoice.Problem) {
-        choice = try BusChoice.parse(arguments)
-    } catch {
-        switch error {
-        case .usage(let message): printError("permissions-prompt", "\(message)\n\(usage())")
-        case .environment(let message): printError("permissions-prompt", message)
-        }
-        exit(2)
-    }
-    if let extra = choice.rest.first {
-        printError("permissions-prompt", "unexpected argument \(extra)\n\(usage())")
-        exit(2)
-    }
+    let choice = parseCommandLine(program: "permissions-prompt", usage: usage())
     g_set_prgname("permissions-prompt")
     g_set_application_name(tr("Permission prompts"))
     adw_init()

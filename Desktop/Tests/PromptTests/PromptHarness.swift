@@ -21,6 +21,47 @@ let testOutputDir: String = {
 let atspiTool = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
     .appendingPathComponent("tools/atspi.py").path
 
+/// Tests/tools/atspi.py with `arguments`: what it printed, or its complaint thrown.
+@discardableResult
+func runAtspi(_ arguments: [String]) throws -> String {
+    let result = try run("/usr/bin/python3", [atspiTool] + arguments)
+    guard result.status == 0 else { throw HarnessError(description: "atspi.py \(arguments): \(result.stderr)") }
+    return result.stdout
+}
+
+/// Runs `process` with its standard error collected line by line (what the
+/// desktop programs log) and its standard output dropped.
+func runLogged(_ process: Process) throws -> LineCollector {
+    let err = Pipe()
+    process.standardError = err
+    process.standardOutput = FileHandle.nullDevice
+    let log = LineCollector(err.fileHandleForReading)
+    try process.run()
+    return log
+}
+
+/// A key pressed in the window of process `pid`, focused first (no window
+/// manager runs under Xvfb, so nothing else gives it the focus).
+func pressKey(_ key: String, inWindowOf pid: Int32) throws {
+    let search = try run("/usr/bin/xdotool", ["search", "--sync", "--onlyvisible", "--pid", String(pid)])
+    guard search.status == 0, let window = search.stdout.split(separator: "\n").last else {
+        throw HarnessError(description: "no window of process \(pid): \(search.stderr)")
+    }
+    for arguments in [["windowfocus", "--sync", String(window)], ["key", key]] {
+        let result = try run("/usr/bin/xdotool", arguments)
+        guard result.status == 0 else { throw HarnessError(description: "xdotool \(arguments): \(result.stderr)") }
+    }
+}
+
+/// The whole screen as `name`.png in the test run's output directory.
+@discardableResult
+func screenshotOfDisplay(_ name: String) throws -> String {
+    let path = testOutputDir + "/" + name + ".png"
+    let result = try run("/usr/bin/import", ["-window", "root", path])
+    guard result.status == 0 else { throw HarnessError(description: "import: \(result.stderr)") }
+    return path
+}
+
 /// A real permissionsd on a private bus (camera declared, no plugin: the prompt's
 /// permission is not-determined, whatever the machine has), and permissions-prompt
 /// registered with it as root's agent, on the display Tests/with-display.sh made.
@@ -45,11 +86,7 @@ final class PromptSession {
         prompt.executableURL = URL(fileURLWithPath: desktopBinDir + "/permissions-prompt")
         prompt.arguments = ["--address", bus.address]
         prompt.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let err = Pipe()
-        prompt.standardError = err
-        prompt.standardOutput = FileHandle.nullDevice
-        log = LineCollector(err.fileHandleForReading)
-        try prompt.run()
+        log = try runLogged(prompt)
         _ = try log.next(timeout: 15) { $0.contains("registered as the agent") }
     }
 
@@ -98,24 +135,10 @@ final class PromptSession {
     func dialogCount() throws -> Int { Int(try atspi("count", "permissions-prompt").trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1 }
 
     @discardableResult
-    private func atspi(_ arguments: String...) throws -> String {
-        let result = try run("/usr/bin/python3", [atspiTool] + arguments)
-        guard result.status == 0 else { throw HarnessError(description: "atspi.py \(arguments): \(result.stderr)") }
-        return result.stdout
-    }
+    private func atspi(_ arguments: String...) throws -> String { try runAtspi(arguments) }
 
     /// A key pressed in the prompt's window (focused first: no window manager runs).
-    func press(_ key: String) throws {
-        let search = try run("/usr/bin/xdotool", ["search", "--sync", "--onlyvisible", "--pid",
-                                                  String(prompt.processIdentifier)])
-        guard search.status == 0, let window = search.stdout.split(separator: "\n").last else {
-            throw HarnessError(description: "no window of permissions-prompt: \(search.stderr)")
-        }
-        for arguments in [["windowfocus", "--sync", String(window)], ["key", key]] {
-            let result = try run("/usr/bin/xdotool", arguments)
-            guard result.status == 0 else { throw HarnessError(description: "xdotool \(arguments): \(result.stderr)") }
-        }
-    }
+    func press(_ key: String) throws { try pressKey(key, inWindowOf: prompt.processIdentifier) }
 
     /// The X11 window shown whose title is `title` (a regular expression, as
     /// xdotool takes it), waited for.
@@ -129,12 +152,7 @@ final class PromptSession {
 
     /// The whole screen as `name`.png in the test run's output directory.
     @discardableResult
-    func screenshot(_ name: String) throws -> String {
-        let path = testOutputDir + "/" + name + ".png"
-        let result = try run("/usr/bin/import", ["-window", "root", path])
-        guard result.status == 0 else { throw HarnessError(description: "import: \(result.stderr)") }
-        return path
-    }
+    func screenshot(_ name: String) throws -> String { try screenshotOfDisplay(name) }
 
     /// `permissionsctl list` on the test bus.
     func storedRows() throws -> [String] {

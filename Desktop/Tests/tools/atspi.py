@@ -9,6 +9,22 @@
   atspi.py gone APP TIMEOUT         wait until APP shows no dialog
   atspi.py count APP                print how many dialogs APP shows
 
+For an application's windows (the settings page), on the tree of what is shown
+(a hidden widget and all under it left out):
+  atspi.py tree APP TIMEOUT         wait until APP shows a window; print what it
+                                    shows, one "ROLE<TAB>NAME<TAB>STATES" line an object
+  atspi.py find APP ROLE NAME TIMEOUT [STATE...]
+                                    wait until an object of ROLE named NAME (a prefix
+                                    when NAME ends with "*") is shown, with every
+                                    STATE ("checked", "sensitive"; "!checked" for
+                                    its absence); print its line
+  atspi.py absent APP ROLE NAME TIMEOUT
+                                    wait until no such object is shown
+  atspi.py press APP ROLE NAME TIMEOUT
+                                    find it (sensitive), then do its first action
+  atspi.py type APP ROLE NAME TEXT TIMEOUT
+                                    find it, then replace its text with TEXT
+
 Widgets are found by role and name, never by position. Exit 1 with a line on stderr
 when the deadline passes.
 """
@@ -61,10 +77,91 @@ def until(deadline, what, check):
         time.sleep(0.05)
 
 
+STATES = {"checked": pyatspi.STATE_CHECKED, "sensitive": pyatspi.STATE_SENSITIVE,
+          "focused": pyatspi.STATE_FOCUSED, "pressed": pyatspi.STATE_PRESSED}
+
+
+def shown(node):
+    """The objects shown under `node`: a hidden one (not visible, or a page of a
+    stack that is not its visible child, which GTK leaves unmapped) and all under
+    it are left out."""
+    states = node.getState()
+    if not states.contains(pyatspi.STATE_VISIBLE):
+        return
+    yield node
+    for i in range(node.childCount):
+        child = node.getChildAtIndex(i)
+        if child is not None:
+            yield from shown(child)
+
+
+def line(node):
+    states = node.getState()
+    names = [name for name, state in STATES.items() if states.contains(state)]
+    return f"{node.getRoleName()}\t{node.name}\t{','.join(names)}"
+
+
+def windows(name):
+    app = application(name)
+    if app is None:
+        return []
+    found = (app.getChildAtIndex(i) for i in range(app.childCount))
+    return [window for window in found
+            if window is not None and window.getState().contains(pyatspi.STATE_VISIBLE)]
+
+
+def matches(node, role, name, wanted):
+    if node.getRoleName() != role:
+        return False
+    if not (node.name.startswith(name[:-1]) if name.endswith("*") else node.name == name):
+        return False
+    states = node.getState()
+    for state in wanted:
+        negate = state.startswith("!")
+        if states.contains(STATES[state.lstrip("!")]) == negate:
+            return False
+    return True
+
+
+def find(app, role, name, wanted):
+    for window in windows(app):
+        for node in shown(window):
+            if matches(node, role, name, wanted):
+                return node
+    return None
+
+
+def settings_command(command, argv, deadline):
+    app = argv[2]
+    if command == "tree":
+        found = until(deadline, f"no window of {app}", lambda: windows(app) or None)
+        for window in found:
+            for node in shown(window):
+                print(line(node))
+        return
+    role, name = argv[3], argv[4]
+    if command == "find":
+        node = until(deadline, f"no {role} {name!r} {argv[6:]} shown by {app}",
+                     lambda: find(app, role, name, argv[6:]))
+        print(line(node))
+    elif command == "absent":
+        until(deadline, f"{role} {name!r} is still shown by {app}",
+              lambda: True if find(app, role, name, []) is None else None)
+    elif command == "press":
+        until(deadline, f"no sensitive {role} {name!r} shown by {app}",
+              lambda: find(app, role, name, ["sensitive"])).queryAction().doAction(0)
+    elif command == "type":
+        node = until(deadline, f"no {role} {name!r} shown by {app}", lambda: find(app, role, name, []))
+        node.queryEditableText().setTextContents(argv[5])
+
+
 def main(argv):
     command, app = argv[1], argv[2]
     if command == "count":
         return print(len(showing_dialogs(app)))
+    if command in ("tree", "find", "absent", "press", "type"):
+        timeout = argv[3] if command == "tree" else argv[6 if command == "type" else 5]
+        return settings_command(command, argv, time.monotonic() + float(timeout))
     deadline = time.monotonic() + float(argv[-1])
     if command == "dialog":
         dialog = until(deadline, f"no dialog of {app}", lambda: showing_dialog(app))

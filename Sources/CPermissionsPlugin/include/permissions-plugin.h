@@ -247,6 +247,10 @@ struct permissions_snapshot {
     const struct permissions_app_policy *policies;
     uint32_t n_details;                  /* shown by GetDetails, e.g. "max-accuracy" */
     const struct permissions_kv *details;
+    /* One detail key is read by the service: with PERMISSIONS_SERVICE_DISABLED,
+     * "disabled-by" says why, for a settings page (GetDetails' "disabled-by"):
+     * "configuration" (the admin's switch) or "device" (the hardware is there
+     * but off); without it the service says "unknown". */
     uint32_t n_devices;
     const struct permissions_device *devices;
     /* ABI 1.1: the size of one element of each array (see VERSIONING); 0 means the

@@ -109,18 +109,22 @@ extension Timeline where Event == PWEvent {
 
 /// Starts PipeWire with `config`, its socket in `runtimeDirectory`, and waits until
 /// it listens: it prints "Listening on" (protocol-native, info level) after listen(2).
-func startPipeWireDaemon(config: String, runtimeDirectory: String) {
+/// With `uid`, PipeWire runs as that user (setpriv), as a logged-in user's does.
+@discardableResult
+func startPipeWireDaemon(config: String, runtimeDirectory: String, uid: UInt32? = nil) -> Child {
     guard FileManager.default.fileExists(atPath: config) else {
         fail("no PipeWire config at \(config) (--pipewire-config FILE)")
     }
     let err = ChildPipe()
-    let spec = SpawnSpec("/usr/bin/pipewire", ["-c", config],
+    let asUser = uid.map { ["--reuid=\($0)", "--regid=\($0)", "--clear-groups", "/usr/bin/pipewire"] } ?? []
+    let spec = SpawnSpec(uid == nil ? "/usr/bin/pipewire" : "/usr/bin/setpriv", asUser + ["-c", config],
                          environment: ["XDG_RUNTIME_DIR": runtimeDirectory, "PIPEWIRE_DEBUG": "2,mod.protocol-native:3"],
                          removing: ["PIPEWIRE_"])
     spec.stderrFD = err.write
-    _ = spec.spawn()
+    let (child, _) = spec.spawn()
     close(err.write)
     waitForLine(err.read, containing: "Listening on", what: "PipeWire")
+    return child
 }
 
 /// Reads `fd` line by line on a thread of its own, for as long as it is open (a

@@ -11,6 +11,18 @@ func startBus(type: String = "session") -> TestBus {
     do { return try TestBus(type: type, diesWithParent: true) } catch { fail("cannot start dbus-daemon: \(error)") }
 }
 
+/// A private bus that lets one user hold `connections` connections (dbus-daemon's
+/// built-in limits allow 256 per user and 2048 in all), with the permissive policy
+/// of `startBus`: for the benchmarks that open thousands of subscribers.
+func startBus(connections: Int) -> TestBus {
+    do {
+        return try TestBus(type: "session", diesWithParent: true,
+                           limits: ["max_completed_connections": connections, "max_connections_per_user": connections])
+    } catch {
+        fail("cannot start dbus-daemon: \(error)")
+    }
+}
+
 /// Opens a connection (attached to `queue` if given; else for blocking calls only).
 func openConnection(_ address: String, queue: DispatchQueue? = nil) -> Connection {
     do throws(BusError) {

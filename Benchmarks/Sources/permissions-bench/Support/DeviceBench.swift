@@ -43,9 +43,9 @@ func makeDaemonDirectories(_ root: String, plugin: String, extra: [String] = [])
 /// directories under `root`, its log in root/permissionsd.log, and waits (20 s at
 /// most) until it owns its name on `address`.
 func startDaemon(root: String, address: String, environment: [String: String] = [:],
-                 wrapper: [String] = []) -> Child {
+                 wrapper: [String] = [], arguments: [String] = []) -> Child {
     let daemon = [binDir + "/permissionsd", "--address", address, "--config-dir", root + "/config",
-                  "--state-dir", root + "/state", "--plugin-dir", root + "/plugins"]
+                  "--state-dir", root + "/state", "--plugin-dir", root + "/plugins"] + arguments
     let command = wrapper + daemon
     let (child, _) = SpawnSpec(command[0], Array(command.dropFirst()), name: "permissionsd", environment: environment,
                                removing: ["PIPEWIRE_", "DBUS_STARTER_"], log: root + "/permissionsd.log").spawn()

@@ -16,6 +16,23 @@ typedef void (*permissions_notify_handler)(GObject *object, GParamSpec *property
 gulong permissions_connect_notify(gpointer object, const char *property, permissions_notify_handler handler,
                                   gpointer data);
 
+/// A signal whose handler takes only the instance and the data ("clicked",
+/// "toggled", "search-changed", GApplication's "activate" and "startup"), typed
+/// as above.
+typedef void (*permissions_plain_handler)(gpointer instance, gpointer data);
+gulong permissions_connect_plain(gpointer instance, const char *signal, permissions_plain_handler handler,
+                                 gpointer data, GClosureNotify destroy);
+
+/// GSimpleAction::activate, whose handler also takes the action's parameter.
+typedef void (*permissions_action_handler)(GSimpleAction *action, GVariant *parameter, gpointer data);
+gulong permissions_connect_action(GSimpleAction *action, permissions_action_handler handler, gpointer data,
+                                  GClosureNotify destroy);
+
+/// A search entry's placeholder text: GTK 4.8 has only the property
+/// ("placeholder-text"; gtk_search_entry_set_placeholder_text came in 4.10), and
+/// g_object_set takes varargs.
+void permissions_set_placeholder_text(GtkWidget *entry, const char *text);
+
 /// gtk_accessible_update_property takes its properties as varargs: the label
 /// (GTK_ACCESSIBLE_PROPERTY_LABEL) and description of one accessible.
 void permissions_set_accessible_label(GtkWidget *widget, const char *label);

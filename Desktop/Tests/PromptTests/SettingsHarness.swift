@@ -1,0 +1,109 @@
+import Foundation
+import PermissionsTestSupport
+import Testing
+
+/// A real permissionsd on a private bus that is also the settings page's session
+/// bus (so each test has its own org.example.Permissions.Settings), with camera,
+/// microphone and bluetooth declared and the location and notifications plugins:
+/// five permissions, the same on any machine. The bus's service directory holds
+/// the page's D-Bus activation file, made from Desktop/data as scripts/install
+/// makes it, with this build's program. The page reaches the accessibility bus
+/// of the display's session (Tests/with-display.sh) through AT_SPI_BUS_ADDRESS.
+final class SettingsSession {
+    static let config = "[permissions]\ndeclare=camera;microphone;bluetooth\n"
+    static let dataDir = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("data").path
+
+    let services: String
+    let bus: TestBus
+    let daemon: DaemonUnderTest
+    private(set) var page: Process?
+    private(set) var log = LineCollector()
+    let accessibilityBus: String
+
+    init() throws {
+        guard ProcessInfo.processInfo.environment["DISPLAY"] != nil else {
+            throw HarnessError(description: "no DISPLAY: run the desktop tests in Desktop/Tests/with-display.sh")
+        }
+        services = try makeTemporaryDirectory("settings-services")
+        let template = try String(contentsOfFile: Self.dataDir + "/org.example.Permissions.Settings.service",
+                                  encoding: .utf8)
+        try template.replacingOccurrences(of: "@bindir@", with: desktopBinDir)
+            .write(toFile: services + "/org.example.Permissions.Settings.service", atomically: true, encoding: .utf8)
+        bus = try TestBus(services: services)
+        daemon = try DaemonUnderTest(bus: bus, config: Self.config)
+        let address = try run("/usr/bin/gdbus", ["call", "--session", "--dest", "org.a11y.Bus", "--object-path",
+                                                 "/org/a11y/bus", "--method", "org.a11y.Bus.GetAddress"])
+        guard address.status == 0, let quoted = address.stdout.split(separator: "'").dropFirst().first else {
+            throw HarnessError(description: "no accessibility bus: \(address.stderr)")
+        }
+        accessibilityBus = String(quoted)
+    }
+
+    /// What the page needs of the environment: the test bus as its session bus,
+    /// the display's accessibility bus.
+    var pageEnvironment: [String: String] {
+        ["DBUS_SESSION_BUS_ADDRESS": bus.address, "AT_SPI_BUS_ADDRESS": accessibilityBus, "GTK_A11Y": "atspi"]
+    }
+
+    /// Starts `permissions-settings --session` (the service is on its session
+    /// bus) and waits until it has read the service once.
+    func launch() throws {
+        let page = Process()
+        page.executableURL = URL(fileURLWithPath: desktopBinDir + "/permissions-settings")
+        page.arguments = ["--session"]
+        page.environment = ProcessInfo.processInfo.environment.merging(pageEnvironment) { $1 }
+        log = try runLogged(page)
+        self.page = page
+        try log.next(timeout: 15) { $0.contains("showing") }
+        try find("frame", "Privacy")
+    }
+
+    deinit {
+        // SIGKILL: children of the test runner inherit its blocked SIGTERM. A page
+        // that D-Bus started exits with its session bus (the TestBus).
+        if let page, page.isRunning {
+            kill(page.processIdentifier, SIGKILL)
+            page.waitUntilExit()
+        }
+    }
+
+    /// The line of the shown object of `role` named `name` ("prefix*" for a
+    /// prefix) with every state in `states`, waited for.
+    @discardableResult
+    func find(_ role: String, _ name: String, _ states: String..., timeout: TimeInterval = 5) throws -> String {
+        try runAtspi(["find", "permissions-settings", role, name, String(timeout)] + states)
+    }
+
+    /// Waits until no such object is shown.
+    func absent(_ role: String, _ name: String, timeout: TimeInterval = 5) throws {
+        try runAtspi(["absent", "permissions-settings", role, name, String(timeout)])
+    }
+
+    /// Clicks the shown button named `name`.
+    func press(_ name: String, timeout: TimeInterval = 5) throws {
+        try runAtspi(["press", "permissions-settings", "push button", name, String(timeout)])
+    }
+
+    /// Types `text` into the search field.
+    func search(_ text: String) throws {
+        try runAtspi(["type", "permissions-settings", "entry", "Search apps", text, "5"])
+    }
+
+    /// What the page shows, one "role<TAB>name<TAB>states" line an object.
+    func tree() throws -> [String] {
+        try runAtspi(["tree", "permissions-settings", "5"]).split(separator: "\n").map(String.init)
+    }
+
+    /// The rows `permissionsctl list` shows.
+    func storedRows() throws -> [String] {
+        let list = try daemon.ctl("list")
+        guard list.status == 0 else { throw HarnessError(description: "permissionsctl list: \(list.stderr)") }
+        return list.stdout.split(separator: "\n").dropFirst().map(String.init)
+    }
+
+    func ctl(_ arguments: String...) throws {
+        let result = try run(binDir + "/permissionsctl", ["--address", bus.address] + arguments)
+        guard result.status == 0 else { throw HarnessError(description: "permissionsctl \(arguments): \(result.stderr)") }
+    }
+}

@@ -1,0 +1,135 @@
+import DBusKit
+import Foundation
+import Testing
+import PermissionsTestSupport
+
+/// A user's decisions are read from the store when first needed and let go when
+/// the user is not here (the interface's "Decisions are read from memory"): a
+/// user not loaded is answered from their stored rows, never as "no decision"; a
+/// load that fails is StorageFailed for that user alone; and a load held up does
+/// not hold another user's answers. The test process is the daemon's own uid,
+/// an admin on this private bus, so it names other users with the *ForUser
+/// methods; those users have no connection, so nothing keeps them here.
+@Suite(.serialized) struct UserLoadTests {
+    static let absent: UInt32 = 4242
+    static let other: UInt32 = 4343
+    static let app = "org.example.Absent"
+    static let config = "[location]\nenabled=true\n"
+
+    private func status(_ client: BusClient, _ uid: UInt32) -> Result<[DBusValue], BusError> {
+        client.call("GetStatusForUser", [.uint32(uid), .string(Self.app), .string("location")])
+    }
+
+    private func deny(_ client: BusClient, _ uid: UInt32) throws {
+        _ = try client.call("SetDecisionForUser", [.uint32(uid), .string(Self.app), .string("location"),
+                                                   .string("denied")]).get()
+    }
+
+    @discardableResult
+    private func sqlite3(_ daemon: DaemonUnderTest, _ sql: String) throws -> String {
+        let r = try run("/usr/bin/sqlite3", [daemon.stateDirectory + "/decisions.sqlite", sql])
+        guard r.status == 0 else { throw HarnessError(description: "sqlite3: \(r.stderr)") }
+        return r.stdout
+    }
+
+    /// A stored deny of a user let go reads "denied": the call waits for the load.
+    /// And after a restart, whose start-up loads nobody, the same.
+    @Test(.timeLimit(.minutes(2))) func aStoredDenyOfAUserNotLoadedReadsDenied() throws {
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, config: Self.config, start: false)
+        daemon.extraArguments = ["--decisions-idle", "0"]
+        try daemon.start()
+        let client = try BusClient(bus: bus)
+        defer { client.close() }
+        try deny(client, Self.absent)
+        _ = try daemon.waitForLog("let go of the decisions of uid \(Self.absent)")
+        #expect(status(client, Self.absent) == .success([.string("denied")]))
+        _ = try daemon.waitForLog("loaded the decisions of uid \(Self.absent)", count: 2)
+
+        daemon.stop()
+        try daemon.start()  // a new log
+        #expect(try client.call("GetStatus", [.string("location")]).get() == [.string("not-determined")])
+        _ = try daemon.waitForLog("loaded the decisions of uid \(getuid())")
+        #expect(daemon.logLines(containing: "loaded the decisions of uid \(Self.absent)").isEmpty,
+                "start-up loads no user")
+        #expect(status(client, Self.absent) == .success([.string("denied")]))
+        _ = try daemon.waitForLog("loaded the decisions of uid \(Self.absent)")
+    }
+
+    /// A real fault in one user's rows: a decision word this version does not know
+    /// (a newer version's file, a hand edit), which the store refuses rather than
+    /// guess (it might mean "deny"). That user's calls answer StorageFailed, each
+    /// time (a load is tried again for each); another user's and the caller's own
+    /// are answered as before, and the file is left as it was.
+    @Test(.timeLimit(.minutes(2)),
+          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/sqlite3")))
+    func aFailedLoadIsStorageFailedForThatUserAlone() throws {
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, config: Self.config)
+        let client = try BusClient(bus: bus)
+        defer { client.close() }
+        try deny(client, Self.absent)
+        try deny(client, Self.other)
+        daemon.stop()
+        try sqlite3(daemon, "PRAGMA ignore_check_constraints=ON; "
+                    + "UPDATE user_decisions SET decision = 'ask' WHERE uid = \(Self.absent)")
+        try daemon.start()
+
+        for _ in 0..<2 {
+            let failed = status(client, Self.absent)
+            guard case .failure(let error) = failed else {
+                Issue.record("uid \(Self.absent)'s unreadable row answered \(failed)")
+                return
+            }
+            #expect(error.name == "org.example.Permissions.Error.StorageFailed", "\(error)")
+            #expect(error.message.contains("unknown decision \"ask\""), "\(error)")
+        }
+        #expect(status(client, Self.other) == .success([.string("denied")]))
+        #expect(try client.call("GetStatus", [.string("location")]).get() == [.string("not-determined")])
+        #expect(daemon.isRunning)
+        daemon.stop()
+        #expect(try sqlite3(daemon, "SELECT decision FROM user_decisions WHERE uid = \(Self.absent)") == "ask\n")
+    }
+
+    /// A load held (a slow disk, here the daemon's load gate, debug builds) holds
+    /// that user's call alone: while it waits, the caller's own reads and a write of
+    /// its own (a commit on the same writer queue the loads use) are answered; the
+    /// held call is answered after them, with the stored deny. Ordering from events
+    /// (the gate's connection, the replies), not from time.
+    @Test(.timeLimit(.minutes(2))) func aHeldLoadDoesNotDelayAnotherUser() throws {
+        let (daemon, gate) = try TestGateSocket.daemon(config: Self.config, variable: "PERMISSIONS_DEBUG_LOAD_GATE") {
+            $0.extraArguments = ["--decisions-idle", "0"]
+        }
+        defer { gate.openForGoodIgnoringErrors() }
+        let requester = try Requester(bus: daemon.bus)
+        defer { requester.disconnect() }
+        // Seeding: the caller's own load, then the named user's, each let through.
+        let seeded = try requester.send("SetDecisionForUser", [.uint32(Self.absent), .string(Self.app),
+                                                               .string("location"), .string("denied")])
+        try gate.waitForArrival("the caller's own load")
+        try gate.release()
+        try gate.waitForArrival("uid \(Self.absent)'s load for the write")
+        try gate.release()
+        #expect(try requester.wait(seeded) == .success([]))
+        _ = try daemon.waitForLog("let go of the decisions of uid \(Self.absent)")
+
+        let held = try requester.send("GetStatusForUser", [.uint32(Self.absent), .string(Self.app), .string("location")])
+        try gate.waitForArrival("uid \(Self.absent)'s load, held")
+        #expect(try requester.call("GetStatus", [.string("location")]) == [.string("not-determined")])
+        #expect(try requester.call("SetDecision", [.string("org.example.Mine"), .string("location"),
+                                                   .string("authorized")]) == [])
+        #expect(try requester.call("GetStatusForApp", [.string("org.example.Mine"), .string("location")])
+                == [.string("authorized")])
+        #expect(!requester.isAnswered(held), "the held load's call was answered before its load")
+        try gate.release()
+        #expect(try requester.wait(held) == .success([.string("denied")]))
+    }
+}
+
+private extension TestGateSocket {
+    func openForGoodIgnoringErrors() { try? openForGood() }
+}
+
+private extension Requester {
+    func disconnect() { queue.sync { connection.close() } }
+}

@@ -1,0 +1,68 @@
+import Dispatch
+import Testing
+import DBusKit
+@testable import PermissionsModel
+@testable import PermissionsStore
+@testable import PermissionsService
+
+/// The rule that lets users' decisions go (Residency) and the loads that bring
+/// them back (UserLoads), on a clock moved by hand: a user nobody keeps goes after
+/// the idle time and not before, one kept stays, and a read after that waits for
+/// a load and finds the stored rows.
+@Suite struct ResidencyTests {
+    let queue = DispatchQueue(label: "residency-test")
+    let clock = ManualClock()
+    let store = InMemoryDecisionStore()
+    let key = DecisionKey(uid: 4242, "org.example.Absent", "location")
+
+    private func make(idle: Int = 300_000, sweep: Int = 60_000) -> (UserLoads, Residency) {
+        let loads = UserLoads(store: store)
+        let residency = Residency(store: store, loads: loads, idleMilliseconds: idle, sweepMilliseconds: sweep)
+        queue.sync { residency.start(timers: clock, queue: queue) }
+        return (loads, residency)
+    }
+
+    @Test func aUserNobodyKeepsGoesAfterTheIdleTimeAndComesBackWithTheirRows() throws {
+        try store.set(key, decision: .denied, setBy: "test")
+        let (loads, residency) = make()
+        clock.advance(by: .seconds(5 * 60))
+        #expect(queue.sync { store.isLoaded(uid: 4242) }, "first seen at the first look: 5 minutes from then")
+        clock.advance(by: .seconds(60))
+        #expect(queue.sync { !store.isLoaded(uid: 4242) })
+        #expect(queue.sync { residency.evictions } == 1)
+        #expect(queue.sync { store.decision(key) } == nil, "a read of a user not loaded finds nothing")
+        var read: Decision?
+        queue.sync {
+            loads.whenLoaded(4242) { _ in read = store.decision(key)?.decision }
+        }
+        #expect(read == .denied)
+        #expect(store.loads == 1)
+    }
+
+    @Test func aUserKeptStaysAndATouchPutsTheTimeOff() throws {
+        try store.set(key, decision: .denied, setBy: "test")
+        try store.set(DecisionKey(uid: 1000, "org.example.Here", "location"), decision: .denied, setBy: "test")
+        let (_, residency) = make()
+        queue.sync { residency.pinned = { $0 == 1000 } }
+        clock.advance(by: .seconds(4 * 60))
+        queue.sync { residency.touch(4242) }  // a call named them at 4 minutes
+        clock.advance(by: .seconds(4 * 60))
+        #expect(queue.sync { store.loadedUsers } == [1000, 4242])
+        clock.advance(by: .seconds(60))
+        #expect(queue.sync { store.loadedUsers } == [1000])
+        clock.advance(by: .seconds(60 * 60))
+        #expect(queue.sync { store.loadedUsers } == [1000])
+    }
+
+    @Test func aFailedLoadFailsThatUserAloneAndIsTriedAgain() throws {
+        let loads = UserLoads(store: store)
+        store.failLoads = [4242]
+        var outcomes: [String] = []
+        loads.whenLoaded(4242) { outcomes.append("4242: \((try? $0.get()) != nil)") }
+        loads.whenLoaded(4343) { outcomes.append("4343: \((try? $0.get()) != nil)") }
+        store.failLoads = []
+        loads.whenLoaded(4242) { outcomes.append("4242: \((try? $0.get()) != nil)") }
+        #expect(outcomes == ["4242: false", "4343: true", "4242: true"])
+        #expect(loads.loadsFailed == 1)
+    }
+}

@@ -67,7 +67,7 @@ import PermissionsTestSupport
         #expect(permissions.stdout == "as 2 \"location\" \"notifications\"\n")
         let version = try daemon.busctl(["get-property", "org.example.Permissions", "/org/example/Permissions",
                                          "org.example.Permissions", "version"])
-        #expect(version.stdout == "u 5\n")
+        #expect(version.stdout == "u 6\n")
         let plugins = try daemon.busctl(["get-property", "org.example.Permissions", "/org/example/Permissions",
                                          "org.example.Permissions", "Plugins"])
         #expect(plugins.stdout == "a(sssas) 2 \"location\" \"1.0\" \"loaded\" 1 \"location\" "

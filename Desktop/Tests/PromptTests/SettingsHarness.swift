@@ -21,15 +21,20 @@ final class SettingsSession {
     private(set) var log = LineCollector()
     let accessibilityBus: String
 
-    init() throws {
+    /// `installed`: the page's activation file is in the bus's service directory
+    /// (false: as on a machine without the settings application).
+    init(installed: Bool = true) throws {
         guard ProcessInfo.processInfo.environment["DISPLAY"] != nil else {
             throw HarnessError(description: "no DISPLAY: run the desktop tests in Desktop/Tests/with-display.sh")
         }
         services = try makeTemporaryDirectory("settings-services")
-        let template = try String(contentsOfFile: Self.dataDir + "/org.example.Permissions.Settings.service",
-                                  encoding: .utf8)
-        try template.replacingOccurrences(of: "@bindir@", with: desktopBinDir)
-            .write(toFile: services + "/org.example.Permissions.Settings.service", atomically: true, encoding: .utf8)
+        if installed {
+            let template = try String(contentsOfFile: Self.dataDir + "/org.example.Permissions.Settings.service",
+                                      encoding: .utf8)
+            try template.replacingOccurrences(of: "@bindir@", with: desktopBinDir)
+                .write(toFile: services + "/org.example.Permissions.Settings.service", atomically: true,
+                       encoding: .utf8)
+        }
         bus = try TestBus(services: services)
         daemon = try DaemonUnderTest(bus: bus, config: Self.config)
         let address = try run("/usr/bin/gdbus", ["call", "--session", "--dest", "org.a11y.Bus", "--object-path",
@@ -46,6 +51,27 @@ final class SettingsSession {
         ["DBUS_SESSION_BUS_ADDRESS": bus.address, "AT_SPI_BUS_ADDRESS": accessibilityBus, "GTK_A11Y": "atspi"]
     }
 
+    /// The test runner's environment with the test bus as the session bus: an
+    /// app's, whose service and settings page are both on it.
+    var appEnvironment: [String: String] {
+        ProcessInfo.processInfo.environment.merging(["DBUS_SESSION_BUS_ADDRESS": bus.address]) { $1 }
+    }
+
+    /// What a session's activation environment holds (dbus-update-activation-environment),
+    /// so that a page D-Bus starts finds the display, its accessibility bus and
+    /// the service (`PERMISSIONS_BUS=session`).
+    func updateActivationEnvironment() throws {
+        let environment = pageEnvironment.merging(["PERMISSIONS_BUS": "session",
+                                                   "DISPLAY": ProcessInfo.processInfo.environment["DISPLAY"] ?? ""])
+                                                 { $1 }
+            .filter { $0.key != "DBUS_SESSION_BUS_ADDRESS" }
+            .map { "'\($0.key)': '\($0.value)'" }.joined(separator: ", ")
+        let updated = try run("/usr/bin/gdbus", ["call", "--address", bus.address, "--dest", "org.freedesktop.DBus",
+                                                 "--object-path", "/org/freedesktop/DBus", "--method",
+                                                 "org.freedesktop.DBus.UpdateActivationEnvironment", "{\(environment)}"])
+        guard updated.status == 0 else { throw HarnessError(description: "UpdateActivationEnvironment: \(updated.stderr)") }
+    }
+
     /// Starts `permissions-settings --session` (the service is on its session
     /// bus) and waits until it has read the service once.
     func launch() throws {
@@ -60,12 +86,26 @@ final class SettingsSession {
     }
 
     deinit {
-        // SIGKILL: children of the test runner inherit its blocked SIGTERM. A page
-        // that D-Bus started exits with its session bus (the TestBus).
+        // SIGKILL: children of the test runner inherit its blocked SIGTERM, so a
+        // page does not end as it would when its session bus (the TestBus) goes:
+        // GDBus's exit-on-close raises SIGTERM. That holds for a page that D-Bus
+        // started too, found by its name on the bus.
         if let page, page.isRunning {
             kill(page.processIdentifier, SIGKILL)
             page.waitUntilExit()
         }
+        if let started = try? run("/usr/bin/gdbus", ["call", "--address", bus.address, "--dest", "org.freedesktop.DBus",
+                                                     "--object-path", "/org/freedesktop/DBus", "--method",
+                                                     "org.freedesktop.DBus.GetConnectionUnixProcessID",
+                                                     "org.example.Permissions.Settings"]),
+           started.status == 0,
+           let pid = started.stdout.split(separator: " ").last.flatMap({ Int32($0.filter(\.isNumber)) }) {
+            kill(pid, SIGKILL)
+        }
+        bus.kill()
+        // Gone from the accessibility bus before the next test looks for a page
+        // by its name: a page that D-Bus started is no child of ours to wait for.
+        _ = try? runAtspi(["quit", "permissions-settings", "10"])
     }
 
     /// The line of the shown object of `role` named `name` ("prefix*" for a

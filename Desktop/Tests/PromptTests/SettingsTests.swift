@@ -2,140 +2,140 @@ import Foundation
 import PermissionsTestSupport
 import Testing
 
-/// permissions-settings under Xvfb, read and clicked through AT-SPI, against a
-/// real permissionsd. Each test leaves a screenshot of what it checked in the test
-/// run's output directory. Serialized: they share one display.
-@Suite(.serialized)
-struct SettingsTests {
-    /// The names of a row's three choices (accessible names hold the permission and app).
-    static func choice(_ label: String, _ permission: String, _ app: String) -> String {
-        "\(label): \(permission) for \(app)"
-    }
-
-    @Test func aGrantFromTheCommandLineShowsWithinASecond() throws {
-        let session = try SettingsSession()
-        try session.ctl("deny", "org.example.Maps", "location")
-        try session.launch()
-        let tree = try session.tree()
-        // Every permission, with its state in words.
-        for group in ["Camera", "Microphone", "Location", "Bluetooth devices", "Notifications"] {
-            #expect(tree.contains { $0.hasPrefix("list\t\(group)\t") || $0.hasPrefix("label\t\(group)\t") }, "\(group)")
+extension OnTheDisplay {
+    /// permissions-settings under Xvfb, read and clicked through AT-SPI, against a
+    /// real permissionsd. Each test leaves a screenshot of what it checked in the test
+    /// run's output directory. Serialized with every suite on the display (OnTheDisplay).
+    @Suite
+    struct SettingsTests {
+        /// The names of a row's three choices (accessible names hold the permission and app).
+        static func choice(_ label: String, _ permission: String, _ app: String) -> String {
+            "\(label): \(permission) for \(app)"
         }
-        try session.find("push button", Self.choice("Don’t allow", "Location", "org.example.Maps"), "pressed")
-        let start = Date()
-        try session.ctl("grant", "org.example.Camera.App", "camera")
-        try session.log.next(timeout: 1) { $0.contains("showing 2 decisions of 2 apps") }
-        #expect(Date().timeIntervalSince(start) < 1)
-        let line = try session.find("push button", Self.choice("Allow", "Camera", "org.example.Camera.App"), "pressed")
-        #expect(line.contains("sensitive"))
-        try session.find("label", "Always")
-        try screenshotOfDisplay("settings-overview")
-    }
 
-    @Test func dontAllowClickedInThePageIsStored() throws {
-        let session = try SettingsSession()
-        try session.ctl("grant", "org.example.Chat", "microphone")
-        try session.launch()
-        try session.press(Self.choice("Don’t allow", "Microphone", "org.example.Chat"))
-        try session.log.next(timeout: 5) { $0.contains("showing") }
-        let rows = try session.storedRows()
-        #expect(rows.count == 1)
-        #expect(rows.first.map { $0.hasPrefix("org.example.Chat") && $0.contains("microphone") && $0.contains("denied") }
-                == true, "\(rows)")
-        try session.find("push button", Self.choice("Don’t allow", "Microphone", "org.example.Chat"), "pressed")
-        try screenshotOfDisplay("settings-dont-allow")
-        // Ask next time forgets it.
-        try session.press(Self.choice("Ask next time", "Microphone", "org.example.Chat"))
-        try session.absent("list item", "org.example.Chat")
-        #expect(try session.storedRows() == [])
-    }
-
-    @Test func anAdministratorsDenyShowsLockedWithItsReason() throws {
-        let session = try SettingsSession()
-        try session.ctl("grant", "org.example.Locked", "camera")
-        try session.launch()
-        try session.find("push button", Self.choice("Allow", "Camera", "org.example.Locked"), "pressed", "sensitive")
-        // With the location service switched off by the administrator too: the
-        // permission's state in words.
-        try session.daemon.writeConfig(SettingsSession.config + "[camera]\ndeny=org.example.Locked\n"
-                                       + "[location]\nenabled=false\n")
-        try session.find("push button", Self.choice("Allow", "Camera", "org.example.Locked"), "!sensitive", timeout: 10)
-        for label in ["Don’t allow", "Ask next time"] {
-            try session.find("push button", Self.choice(label, "Camera", "org.example.Locked"), "!sensitive")
+        @Test func aGrantFromTheCommandLineShowsWithinASecond() throws {
+            let session = try SettingsSession()
+            try session.ctl("deny", "org.example.Maps", "location")
+            try session.launch()
+            let tree = try session.tree()
+            // Every permission, with its state in words.
+            for group in ["Camera", "Microphone", "Location", "Bluetooth devices", "Notifications"] {
+                #expect(tree.contains { $0.hasPrefix("list\t\(group)\t") || $0.hasPrefix("label\t\(group)\t") }, "\(group)")
+            }
+            try session.find("push button", Self.choice("Don’t allow", "Location", "org.example.Maps"), "pressed")
+            let start = Date()
+            try session.ctl("grant", "org.example.Camera.App", "camera")
+            try session.log.next(timeout: 1) { $0.contains("showing 2 decisions of 2 apps") }
+            #expect(Date().timeIntervalSince(start) < 1)
+            let line = try session.find("push button", Self.choice("Allow", "Camera", "org.example.Camera.App"), "pressed")
+            #expect(line.contains("sensitive"))
+            try session.find("label", "Always")
+            try screenshotOfDisplay("settings-overview")
         }
-        try session.find("image", "Turned off for this app by your administrator")
-        try session.find("label", "Turned off for this app by your administrator")
-        try session.find("label", "Turned off by your administrator")
-        try screenshotOfDisplay("settings-locked")
-    }
 
-    @Test func aServiceRestartShowsReconnectingThenRecovers() throws {
-        let session = try SettingsSession()
-        try session.launch()
-        session.daemon.stop()
-        try session.find("label", "Reconnecting…")
-        try screenshotOfDisplay("settings-reconnecting")
-        try session.daemon.start()
-        try session.absent("label", "Reconnecting…", timeout: 10)
-        try session.log.next(timeout: 10) { $0.contains("subscribed") }
-        try session.ctl("grant", "org.example.AfterRestart", "notifications")
-        try session.find("push button", Self.choice("Allow", "Notifications", "org.example.AfterRestart"), "pressed")
-    }
-
-    @Test func searchFiltersAndAnAppsPageShowsAllItsPermissions() throws {
-        let session = try SettingsSession()
-        try session.ctl("grant", "org.example.Alpha", "camera")
-        try session.ctl("deny", "org.example.Beta", "camera")
-        try session.launch()
-        try session.find("list item", "org.example.Beta")
-        try session.search("alp")
-        try session.absent("list item", "org.example.Beta")
-        try session.find("list item", "org.example.Alpha")
-        try screenshotOfDisplay("settings-search")
-        try session.press("All permissions of org.example.Alpha")
-        try session.absent("entry", "Search apps")
-        for permission in ["Camera", "Microphone", "Location", "Bluetooth devices", "Notifications"] {
-            try session.find("list item", permission)
-            try session.find("push button", Self.choice("Ask next time", permission, "org.example.Alpha"))
+        @Test func dontAllowClickedInThePageIsStored() throws {
+            let session = try SettingsSession()
+            try session.ctl("grant", "org.example.Chat", "microphone")
+            try session.launch()
+            try session.press(Self.choice("Don’t allow", "Microphone", "org.example.Chat"))
+            try session.log.next(timeout: 5) { $0.contains("showing") }
+            let rows = try session.storedRows()
+            #expect(rows.count == 1)
+            #expect(rows.first.map { $0.hasPrefix("org.example.Chat") && $0.contains("microphone") && $0.contains("denied") }
+                    == true, "\(rows)")
+            try session.find("push button", Self.choice("Don’t allow", "Microphone", "org.example.Chat"), "pressed")
+            try screenshotOfDisplay("settings-dont-allow")
+            // Ask next time forgets it.
+            try session.press(Self.choice("Ask next time", "Microphone", "org.example.Chat"))
+            try session.absent("list item", "org.example.Chat")
+            #expect(try session.storedRows() == [])
         }
-        try session.find("push button", Self.choice("Allow", "Camera", "org.example.Alpha"), "pressed")
-        try screenshotOfDisplay("settings-app-page")
-        try session.press("Back")
-        try session.find("entry", "Search apps")
-        // From the keyboard: the arrow reached with Tab is a button; Escape goes back.
-        try session.press("All permissions of org.example.Alpha")
-        try session.absent("entry", "Search apps")
-        try pressKey("Escape", inWindowOf: try #require(session.page).processIdentifier)
-        try session.find("entry", "Search apps")
-    }
 
-    /// org.freedesktop.Application.ActivateAction("show-app") on the session bus,
-    /// with nothing running: the bus starts the page from its activation file, and
-    /// the page opens the app's page.
-    @Test func showAppThroughDBusActivationOpensTheAppsPage() throws {
-        let session = try SettingsSession()
-        try session.ctl("deny", "org.example.Shown", "location")
-        // What a session's activation environment holds (dbus-update-activation-environment).
-        let environment = (session.pageEnvironment.merging(["PERMISSIONS_BUS": "session",
-                                                            "DISPLAY": ProcessInfo.processInfo.environment["DISPLAY"]!])
-                                                    { $1 })
-            .filter { $0.key != "DBUS_SESSION_BUS_ADDRESS" }
-            .map { "'\($0.key)': '\($0.value)'" }.joined(separator: ", ")
-        let updated = try run("/usr/bin/gdbus", ["call", "--address", session.bus.address, "--dest", "org.freedesktop.DBus",
-                                                 "--object-path", "/org/freedesktop/DBus", "--method",
-                                                 "org.freedesktop.DBus.UpdateActivationEnvironment", "{\(environment)}"])
-        #expect(updated.status == 0, "\(updated.stderr)")
-        let called = try run("/usr/bin/gdbus", ["call", "--session", "--dest", "org.example.Permissions.Settings",
-                                                "--object-path", "/org/example/Permissions/Settings", "--method",
-                                                "org.freedesktop.Application.ActivateAction", "show-app",
-                                                "[<('org.example.Shown', '')>]", "{}"],
-                             environment: ProcessInfo.processInfo.environment
-                                .merging(["DBUS_SESSION_BUS_ADDRESS": session.bus.address]) { $1 })
-        #expect(called.status == 0, "\(called.stderr)")
-        try session.find("label", "org.example.Shown", timeout: 15)
-        try session.find("push button", Self.choice("Don’t allow", "Location", "org.example.Shown"), "pressed")
-        try session.find("push button", Self.choice("Ask next time", "Camera", "org.example.Shown"), "pressed")
-        try session.absent("entry", "Search apps")
-        try screenshotOfDisplay("settings-show-app")
+        @Test func anAdministratorsDenyShowsLockedWithItsReason() throws {
+            let session = try SettingsSession()
+            try session.ctl("grant", "org.example.Locked", "camera")
+            try session.launch()
+            try session.find("push button", Self.choice("Allow", "Camera", "org.example.Locked"), "pressed", "sensitive")
+            // With the location service switched off by the administrator too: the
+            // permission's state in words.
+            try session.daemon.writeConfig(SettingsSession.config + "[camera]\ndeny=org.example.Locked\n"
+                                           + "[location]\nenabled=false\n")
+            // What is in force shows: the administrator's deny pressed, not the user's
+            // own Allow, which has no effect while the lock lasts.
+            try session.find("push button", Self.choice("Don’t allow", "Camera", "org.example.Locked"), "pressed",
+                             "!sensitive", timeout: 10)
+            for label in ["Allow", "Ask next time"] {
+                try session.find("push button", Self.choice(label, "Camera", "org.example.Locked"), "!pressed", "!sensitive")
+            }
+            try session.find("image", "Turned off for this app by your administrator")
+            try session.find("label", "Turned off for this app by your administrator")
+            try session.find("label", "Turned off by your administrator")
+            try screenshotOfDisplay("settings-locked")
+            // The user's own choice is kept, and shows again when the lock goes.
+            #expect(try session.storedRows().contains { $0.hasPrefix("org.example.Locked") && $0.contains("authorized") })
+            try session.daemon.writeConfig(SettingsSession.config)
+            try session.find("push button", Self.choice("Allow", "Camera", "org.example.Locked"), "pressed", "sensitive",
+                             timeout: 10)
+        }
+
+        @Test func aServiceRestartShowsReconnectingThenRecovers() throws {
+            let session = try SettingsSession()
+            try session.launch()
+            session.daemon.stop()
+            try session.find("label", "Reconnecting…")
+            try screenshotOfDisplay("settings-reconnecting")
+            try session.daemon.start()
+            try session.absent("label", "Reconnecting…", timeout: 10)
+            try session.log.next(timeout: 10) { $0.contains("subscribed") }
+            try session.ctl("grant", "org.example.AfterRestart", "notifications")
+            try session.find("push button", Self.choice("Allow", "Notifications", "org.example.AfterRestart"), "pressed")
+        }
+
+        @Test func searchFiltersAndAnAppsPageShowsAllItsPermissions() throws {
+            let session = try SettingsSession()
+            try session.ctl("grant", "org.example.Alpha", "camera")
+            try session.ctl("deny", "org.example.Beta", "camera")
+            try session.launch()
+            try session.find("list item", "org.example.Beta")
+            try session.search("alp")
+            try session.absent("list item", "org.example.Beta")
+            try session.find("list item", "org.example.Alpha")
+            try screenshotOfDisplay("settings-search")
+            try session.press("All permissions of org.example.Alpha")
+            try session.absent("entry", "Search apps")
+            for permission in ["Camera", "Microphone", "Location", "Bluetooth devices", "Notifications"] {
+                try session.find("list item", permission)
+                try session.find("push button", Self.choice("Ask next time", permission, "org.example.Alpha"))
+            }
+            try session.find("push button", Self.choice("Allow", "Camera", "org.example.Alpha"), "pressed")
+            try screenshotOfDisplay("settings-app-page")
+            try session.press("Back")
+            try session.find("entry", "Search apps")
+            // From the keyboard: the arrow reached with Tab is a button; Escape goes back.
+            try session.press("All permissions of org.example.Alpha")
+            try session.absent("entry", "Search apps")
+            try pressKey("Escape", inWindowOf: try #require(session.page).processIdentifier)
+            try session.find("entry", "Search apps")
+        }
+
+        /// org.freedesktop.Application.ActivateAction("show-app") on the session bus,
+        /// with nothing running: the bus starts the page from its activation file, and
+        /// the page opens the app's page.
+        @Test func showAppThroughDBusActivationOpensTheAppsPage() throws {
+            let session = try SettingsSession()
+            try session.ctl("deny", "org.example.Shown", "location")
+            try session.updateActivationEnvironment()
+            let called = try run("/usr/bin/gdbus", ["call", "--session", "--dest", "org.example.Permissions.Settings",
+                                                    "--object-path", "/org/example/Permissions/Settings", "--method",
+                                                    "org.freedesktop.Application.ActivateAction", "show-app",
+                                                    "[<('org.example.Shown', '')>]", "{}"],
+                                 environment: session.appEnvironment)
+            #expect(called.status == 0, "\(called.stderr)")
+            try session.find("label", "org.example.Shown", timeout: 15)
+            try session.find("push button", Self.choice("Don’t allow", "Location", "org.example.Shown"), "pressed")
+            try session.find("push button", Self.choice("Ask next time", "Camera", "org.example.Shown"), "pressed")
+            try session.absent("entry", "Search apps")
+            try screenshotOfDisplay("settings-show-app")
+        }
     }
 }

@@ -147,3 +147,34 @@ final class SettingsSession {
         guard result.status == 0 else { throw HarnessError(description: "permissionsctl \(arguments): \(result.stderr)") }
     }
 }
+
+/// Tests/tools/bus-app.py running on a test bus: a stand-in agent or app, its
+/// output lines collected; killed at the end (or by `kill`, as an app that quits).
+final class BusApp {
+    static let tool = URL(fileURLWithPath: atspiTool).deletingLastPathComponent().appendingPathComponent("bus-app.py").path
+    let process = Process()
+    let output: LineCollector
+
+    init(_ arguments: [String]) throws {
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        process.arguments = [Self.tool] + arguments
+        let out = Pipe()
+        process.standardOutput = out
+        output = LineCollector(out.fileHandleForReading)
+        try process.run()
+    }
+
+    /// The next line that starts with `prefix`, without it.
+    func next(_ prefix: String, timeout: TimeInterval = 10) throws -> String {
+        String(try output.next(timeout: timeout) { $0.hasPrefix(prefix) }.dropFirst(prefix.count))
+    }
+
+    func kill() {
+        if process.isRunning {
+            Glibc.kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+
+    deinit { kill() }
+}

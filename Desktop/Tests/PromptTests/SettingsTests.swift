@@ -118,6 +118,52 @@ extension OnTheDisplay {
             try session.find("entry", "Search apps")
         }
 
+        /// A session grant (an agent's "allow-session") shows "While the app runs"
+        /// within a second, and goes when the app's connection leaves the bus.
+        @Test func aSessionGrantShowsWhileTheAppRunsAndGoesWithIt() throws {
+            let session = try SettingsSession()
+            let agent = try BusApp(["agent", session.bus.address, "allow-session"])
+            _ = try agent.next("registered")
+            try session.launch()
+            let app = try BusApp(["request", session.bus.address, "camera"])
+            let appID = try app.next("app-id ")
+            #expect(try app.next("authorized") == "")
+            let start = Date()
+            try session.log.next(timeout: 1) { $0.contains("showing 1 decisions of 1 apps") }
+            #expect(Date().timeIntervalSince(start) < 1)
+            try session.find("push button", Self.choice("Allow", "Camera", appID), "pressed")
+            try session.find("label", "While the app runs")
+            try screenshotOfDisplay("settings-session-grant")
+            app.kill()
+            try session.absent("list item", appID)
+            try session.absent("label", "While the app runs")
+        }
+
+        /// A timed grant (an agent's "allow-always" with "expires-at") shows when
+        /// it ends.
+        @Test func aTimedGrantShowsWhenItEnds() throws {
+            let session = try SettingsSession()
+            var now = timeval()
+            gettimeofday(&now, nil)
+            let end = time_t(now.tv_sec) + 3600
+            let agent = try BusApp(["agent", session.bus.address, "allow-always", String(Int64(end) * 1_000_000)])
+            _ = try agent.next("registered")
+            try session.launch()
+            let app = try BusApp(["request", session.bus.address, "microphone"])
+            let appID = try app.next("app-id ")
+            #expect(try app.next("authorized") == "")
+            try session.find("push button", Self.choice("Allow", "Microphone", appID), "pressed")
+            // As the page writes it: the locale's date and time ("%x %X"), local time.
+            var local = tm()
+            var seconds = end
+            localtime_r(&seconds, &local)
+            var text = [CChar](repeating: 0, count: 64)
+            strftime(&text, text.count, "%x %X", &local)
+            let words = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            try session.find("label", "Until " + words)
+            try screenshotOfDisplay("settings-timed-grant")
+        }
+
         /// org.freedesktop.Application.ActivateAction("show-app") on the session bus,
         /// with nothing running: the bus starts the page from its activation file, and
         /// the page opens the app's page.

@@ -118,6 +118,34 @@ extension OnTheDisplay {
             try session.find("entry", "Search apps")
         }
 
+        /// A change the service refuses is said, and undone on screen: the page of
+        /// a user who may not change decisions (on a session bus, only root and the
+        /// daemon's uid may: the daemon runs as root, the page as nobody, on
+        /// nobody's own accessibility bus) clicks Allow for an app that user's
+        /// stored deny holds.
+        @Test func aRefusedChangeSaysSoAndPutsTheRowBack() throws {
+            let session = try SettingsSession()
+            try session.ctl("deny", "--user", "65534", "org.example.Refused", "camera")
+            let nobody = try OtherUserDesktop()
+            try session.launch(as: nobody)
+            try session.find("push button", Self.choice("Don’t allow", "Camera", "org.example.Refused"), "pressed")
+            try session.press(Self.choice("Allow", "Camera", "org.example.Refused"))
+            try session.find("label", "You are not allowed to change this permission.")
+            try session.find("push button", Self.choice("Don’t allow", "Camera", "org.example.Refused"), "pressed")
+            try session.find("push button", Self.choice("Allow", "Camera", "org.example.Refused"), "!pressed")
+            try screenshotOfDisplay("settings-not-allowed")
+            // Ask next time (ResetDecisions) is refused the same way: the click's
+            // toggle goes back.
+            try session.press(Self.choice("Ask next time", "Camera", "org.example.Refused"))
+            try session.find("push button", Self.choice("Ask next time", "Camera", "org.example.Refused"), "!pressed")
+            try session.find("push button", Self.choice("Don’t allow", "Camera", "org.example.Refused"), "pressed")
+            let list = try session.daemon.ctl("list", "--user", "65534")
+            #expect(list.status == 0, "\(list.stderr)")
+            #expect(list.stdout.split(separator: "\n").contains {
+                $0.hasPrefix("org.example.Refused") && $0.contains("camera") && $0.contains("denied")
+            }, "\(list.stdout)")
+        }
+
         /// A session grant (an agent's "allow-session") shows "While the app runs"
         /// within a second, and goes when the app's connection leaves the bus.
         @Test func aSessionGrantShowsWhileTheAppRunsAndGoesWithIt() throws {

@@ -74,9 +74,15 @@ let package = Package(
                           dependencies: ["DesktopSupport", "CAdw",
                                          .product(name: "_PermissionsDesktopSupport", package: "permissions")],
                           swiftSettings: gtkSwiftSettings),
+        // A stand-in app for the tests: PermissionsClient.openSettings() from a
+        // process of its own, whose app id the service takes it for.
+        .executableTarget(name: "open-settings-app",
+                          dependencies: [.product(name: "PermissionsClient", package: "permissions")],
+                          path: "Tests/OpenSettingsApp"),
         // Under Xvfb, driven through AT-SPI (Tests/with-display.sh starts both).
         .testTarget(name: "PromptTests",
-                    dependencies: [.product(name: "_PermissionsTestSupport", package: "permissions")]),
+                    dependencies: ["open-settings-app",
+                                   .product(name: "_PermissionsTestSupport", package: "permissions")]),
     ],
     swiftLanguageModes: [.v6]
 )

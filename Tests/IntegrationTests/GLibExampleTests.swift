@@ -14,18 +14,8 @@ import Testing
         daemon = try DaemonUnderTest(bus: bus)
     }
 
-    /// Builds the example in a fresh directory; returns the program's resolved path
-    /// (its app id: the daemon reads executable paths without symbolic links).
-    static func build() throws -> String {
-        let dir = try makeTemporaryDirectory("glib-example")
-        for file in ["Makefile", "permissions-example.c"] {
-            try FileManager.default.copyItem(atPath: packageRoot + "/dbus/examples/" + file, toPath: dir + "/" + file)
-        }
-        let made = try run("/usr/bin/make", ["-C", dir, "XML=\(packageRoot)/dbus/org.example.Permissions.xml"])
-        guard made.status == 0 else { throw HarnessError(description: "make: \(made.stdout) \(made.stderr)") }
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        return String(cString: realpath(dir + "/permissions-example", &buffer))
-    }
+    /// Builds the example in a fresh directory; returns the program's resolved path.
+    static func build() throws -> String { try buildGLibExample() }
 
     /// The example running on the test bus as its session bus, its output collected.
     final class Example {

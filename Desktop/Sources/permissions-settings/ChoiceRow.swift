@@ -5,7 +5,8 @@ internal import DesktopSupport
 /// the permission on an app's page), what the decision is and how long it lasts,
 /// and the three choices as linked toggle buttons, each with an accessible name
 /// that names the permission and the app. Under an administrator's lock the
-/// choices are insensitive and a lock icon says why.
+/// choices are insensitive, show what the administrator enforces, and a lock
+/// icon says why.
 final class ChoiceRow {
     let row: UnsafeMutablePointer<GtkWidget>
     private(set) var entry: Entry
@@ -52,7 +53,7 @@ final class ChoiceRow {
     func show(_ entry: Entry) {
         self.entry = entry
         adw_action_row_set_subtitle(cast(row), entryWords(entry))
-        let selected = Choice(decision: entry.decision)
+        let selected = Self.choiceInForce(entry)
         updating = true
         for (choice, button) in buttons {
             gtk_toggle_button_set_active(cast(button), choice == selected ? 1 : 0)
@@ -65,9 +66,25 @@ final class ChoiceRow {
         gtk_widget_set_tooltip_text(lock, reason)
     }
 
+    /// The choice a row shows pressed: what is in force. Under an administrator's
+    /// lock that is the administrator's effect (Don't allow under a deny=, Allow
+    /// under an allow=), not the user's stored choice, which has no effect while
+    /// the lock lasts and would read as if it did. This is what GNOME Settings does
+    /// for a locked setting (the locked value, insensitive, with a lock icon) and
+    /// what iOS and macOS do for a setting a management profile enforces (the
+    /// enforced value, dimmed, with "managed by your organisation"); the user's
+    /// own choice shows again when the lock goes.
+    static func choiceInForce(_ entry: Entry) -> Choice {
+        switch entry.policy {
+        case "restricted": .deny
+        case "allow": .allow
+        default: Choice(decision: entry.decision)
+        }
+    }
+
     private func toggled(_ choice: Choice, _ button: UnsafeMutablePointer<GtkWidget>) {
         guard !updating, gtk_toggle_button_get_active(cast(button)) != 0,
-              choice != Choice(decision: entry.decision) else { return }
+              choice != Self.choiceInForce(entry) else { return }
         onChoice?(self, choice)
     }
 }

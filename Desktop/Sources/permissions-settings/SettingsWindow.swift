@@ -71,8 +71,10 @@ final class SettingsWindow {
         gtk_widget_add_controller(window, controller)
     }
 
-    /// Opens `app`'s page (the show-app action), its `permission`'s row focused.
+    /// Opens `app`'s page (the show-app action), its `permission`'s row focused;
+    /// the overview for the empty app id (`permissionsctl settings` with no app).
     func openApp(_ app: String, permission: String) {
+        guard !app.isEmpty else { return showOverview() }
         page = "app"
         link.pageApp = app
         appPage.show(app: app, snapshot)

@@ -22,9 +22,11 @@ let atspiTool = URL(fileURLWithPath: #filePath).deletingLastPathComponent().dele
     .appendingPathComponent("tools/atspi.py").path
 
 /// Tests/tools/atspi.py with `arguments`: what it printed, or its complaint thrown.
+/// `user`: as another user, on that user's accessibility bus (`OtherUserDesktop`).
 @discardableResult
-func runAtspi(_ arguments: [String]) throws -> String {
-    let result = try run("/usr/bin/python3", [atspiTool] + arguments)
+func runAtspi(_ arguments: [String], as user: OtherUserDesktop? = nil) throws -> String {
+    let result = try run("/usr/bin/python3", [atspiTool] + arguments, asUser: user?.uid,
+                         environment: user.map { ProcessInfo.processInfo.environment.merging($0.environment) { $1 } })
     guard result.status == 0 else { throw HarnessError(description: "atspi.py \(arguments): \(result.stderr)") }
     return result.stdout
 }

@@ -8,6 +8,8 @@
                                     dialog holds each button twice, wide and narrow)
   atspi.py gone APP TIMEOUT         wait until APP shows no dialog
   atspi.py count APP                print how many dialogs APP shows
+  atspi.py quit APP TIMEOUT         wait until no application named APP is on the
+                                    accessibility bus (it exited)
 
 For an application's windows (the settings page), on the tree of what is shown
 (a hidden widget and all under it left out):
@@ -185,6 +187,8 @@ def main(argv):
                     return node
             return None
         until(deadline, f"no button {prefix!r} in a dialog of {app}", button).queryAction().doAction(0)
+    elif command == "quit":
+        until(deadline, f"{app} is still running", lambda: True if application(app) is None else None)
     elif command == "gone":
         until(deadline, f"a dialog of {app} is still shown", lambda: True if showing_dialog(app) is None else None)
     else:

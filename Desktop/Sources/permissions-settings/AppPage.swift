@@ -1,21 +1,31 @@
 internal import CAdw
 internal import DesktopSupport
+internal import SystemPrimitives
 
 /// One app's page: every permission of the service for that app, each with the
 /// state of its device or service, the decision and its choices.
 final class AppPage {
     let widget: UnsafeMutablePointer<GtkWidget>
     private let heading: UnsafeMutablePointer<GtkWidget>
+    /// The app's id under its name, when a desktop file gave a name.
+    private let subheading: UnsafeMutablePointer<GtkWidget>
+    private let iconSlot: UnsafeMutablePointer<GtkWidget>
+    private let names: AppNames
     private let group: UnsafeMutablePointer<GtkWidget>
     private var rows: [(Entry.Key, ChoiceRow)] = []
     private(set) var app: String?
     var onChoice: ((ChoiceRow, Choice) -> Void)?
 
-    init() {
+    init(names: AppNames) {
+        self.names = names
         heading = plainLabel("", cssClasses: ["title-1"])
+        subheading = plainLabel("", cssClasses: ["dim-label"])
+        iconSlot = gtk_box_new(GTK_ORIENTATION_HORIZONTAL, 0)
         group = adw_preferences_group_new()
         adw_preferences_group_set_title(cast(group), tr("Permissions"))
-        let content = box(GTK_ORIENTATION_VERTICAL, spacing: 24, [heading, group])
+        let title = box(GTK_ORIENTATION_HORIZONTAL, spacing: 12,
+                        [iconSlot, box(GTK_ORIENTATION_VERTICAL, spacing: 2, [heading, subheading])])
+        let content = box(GTK_ORIENTATION_VERTICAL, spacing: 24, [title, group])
         widget = scrollingPage(content)
     }
 
@@ -27,7 +37,11 @@ final class AppPage {
         }
         if app != self.app || entries.map(\.key) != rows.map(\.0) {
             self.app = app
-            gtk_label_set_text(cast(heading), app)
+            gtk_label_set_text(cast(heading), names.title(app))
+            gtk_label_set_text(cast(subheading), names.hasName(app) ? app.escapedForDisplay : "")
+            gtk_widget_set_visible(subheading, names.hasName(app) ? 1 : 0)
+            while let old = gtk_widget_get_first_child(iconSlot) { gtk_box_remove(cast(iconSlot), old) }
+            gtk_box_append(cast(iconSlot), names.icon(app, size: 48))
             for (_, row) in rows { adw_preferences_group_remove(cast(group), row.row) }
             rows = entries.map { entry in
                 let title = PermissionName(entry.permission).title

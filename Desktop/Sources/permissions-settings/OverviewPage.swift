@@ -1,5 +1,6 @@
 internal import CAdw
 internal import DesktopSupport
+internal import SystemPrimitives
 
 /// The privacy page: a search field, then one group per permission, titled with
 /// the permission and the state of its device or service in words, holding a row
@@ -14,11 +15,13 @@ final class OverviewPage {
     private var rows: [Entry.Key: ChoiceRow] = [:]
     private var layout: [String: [Entry.Key]] = [:]
     private var filter = ""
+    private let names: AppNames
     /// A row's choice clicked, and a row's arrow (the app's page).
     var onChoice: ((ChoiceRow, Choice) -> Void)?
     var onOpenApp: ((String) -> Void)?
 
-    init() {
+    init(names: AppNames) {
+        self.names = names
         search = gtk_search_entry_new()
         setPlaceholderText(search, tr("Search apps"))
         setAccessibleLabel(search, tr("Search apps"))
@@ -60,9 +63,12 @@ final class OverviewPage {
             adw_preferences_group_add(cast(group), placeholder)
             let entries = snapshot.entries(of: state.name)
             for entry in entries {
-                let row = ChoiceRow(entry, title: entry.app, permissionTitle: title) { [weak self] in
+                let row = ChoiceRow(entry, title: names.title(entry.app), permissionTitle: title) { [weak self] in
                     self?.onOpenApp?(entry.app)
                 }
+                adw_action_row_add_prefix(cast(row.row), names.icon(entry.app, size: 32))
+                // The id too where a name stands for it: two apps may share a name.
+                if names.hasName(entry.app) { gtk_widget_set_tooltip_text(row.row, entry.app.escapedForDisplay) }
                 row.onChoice = { [weak self] in self?.onChoice?($0, $1) }
                 adw_preferences_group_add(cast(group), row.row)
                 rows[entry.key] = row
@@ -78,12 +84,13 @@ final class OverviewPage {
         applyFilter()
     }
 
-    /// Shows the rows whose app id holds the search text (all when it is empty).
+    /// Shows the rows whose app id or name holds the search text (all when it is empty).
     private func applyFilter() {
         for (name, _, placeholder) in groups {
             var shown = 0
             for key in layout[name] ?? [] {
                 let matches = filter.isEmpty || key.app.lowercased().contains(filter)
+                    || names.title(key.app).lowercased().contains(filter)
                 if let row = rows[key] { gtk_widget_set_visible(row.row, matches ? 1 : 0) }
                 if matches { shown += 1 }
             }

@@ -12,8 +12,8 @@ final class SettingsWindow {
     private let toasts: UnsafeMutablePointer<GtkWidget>
     private let back: UnsafeMutablePointer<GtkWidget>
     private let waiting: UnsafeMutablePointer<GtkWidget>
-    private let overview = OverviewPage()
-    private let appPage = AppPage()
+    private let overview: OverviewPage
+    private let appPage: AppPage
     private var snapshot = Snapshot()
     private var connected = false
     /// The page to show once connected: "overview" or "app".
@@ -23,6 +23,10 @@ final class SettingsWindow {
 
     init(application: UnsafeMutablePointer<GtkApplication>, link: ServiceLink) {
         self.link = link
+        // The apps' names and icons, looked up once for both pages.
+        let names = AppNames()
+        overview = OverviewPage(names: names)
+        appPage = AppPage(names: names)
         window = adw_application_window_new(application)
         gtk_window_set_title(cast(window), tr("Privacy"))
         gtk_window_set_default_size(cast(window), 720, 760)

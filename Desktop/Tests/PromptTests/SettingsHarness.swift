@@ -77,7 +77,8 @@ final class SettingsSession {
     /// Starts `permissions-settings --session` (the service is on its session
     /// bus) and waits until it has read the service once. `user`: as that user,
     /// on its accessibility bus, and read and worked through it from then on.
-    func launch(as user: OtherUserDesktop? = nil) throws {
+    /// `environment`: more of it for the page (XDG_DATA_DIRS, for desktop files).
+    func launch(as user: OtherUserDesktop? = nil, environment: [String: String] = [:]) throws {
         pageUser = user
         let page = Process()
         let program = desktopBinDir + "/permissions-settings"
@@ -89,7 +90,7 @@ final class SettingsSession {
             page.arguments = ["--session"]
         }
         page.environment = ProcessInfo.processInfo.environment.merging(pageEnvironment) { $1 }
-            .merging(user?.environment ?? [:]) { $1 }
+            .merging(user?.environment ?? [:]) { $1 }.merging(environment) { $1 }
         log = try runLogged(page)
         self.page = page
         try log.next(timeout: 15) { $0.contains("showing") }

@@ -1,20 +1,27 @@
 internal import CAdw
-internal import DesktopSupport
 internal import Glibc
 
-/// The app a prompt is for, as a person knows it: the name and icon of its desktop
-/// file when one is found for its identity, else nothing (the dialog then shows
-/// the id, a path for an executable or a script).
-struct AppLookup {
-    let name: String?
+/// An app as a person knows it: the name and icon of its desktop file when one is
+/// found for its identity, else nothing (the prompt and the settings page then
+/// show the id, a path for an executable or a script).
+public struct AppLookup {
+    public let name: String?
     /// A GIcon (owned: released with `g_object_unref` by whoever takes it).
-    let icon: OpaquePointer?
+    public let icon: OpaquePointer?
+
+    /// For an app known by its id alone (the settings page: the service's lists
+    /// give no identity kind): a path is an executable's, `snap.NAME` a snap's,
+    /// any other id a flatpak's or a systemd unit's (the same lookup, `ID.desktop`).
+    public init(app: String) {
+        let kind = app.hasPrefix("/") ? "executable" : app.hasPrefix("snap.") ? "snap" : "flatpak"
+        self.init(app: app, kind: kind)
+    }
 
     /// - flatpak, systemd-unit: the desktop file named by the id (`ID.desktop`);
     /// - snap (`snap.NAME`): `NAME_NAME.desktop`, snapd's name for a snap's own app;
     /// - executable, script: the desktop file whose `TryExec` or `Exec` names the
     ///   path (a bare command name looked up in PATH).
-    init(app: String, kind: String) {
+    public init(app: String, kind: String) {
         var info: OpaquePointer?
         switch kind {
         case "flatpak", "systemd-unit":

@@ -102,7 +102,7 @@ let package = Package(
         .target(name: "CShims"),
         // The installed daemon's default directories, written in by scripts/install.
         .target(name: "CInstallPaths"),
-        .target(name: "CLISupport", dependencies: ["CShims"]),
+        .target(name: "CLISupport", dependencies: ["CShims", "SystemPrimitives"]),
         // Locks, queue confinement, escaping, errno and the EINTR retry, the clock:
         // Glibc only, so that every target (the plugins too) may use it.
         .target(name: "SystemPrimitives"),

@@ -1,5 +1,6 @@
 internal import CShims
 internal import Glibc
+internal import SystemPrimitives
 
 /// Command-line options through glibc's `getopt_long`, shared by permissionsd and
 /// permissionsctl so that both accept the same bus options the same way.
@@ -28,6 +29,13 @@ public struct ParsedOptions: Sendable {
     public func all(_ name: String) -> [String] { values.filter { $0.name == name }.compactMap(\.value) }
 }
 
+extension String {
+    /// A value from the command line as a usage error quotes it: in quotes, with
+    /// control characters as `\xNN` and a long one cut (`escapedForMessage`), so
+    /// that an empty value, a space or a new line in it reads as what it is.
+    public var quotedForUsage: String { "\"" + escapedForMessage + "\"" }
+}
+
 public struct UsageError: Error, CustomStringConvertible {
     public let description: String
     public init(description: String) { self.description = description }
@@ -52,7 +60,9 @@ public func answerHelpAndVersion(_ parsed: ParsedOptions, usage: String, version
         print(version())
         exit(0)
     }
-    if let extra = parsed.positional.first { throw UsageError(description: "unexpected argument \(extra)") }
+    if let extra = parsed.positional.first {
+        throw UsageError(description: "unexpected argument \(extra.quotedForUsage)")
+    }
 }
 
 /// Parses `arguments` (argv without the program name). With `stopAtFirstPositional`
@@ -85,10 +95,12 @@ public func parseOptions(_ arguments: [String], specs: [OptionSpec], stopAtFirst
             parsed.values.append((spec.name, spec.takesValue ? cshims_optarg().map { String(cString: $0) } : nil))
         case Int32(UInt8(ascii: ":")):
             let index = Int(cshims_optind()) - 1
-            throw UsageError(description: "option \(argvCopy[index].map { String(cString: $0) } ?? "") needs a value")
+            let name = argvCopy[index].map { String(cString: $0) } ?? ""
+            throw UsageError(description: "option \(name.quotedForUsage) needs a value")
         default:
             let index = max(Int(cshims_optind()) - 1, 1)
-            throw UsageError(description: "unknown option \(argvCopy[index].map { String(cString: $0) } ?? "")")
+            let name = argvCopy[index].map { String(cString: $0) } ?? ""
+            throw UsageError(description: "unknown option \(name.quotedForUsage)")
         }
     }
     let first = Int(cshims_optind())

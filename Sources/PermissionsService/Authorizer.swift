@@ -59,8 +59,10 @@ package final class Authorizer {
         // Root is root in any mount namespace (a user namespace's root is not uid 0 on the bus).
         if identity.uid == 0 { return done(nil) }
         if identity.kind == .unverified {
-            return done(.notAuthorized("\(identity.appID) runs in a mount namespace of its own and is no known "
-                                       + "sandbox; such callers may not do this"))
+            // Its own reason (a mount namespace of its own, or an executable with no
+            // name): the one the identity was made with, not a guess.
+            return done(.notAuthorized("\(identity.appID) is unverified: \(identity.unverifiedReason); such callers "
+                                       + "may not do this"))
         }
         guard let action else { return done(nil) }
         if !systemBus {

@@ -149,7 +149,11 @@ extension PermissionsService {
         let filterResult = appFilter(arguments[arguments.startIndex])
         guard case .success(let filter) = filterResult else { return call.fail(filterResult.error!) }
         asOwnerOrAdmin(call, uid: uid, change: false) { [unowned self] _, uid in
-            let rows = self.store.list(app: filter).filter { $0.uid == uid }
+            // Not a row whose end has passed: the expiry timer removes only rows in
+            // memory, so one that ended while its user was not loaded is still there
+            // in the turn of the load that read it (the timer comes after).
+            let now = currentMicroseconds()
+            let rows = self.store.list(app: filter).filter { $0.uid == uid && $0.isInForce(at: now) }
             call.reply([.array(elementSignature: "(sssxs)", rows.map { .structure(self.listed($0)) })])
         }
     }
@@ -173,7 +177,11 @@ extension PermissionsService {
                 switch result {
                 case .failure(let error):
                     call.fail(PermissionsError.storageFailed("cannot read the stored decisions: \(error)"))
-                case .success(let rows):
+                case .success(let all):
+                    // Not a row whose end has passed: one of a user not loaded stays in
+                    // the file until their next load (the expiry timer sees memory only).
+                    let now = currentMicroseconds()
+                    let rows = all.filter { $0.isInForce(at: now) }
                     call.reply([.array(elementSignature: "(xsssxs)", rows.map { row in
                         .structure([.int64(row.uid.map { Int64($0) } ?? -1)] + self.listed(row))
                     })])

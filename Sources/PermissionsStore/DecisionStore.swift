@@ -19,6 +19,10 @@ package struct StoredDecision: Sendable, Equatable {
 
     package var key: DecisionKey { DecisionKey(uid: uid, appID, permission) }
 
+    /// Whether it applies at `now`: it has no end, or its end is still to come (as
+    /// `DecisionStore.decision` counts it).
+    package func isInForce(at now: Int64) -> Bool { expiresAt.map { $0 > now } ?? true }
+
     package init(uid: UInt32?, appID: String, permission: String, decision: Decision, setAt: Int64, setBy: String,
                  expiresAt: Int64? = nil) {
         (self.uid, self.appID, self.permission, self.decision) = (uid, appID, permission, decision)

@@ -37,12 +37,14 @@ do {
         "permissionsd-connector \(Versions.package)\nconnector protocol version \(ConnectorProtocol.version)"
     }
     if let given = parsed.last("user-runtime-root") {
-        guard given.hasPrefix("/") else { throw UsageError(description: "--user-runtime-root must be an absolute path") }
+        guard given.hasPrefix("/") else {
+            throw UsageError(description: "--user-runtime-root must be an absolute path: \(given.quotedForUsage)")
+        }
         root = given
     }
     listenPath = parsed.last("listen")
     if let listenPath, !listenPath.hasPrefix("/") {
-        throw UsageError(description: "--listen must be an absolute path")
+        throw UsageError(description: "--listen must be an absolute path: \(listenPath.quotedForUsage)")
     }
     verbose = parsed.has("verbose")
 } catch {

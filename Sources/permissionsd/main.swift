@@ -91,21 +91,27 @@ do {
         if pid == "self" {
             options.hostPID = UInt32(getpid())
         } else {
-            guard let value = UInt32(pid), value > 0 else { throw UsageError(description: "invalid --host-pid \(pid)") }
+            guard let value = UInt32(pid), value > 0 else {
+                throw UsageError(description: "invalid --host-pid \(pid.quotedForUsage)")
+            }
             options.hostPID = value
         }
     }
     if let root = parsed.last("user-runtime-root") {
-        guard root.hasPrefix("/") else { throw UsageError(description: "--user-runtime-root must be an absolute path") }
+        guard root.hasPrefix("/") else {
+            throw UsageError(description: "--user-runtime-root must be an absolute path: \(root.quotedForUsage)")
+        }
         options.userRuntimeRoot = root
     }
     if let socket = parsed.last("connector-socket") {
-        guard socket.hasPrefix("/") else { throw UsageError(description: "--connector-socket must be an absolute path") }
+        guard socket.hasPrefix("/") else {
+            throw UsageError(description: "--connector-socket must be an absolute path: \(socket.quotedForUsage)")
+        }
         options.connectorSocket = socket
     }
     if let idle = parsed.last("decisions-idle") {
         guard let seconds = Int(idle), (0...86_400).contains(seconds) else {
-            throw UsageError(description: "invalid --decisions-idle \(idle): seconds, from 0 to 86400")
+            throw UsageError(description: "invalid --decisions-idle \(idle.quotedForUsage): seconds, from 0 to 86400")
         }
         options.decisionsIdleSeconds = seconds
     }

@@ -17,7 +17,7 @@ import PermissionsTestSupport
 
     /// busctl's bytes copied into a memfd named "busctl" and executed from it
     /// (python3's os.memfd_create, then execve of /proc/self/fd/N).
-    private func busctlFromMemfd(_ arguments: [String]) throws -> CommandResult {
+    private func busctlFromMemfd(_ arguments: [String], asNobody: Bool = false) throws -> CommandResult {
         let script = """
             import os, sys
             fd = os.memfd_create("busctl", 0)
@@ -25,7 +25,7 @@ import PermissionsTestSupport
                 os.write(fd, f.read())
             os.execve("/proc/self/fd/%d" % fd, ["busctl"] + sys.argv[1:], os.environ)
             """
-        return try run("/usr/bin/python3", ["-c", script, "--address=\(bus.address)"] + arguments)
+        return try run("/usr/bin/python3", ["-c", script, "--address=\(bus.address)"] + arguments, asNobody: asNobody)
     }
 
     private static let details = ["--json=short", "call", "org.example.Permissions", "/org/example/Permissions",
@@ -38,6 +38,20 @@ import PermissionsTestSupport
                 "\(details.stdout)")
         #expect(details.stdout.contains("\"identity-kind\":{\"type\":\"s\",\"data\":\"unverified\"}"), "\(details.stdout)")
         #expect(daemon.isRunning)
+    }
+
+    /// Such a caller may not read its user's decisions (GetDetailsForApp and the
+    /// other methods named in the interface's "Who may do what"), and the refusal
+    /// says why it is unverified: its executable has no name, not a mount namespace
+    /// of its own, which it does not have.
+    @Test func theRefusalOfAnUnverifiedCallerGivesItsReason() throws {
+        let refused = try busctlFromMemfd(["call", "org.example.Permissions", "/org/example/Permissions",
+                                           "org.example.Permissions", "GetDetailsForApp", "ss", "org.example.Maps",
+                                           "location"], asNobody: true)
+        #expect(refused.status != 0)
+        #expect(refused.stderr.contains("GetDetailsForApp is not allowed: unverified:/memfd:busctl is unverified: "
+                                        + "its executable has no name in any file system"), "\(refused.stderr)")
+        #expect(!refused.stderr.contains("mount namespace"), "\(refused.stderr)")
     }
 
     /// A grant stored for the path "/memfd:busctl" (an admin's, by name) is not lent

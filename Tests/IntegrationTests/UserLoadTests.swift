@@ -91,6 +91,48 @@ import PermissionsTestSupport
         #expect(try sqlite3(daemon, "SELECT decision FROM user_decisions WHERE uid = \(Self.absent)") == "ask\n")
     }
 
+    /// A decision whose end passed while its user was not loaded (the expiry timer
+    /// sees only rows in memory, so such a row stays in the file until the user's
+    /// next load) is listed nowhere: not by ListAllDecisions, which reads the file,
+    /// not by ListDecisionsForUser in the same turn as the load that found it, nor
+    /// by the caller's own first ListDecisions (which loads the caller). It never
+    /// applied (GetStatusForUser); a row whose end is still to come is listed.
+    @Test(.timeLimit(.minutes(2)),
+          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/sqlite3")))
+    func aDecisionWhoseEndHasPassedIsListedNowhere() throws {
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, config: Self.config)
+        let client = try BusClient(bus: bus)
+        defer { client.close() }
+        try deny(client, Self.absent)
+        daemon.stop()
+        let now = Int64(Date().timeIntervalSince1970 * 1_000_000)
+        func row(_ uid: UInt32, _ app: String, _ end: Int64) -> String {
+            "(\(uid), '\(app)', 'location', 'authorized', \(now - 60_000_000), 'test', \(end))"
+        }
+        try sqlite3(daemon, "INSERT INTO user_decisions (uid, app_id, permission, decision, set_at, set_by, expires_at) "
+                    + "VALUES " + [row(Self.absent, "org.example.Ended", now - 30_000_000),
+                                   row(Self.absent, "org.example.Later", now + 3_600_000_000),
+                                   row(getuid(), "org.example.Ended", now - 30_000_000)].joined(separator: ", "))
+        try daemon.start()
+
+        func apps(_ reply: Result<[DBusValue], BusError>, owner: Bool = false) throws -> [String] {
+            let rows = try reply.get().first?.arrayElements ?? []
+            return rows.map { row in
+                guard case .structure(let fields) = row else { return "?" }
+                return fields[owner ? 1 : 0].stringValue ?? "?"
+            }
+        }
+        #expect(try apps(client.call("ListDecisions", [.string("")])) == [], "the caller's own ended row")
+        #expect(try apps(client.call("ListAllDecisions", [.string("")]), owner: true)
+                == ["org.example.Absent", "org.example.Later"])
+        #expect(try apps(client.call("ListAllDecisions", [.string("org.example.Ended")]), owner: true) == [])
+        #expect(try apps(client.call("ListDecisionsForUser", [.uint32(Self.absent), .string("")]))
+                == ["org.example.Absent", "org.example.Later"])
+        #expect(try client.call("GetStatusForUser", [.uint32(Self.absent), .string("org.example.Ended"),
+                                                     .string("location")]).get() == [.string("not-determined")])
+    }
+
     /// A load held (a slow disk, here the daemon's load gate, debug builds) holds
     /// that user's call alone: while it waits, the caller's own reads and a write of
     /// its own (a commit on the same writer queue the loads use) are answered; the

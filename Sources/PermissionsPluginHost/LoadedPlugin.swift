@@ -41,6 +41,8 @@ package final class LoadedPlugin: @unchecked Sendable {
 
     /// The hash of the content it was loaded from (daemon queue).
     var contentHash: UInt64?
+    /// The stamp of the file `contentHash` was taken of, when it can be trusted.
+    var fileStamp: FileStamp?
 
     // callQueue only
     /// What `read` read, until `open` maps it.
@@ -126,15 +128,16 @@ package final class LoadedPlugin: @unchecked Sendable {
 
     // MARK: Plugin calls (on callQueue)
 
-    /// Reads and checks the file (PluginFile): its content hash, or why not. The
-    /// bytes are kept for `open`.
-    func read() -> Result<UInt64, PluginFile.Failure> {
+    /// Reads and checks the file (PluginFile): its content hash and stamp, or why
+    /// not. The bytes are kept for `open`. `known`: the serving copy's, from this path.
+    func read(known: (stamp: FileStamp, hash: UInt64)?) -> Result<(hash: UInt64, stamp: FileStamp?), PluginFile.Failure> {
         let slash = path.lastIndex(of: "/")!
-        switch PluginFile.read(directory: String(path[..<slash]), name: String(path[path.index(after: slash)...])) {
+        switch PluginFile.read(directory: String(path[..<slash]), name: String(path[path.index(after: slash)...]),
+                               known: known) {
         case .failure(let failure): return .failure(failure)
         case .success(let file):
             self.file = file
-            return .success(file.hash)
+            return .success((file.hash, file.stamp))
         }
     }
 
@@ -147,10 +150,10 @@ package final class LoadedPlugin: @unchecked Sendable {
     /// dlopen of what `read` read, the entry point and the descriptor's own checks.
     /// Returns the reason for rejecting the file, or nil.
     func open() -> String? {
-        guard let file else { return "not read" }
+        guard let file, let copy = file.copy else { return "not read" }
         self.file = nil  // mapped or refused: the copy is not needed here any more
         let handle: UnsafeMutableRawPointer
-        switch Self.load(file.copy) {
+        switch Self.load(copy) {
         case .refused(let reason): return reason
         case .loaded(let loaded): handle = loaded
         }

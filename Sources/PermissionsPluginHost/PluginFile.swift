@@ -18,10 +18,14 @@ internal import SystemPrimitives
 ///   rename what they do not own).
 struct PluginFile {
     /// The sealed private copy; closed when dropped unless `PrivateCopy.keep` took it.
-    let copy: PrivateCopy
+    /// Nil when the file was the one already read (`known`): nothing was copied.
+    let copy: PrivateCopy?
     /// `ContentHash` of the copy: a file whose content did not change (a `touch`, a
     /// copy of the same build) is not loaded again.
     let hash: UInt64
+    /// What identifies this very content without reading it again, when that can
+    /// be trusted (FileStamp).
+    let stamp: FileStamp?
 
     enum Failure: Error {
         /// No file by that name (any more): nothing to say.
@@ -33,8 +37,12 @@ struct PluginFile {
     static let sizeLimit = 256 << 20
 
     /// Opens `name` in `directory` through the directory's descriptor, checks both,
-    /// and reads the file.
-    static func read(directory: String, name: String) -> Result<PluginFile, Failure> {
+    /// and reads the file. `known`: the stamp and hash of the copy serving from this
+    /// path; a file that still has that stamp passes every check again but is not
+    /// copied or hashed (the rescan after start-up, a `touch`: no plugin's megabytes
+    /// read again).
+    static func read(directory: String, name: String,
+                     known: (stamp: FileStamp, hash: UInt64)? = nil) -> Result<PluginFile, Failure> {
         let dirFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard dirFD >= 0 else {
             return errno == ENOENT ? .failure(.missing) : .failure(.refused("cannot open its directory: \(errnoName(errno))"))
@@ -72,6 +80,10 @@ struct PluginFile {
             }
         }
         guard Int(st.st_size) <= sizeLimit else { return .failure(.refused("larger than \(sizeLimit) bytes")) }
+        let stamp = FileStamp(st)
+        if let known, let stamp, stamp == known.stamp {
+            return .success(PluginFile(copy: nil, hash: known.hash, stamp: stamp))
+        }
         // Copied by the kernel straight into the memfd the library will be mapped
         // from: no buffer of our own to fill, copy again and free (megabytes per
         // plugin, at every start).
@@ -87,7 +99,7 @@ struct PluginFile {
         switch checked {
         case nil: return .failure(.refused("cannot map the private copy: \(errnoName(errno))"))
         case .failure(let failure)?: return .failure(failure)
-        case .success(let hash)?: return .success(PluginFile(copy: copy, hash: hash))
+        case .success(let hash)?: return .success(PluginFile(copy: copy, hash: hash, stamp: stamp))
         }
     }
 
@@ -198,5 +210,35 @@ enum ELFCheck {
             }
         }
         return nil
+    }
+}
+
+/// A plugin file's identity and change times: the same device, inode, size,
+/// modification and change time as when it was read means the same content (any
+/// write or replacement changes the change time, which no process can set back).
+/// Not trusted for a file changed in the last 2 seconds: timestamps come from a
+/// coarse clock, so a write just after the read could leave them as they were
+/// (git's "racily clean" index entries); such a file is read and hashed each time.
+struct FileStamp: Equatable, Sendable {
+    let device: UInt64, inode: UInt64, size: Int64
+    let modified: timespec, changed: timespec
+
+    /// `now`: the wall clock's seconds (a test's own).
+    init?(_ st: stat, now: Int = FileStamp.wallClockSeconds()) {
+        guard now - st.st_ctim.tv_sec > 2 else { return nil }
+        (device, inode, size) = (UInt64(st.st_dev), UInt64(st.st_ino), Int64(st.st_size))
+        (modified, changed) = (st.st_mtim, st.st_ctim)
+    }
+
+    static func wallClockSeconds() -> Int {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return now.tv_sec
+    }
+
+    static func == (a: FileStamp, b: FileStamp) -> Bool {
+        a.device == b.device && a.inode == b.inode && a.size == b.size
+            && a.modified.tv_sec == b.modified.tv_sec && a.modified.tv_nsec == b.modified.tv_nsec
+            && a.changed.tv_sec == b.changed.tv_sec && a.changed.tv_nsec == b.changed.tv_nsec
     }
 }

@@ -85,11 +85,17 @@ final class PluginResolution {
 
     private func read(_ copy: Copy) {
         let plugin = copy.plugin
-        host.call(plugin, "reading", { plugin.read() }, then: { self.wasRead(copy, $0) },
+        // The serving copy's stamp and hash, taken here (they are the host queue's).
+        var known: (stamp: FileStamp, hash: UInt64)?
+        if let current = copy.current, current.path == copy.path, let stamp = current.fileStamp,
+           let hash = current.contentHash {
+            known = (stamp, hash)
+        }
+        host.call(plugin, "reading", { [known] in plugin.read(known: known) }, then: { self.wasRead(copy, $0) },
                   timedOut: { self.refuse(copy, "reading did not return within the deadline", hash: nil) })
     }
 
-    private func wasRead(_ copy: Copy, _ result: Result<UInt64, PluginFile.Failure>) {
+    private func wasRead(_ copy: Copy, _ result: Result<(hash: UInt64, stamp: FileStamp?), PluginFile.Failure>) {
         let plugin = copy.plugin
         let hash: UInt64
         switch result {
@@ -97,7 +103,9 @@ final class PluginResolution {
             host.refusals[copy.path] = nil
             return next()
         case .failure(.refused(let reason)): return refuse(copy, reason, hash: nil)
-        case .success(let read): hash = read
+        case .success(let read):
+            hash = read.hash
+            plugin.fileStamp = read.stamp
         }
         if let current = copy.current, current.path == copy.path, current.contentHash == hash {
             // The copy serving, unchanged (touched, or written over with the same bytes).

@@ -35,4 +35,48 @@ import Testing
         #expect(ContentHash.of([1, 2, 3]) != ContentHash.of([1, 2, 3, 0]))
         #expect(ContentHash.of([]) != ContentHash.of([0]))
     }
+
+    /// A file read before, unchanged, is checked again but not copied or hashed
+    /// (the rescan after start-up); a stamp is not trusted for a file changed in
+    /// the last 2 seconds, nor taken for another file's.
+    @Test func anUnchangedFileIsNotReadAgain() throws {
+        let bin = ProcessInfo.processInfo.environment["PERMISSIONS_BIN_DIR"]
+            ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent().path + "/.build/debug"
+        let directory = URL(fileURLWithPath: bin).resolvingSymlinksInPath().path
+        var st = stat()
+        try #require(stat(directory + "/libpermissions-location.so", &st) == 0)
+        #expect(FileStamp(st, now: st.st_ctim.tv_sec + 1) == nil)
+        let stamp = try #require(FileStamp(st, now: st.st_ctim.tv_sec + 3))
+        var grown = st
+        grown.st_size += 1
+        #expect(FileStamp(grown, now: st.st_ctim.tv_sec + 3) != stamp)
+        var touched = st
+        touched.st_ctim.tv_nsec += 1
+        #expect(FileStamp(touched, now: st.st_ctim.tv_sec + 3) != stamp)
+
+        // The built library, written more than 2 s ago by the build: stamped.
+        try #require(FileStamp.wallClockSeconds() - st.st_ctim.tv_sec > 2, "built just now: run again")
+        guard case .success(let first) = PluginFile.read(directory: directory, name: "libpermissions-location.so") else {
+            Issue.record("the built library was refused")
+            return
+        }
+        #expect(first.copy != nil)
+        let known = try #require(first.stamp)
+        guard case .success(let again) = PluginFile.read(directory: directory, name: "libpermissions-location.so",
+                                                         known: (known, first.hash)) else {
+            Issue.record("the built library was refused the second time")
+            return
+        }
+        #expect(again.copy == nil)
+        #expect(again.hash == first.hash)
+        // Another file's stamp: read and hashed.
+        guard case .success(let other) = PluginFile.read(directory: directory, name: "libpermissions-notifications.so",
+                                                         known: (known, first.hash)) else {
+            Issue.record("the notifications library was refused")
+            return
+        }
+        #expect(other.copy != nil)
+        #expect(other.hash != first.hash)
+    }
 }

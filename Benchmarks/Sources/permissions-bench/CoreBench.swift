@@ -16,9 +16,13 @@
 //   permissions read "unsupported", and the system bus is the private bus).
 //
 // Sections, in the order they run: start-up, idle RSS and scale (100 000 stored
-// decisions), each by starting the processes repeatedly; then, on long-lived
-// instances, caller identity (bus calls per GetStatus, seen by dbus-monitor),
-// GetStatus latency, throughput, signal fan-out, and RSS over 1 000 000 GetStatus.
+// decisions), and stores (up to 1 000 000 decisions over 1 000 users), each by
+// starting the processes repeatedly; then, on long-lived instances, caller
+// identity (bus calls per GetStatus, seen by dbus-monitor), GetStatus latency,
+// throughput, writes, signal fan-out (to 1 000 subscribers), the memory of 10 000
+// Subscribe streams and a request's round trip through an agent (CoreGrowth.swift),
+// following 1 to 50 users' PipeWire (CoreUsers.swift, a daemon of its own), and
+// RSS over 1 000 000 GetStatus.
 // Each prints a table; every measurement is also one JSON line; the targets of the
 // issue close the run.
 import DBusKit

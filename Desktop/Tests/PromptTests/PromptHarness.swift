@@ -57,6 +57,23 @@ func pressKey(_ key: String, inWindowOf pid: Int32) throws {
 
 /// The whole screen as `name`.png in the test run's output directory.
 @discardableResult
+/// A desktop file, org.example.TicketScanner.desktop ("Ticket Scanner", the
+/// camera-photo icon, Exec busctl: GIO ignores a desktop file whose program is not
+/// installed, and the prompt's app is busctl), in a data directory of its own:
+/// the environment that puts it before the system's.
+func ticketScannerDesktopFile() throws -> [String: String] {
+    let data = try makeTemporaryDirectory("xdg-data")
+    try FileManager.default.createDirectory(atPath: data + "/applications", withIntermediateDirectories: true)
+    try """
+        [Desktop Entry]
+        Type=Application
+        Name=Ticket Scanner
+        Exec=busctl --user
+        Icon=camera-photo
+        """.write(toFile: data + "/applications/org.example.TicketScanner.desktop", atomically: true, encoding: .utf8)
+    return ["XDG_DATA_DIRS": data + ":/usr/share", "XDG_DATA_HOME": data + "/home"]
+}
+
 func screenshotOfDisplay(_ name: String) throws -> String {
     let path = testOutputDir + "/" + name + ".png"
     let result = try run("/usr/bin/import", ["-window", "root", path])

@@ -85,16 +85,8 @@ extension OnTheDisplay {
         @Test func theAppsNameAndIconComeFromItsDesktopFile() throws {
             // A desktop file whose Exec names busctl (by name, found in PATH), the app
             // that asks, in a data directory of the test's own before the system's (its icons).
-            let data = try makeTemporaryDirectory("xdg-data")
-            try FileManager.default.createDirectory(atPath: data + "/applications", withIntermediateDirectories: true)
-            try """
-                [Desktop Entry]
-                Type=Application
-                Name=Ticket Scanner
-                Exec=busctl --user
-                Icon=camera-photo
-                """.write(toFile: data + "/applications/org.example.TicketScanner.desktop", atomically: true, encoding: .utf8)
-            let session = try PromptSession(environment: ["XDG_DATA_DIRS": data + ":/usr/share", "XDG_DATA_HOME": data + "/home"])
+            let environment = try ticketScannerDesktopFile()
+            let session = try PromptSession(environment: environment)
             let (request, tree) = try session.askCamera(screenshot: "prompt-desktop-file")
             #expect(tree.contains("label\tAllow Ticket Scanner to use your camera?"), "\(tree)")
             #expect(tree.contains("label\tTicket Scanner"))

@@ -119,24 +119,14 @@ extension OnTheDisplay {
         }
 
         /// An app is shown as people know it: its desktop file's name and icon (a
-        /// flatpak id's ID.desktop; GIO ignores a desktop file whose Exec is not
-        /// installed, hence busctl), found by search under that name, its id on
-        /// its page under the name.
+        /// flatpak id's ID.desktop), found by search under that name, its id on its
+        /// page under the name.
         @Test func appsAreShownByTheirDesktopFilesName() throws {
-            let data = try makeTemporaryDirectory("xdg-data")
-            try FileManager.default.createDirectory(atPath: data + "/applications", withIntermediateDirectories: true)
-            try """
-                [Desktop Entry]
-                Type=Application
-                Name=Ticket Scanner
-                Exec=busctl --user
-                Icon=camera-photo
-                """.write(toFile: data + "/applications/org.example.TicketScanner.desktop", atomically: true,
-                          encoding: .utf8)
+            let environment = try ticketScannerDesktopFile()
             let session = try SettingsSession()
             try session.ctl("grant", "org.example.TicketScanner", "camera")
             try session.ctl("deny", "org.example.Plain", "camera")
-            try session.launch(environment: ["XDG_DATA_DIRS": data + ":/usr/share", "XDG_DATA_HOME": data + "/home"])
+            try session.launch(environment: environment)
             try session.find("list item", "Ticket Scanner")
             try session.find("list item", "org.example.Plain")  // no desktop file: its id
             try session.search("ticket")

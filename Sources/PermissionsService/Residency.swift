@@ -13,8 +13,9 @@ internal import SystemPrimitives
 /// open request handle or prompt, or an OpenPipeWireRemote connection (`pinned`).
 /// A user who has not been here for `idleMilliseconds` is let go: their rows leave
 /// memory (the file keeps them) and the next call that needs them loads them again
-/// (UserLoads). Nobody is let go while a write is in flight (memory may be about to
-/// change) or while their own load is wanted.
+/// (UserLoads). Nobody is let go while a write of theirs is in flight (their rows
+/// may be about to change: that counts as being here) or while their own load is
+/// wanted; another user's writes, however steady, keep nobody else.
 ///
 /// Why these pins: a subscription and an enforced connection are what status
 /// signals are computed for without a call (StatusTracker.users: an admin's
@@ -83,10 +84,9 @@ final class Residency {
     /// One look: lets go the users loaded who have not been here for the idle time.
     func sweep() {
         now += sweepMilliseconds
-        guard !store.writesInFlight else { return }
         let loaded = store.loadedUsers
         for uid in loaded {
-            if loads.isLoading(uid) || pinned(uid) {
+            if loads.isLoading(uid) || pinned(uid) || store.writesInFlight(for: uid) {
                 lastHere[uid] = now
                 continue
             }

@@ -87,6 +87,15 @@ package final class DecisionCommitter: DecisionStoring, @unchecked Sendable {
 
     package var writesInFlight: Bool { !inCommit.isEmpty || !line.isEmpty }
 
+    package func writesInFlight(for uid: UInt32) -> Bool {
+        inCommit.contains { $0.write.touches(uid: uid) } || line.contains { entry in
+            switch entry {
+            case .write(let write, _): write.touches(uid: uid)
+            case .barrier: true
+            }
+        }
+    }
+
     package func isLoaded(uid: UInt32) -> Bool { store.isLoaded(uid: uid) }
 
     package var loadedUsers: [UInt32] { store.loadedUsers }
@@ -117,7 +126,7 @@ package final class DecisionCommitter: DecisionStoring, @unchecked Sendable {
 
     package func evict(uid: UInt32) {
         dispatchPrecondition(condition: .onQueue(queue))
-        precondition(!writesInFlight, "a user's rows let go while a write is in flight")
+        precondition(!writesInFlight(for: uid), "a user's rows let go while a write of theirs is in flight")
         store.evict(uid: uid)
     }
 

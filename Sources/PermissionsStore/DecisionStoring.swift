@@ -26,6 +26,10 @@ package protocol DecisionStoring: AnyObject {
     /// True while a write has been made whose outcome has not come yet: memory may
     /// be about to change.
     var writesInFlight: Bool { get }
+    /// True while a write that may change `uid`'s rows has not had its outcome (or
+    /// a barrier, whose writes are not known yet, waits): their rows may be about
+    /// to change, and must not be let go.
+    func writesInFlight(for uid: UInt32) -> Bool
     /// Runs `body` on the caller's queue once every write made before this call has
     /// had its outcome (at once when none is in flight): a check of what is stored
     /// followed by a write, both in `body`, then sees every earlier write, and no

@@ -18,6 +18,18 @@ package enum DecisionWrite: Sendable {
     case assign(app: String, permissions: [String], to: UInt32)
 }
 
+extension DecisionWrite {
+    /// Whether the write may change rows of user `uid` (an assignment changes the
+    /// unassigned rows too, which are never let go).
+    func touches(uid: UInt32) -> Bool {
+        switch self {
+        case .set(let row), .remove(let row): row.uid == uid
+        case .reset(let owner, _, _): owner == uid
+        case .assign(_, _, let to): to == uid
+        }
+    }
+}
+
 extension DecisionIndex {
     /// Applies a committed write to memory; returns how many rows it touched (for
     /// a reset, the rows that went; for an assignment, the unassigned rows settled).

@@ -79,7 +79,12 @@ package final class InMemoryDecisionStore: DecisionStoring {
         finish(.success(stored.apply(write)))
     }
 
-    package var writesInFlight: Bool { false }
+    /// Users whose writes a test holds "in flight" (the store itself writes at once).
+    package var writingFor: Set<UInt32> = []
+
+    package var writesInFlight: Bool { !writingFor.isEmpty }
+
+    package func writesInFlight(for uid: UInt32) -> Bool { writingFor.contains(uid) }
 
     package func afterWrites(_ body: @escaping () -> Void) { body() }
 

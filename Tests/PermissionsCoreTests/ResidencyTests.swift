@@ -54,6 +54,24 @@ import DBusKit
         #expect(queue.sync { store.loadedUsers } == [1000])
     }
 
+    /// A write in flight keeps its own user, not the others: a daemon written to
+    /// without pause (one user's, or an admin's for one user) still lets the
+    /// others go.
+    @Test func aWriteInFlightKeepsItsUserAlone() throws {
+        try store.set(key, decision: .denied, setBy: "test")
+        try store.set(DecisionKey(uid: 1000, "org.example.Written", "location"), decision: .denied, setBy: "test")
+        let (_, residency) = make()
+        queue.sync { store.writingFor = [1000] }
+        clock.advance(by: .seconds(6 * 60))
+        #expect(queue.sync { store.loadedUsers } == [1000])
+        #expect(queue.sync { residency.evictions } == 1)
+        queue.sync { store.writingFor = [] }
+        clock.advance(by: .seconds(4 * 60))
+        #expect(queue.sync { store.loadedUsers } == [1000], "here while its write was in flight")
+        clock.advance(by: .seconds(60))
+        #expect(queue.sync { store.loadedUsers } == [])
+    }
+
     @Test func aFailedLoadFailsThatUserAloneAndIsTriedAgain() throws {
         let loads = UserLoads(store: store)
         store.failLoads = [4242]

@@ -55,8 +55,6 @@ func pressKey(_ key: String, inWindowOf pid: Int32) throws {
     }
 }
 
-/// The whole screen as `name`.png in the test run's output directory.
-@discardableResult
 /// A desktop file, org.example.TicketScanner.desktop ("Ticket Scanner", the
 /// camera-photo icon, Exec busctl: GIO ignores a desktop file whose program is not
 /// installed, and the prompt's app is busctl), in a data directory of its own:
@@ -74,6 +72,8 @@ func ticketScannerDesktopFile() throws -> [String: String] {
     return ["XDG_DATA_DIRS": data + ":/usr/share", "XDG_DATA_HOME": data + "/home"]
 }
 
+/// The whole screen as `name`.png in the test run's output directory.
+@discardableResult
 func screenshotOfDisplay(_ name: String) throws -> String {
     let path = testOutputDir + "/" + name + ".png"
     let result = try run("/usr/bin/import", ["-window", "root", path])

@@ -35,6 +35,10 @@ final class UserLoads {
     /// Loads made and failed since start, for GetDiagnostics' and the tests' sake.
     private(set) var loadsMade = 0
     private(set) var loadsFailed = 0
+    /// The failure last logged for a user, until a load of theirs succeeds: each of
+    /// their calls tries a load again, and one damaged row must not make a log
+    /// line of every call.
+    private var failureLogged: [UInt32: String] = [:]
 
     init(store: any DecisionStoring) {
         self.store = store
@@ -67,10 +71,17 @@ final class UserLoads {
         running.remove(uid)
         let bodies = waiters.removeValue(forKey: uid) ?? []
         switch result {
-        case .success: onLoaded(uid)
+        case .success:
+            failureLogged[uid] = nil
+            onLoaded(uid)
         case .failure(let error):
             loadsFailed += 1
-            logError("cannot load the decisions of uid \(uid): \(error); answering its calls StorageFailed")
+            let reason = "\(error)"
+            if failureLogged[uid] != reason {
+                failureLogged[uid] = reason
+                logError("cannot load the decisions of uid \(uid): \(reason); answering its calls StorageFailed "
+                         + "(logged again when the reason changes)")
+            }
         }
         for body in bodies { body(result) }
         startLoads()

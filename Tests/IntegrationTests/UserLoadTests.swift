@@ -59,8 +59,9 @@ import PermissionsTestSupport
     /// A real fault in one user's rows: a decision word this version does not know
     /// (a newer version's file, a hand edit), which the store refuses rather than
     /// guess (it might mean "deny"). That user's calls answer StorageFailed, each
-    /// time (a load is tried again for each); another user's and the caller's own
-    /// are answered as before, and the file is left as it was.
+    /// time (a load is tried again for each, logged once while the reason stays);
+    /// another user's and the caller's own are answered as before, and the file is
+    /// left as it was.
     @Test(.timeLimit(.minutes(2)),
           .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/sqlite3")))
     func aFailedLoadIsStorageFailedForThatUserAlone() throws {
@@ -89,6 +90,9 @@ import PermissionsTestSupport
         #expect(daemon.isRunning)
         daemon.stop()
         #expect(try sqlite3(daemon, "SELECT decision FROM user_decisions WHERE uid = \(Self.absent)") == "ask\n")
+        // Two loads failed the same way: one log line, not one a call.
+        #expect(daemon.logLines(containing: "cannot load the decisions of uid \(Self.absent)").count == 1,
+                "\(daemon.logLines(containing: "cannot load"))")
     }
 
     /// A decision whose end passed while its user was not loaded (the expiry timer

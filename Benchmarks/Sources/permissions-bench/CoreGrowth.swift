@@ -42,7 +42,7 @@ extension CoreBench {
         let daemonOpen = daemon.memory
         let floorOpen = cFloor.memory
         let threadsOpen = daemon.threads
-        let descriptors = openDescriptors(daemon.pid)
+        let descriptors = daemon.descriptors
         let owner = busOwner("org.example.Permissions")
         for c in connections { c.close() }
         connections.removeAll()
@@ -141,9 +141,4 @@ func raiseDescriptorLimit(to wanted: Int) {
     guard limit.rlim_cur < target else { return }
     limit.rlim_cur = target
     _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
-}
-
-/// How many descriptors process `pid` has open (0 if /proc cannot be read).
-func openDescriptors(_ pid: Int32) -> Int {
-    (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? 0
 }

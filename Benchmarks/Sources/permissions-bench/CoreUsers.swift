@@ -34,7 +34,7 @@ extension CoreBench {
         let client = openBlocking(usersBus.address)
         defer { client.close() }
         let config = packageRoot + "/Tests/testenv/pipewire-test.conf"
-        let idle = (memory: daemon.memory, threads: daemon.threads, descriptors: openDescriptors(daemon.pid))
+        let idle = (memory: daemon.memory, threads: daemon.threads, descriptors: daemon.descriptors)
         var table = Table("Following each user's PipeWire: permissionsd (PipeWire plugin alone) with N users, each "
                           + "with a PipeWire of their own and a camera",
                           columns: ["users", "VmRSS (MiB)", "RssAnon (MiB)", "KiB per user", "threads",
@@ -58,7 +58,7 @@ extension CoreBench {
             let seconds = Double(monotonicNanoseconds() - t0) / 1e9
             let memory = daemon.memory
             let threads = daemon.threads
-            let descriptors = openDescriptors(daemon.pid)
+            let descriptors = daemon.descriptors
             let perUser = Double((memory?.rss ?? 0) - (idle.memory?.rss ?? 0)) / Double(count)
             let threadsPerUser = Double(threads - idle.threads) / Double(count)
             table.add(["\(count)", format(mebibytes(memory?.rss ?? 0)), format(mebibytes(memory?.anon ?? 0)),

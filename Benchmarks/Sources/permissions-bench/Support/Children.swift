@@ -103,6 +103,11 @@ final class Child {
     var threads: Int {
         (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task").count) ?? 0
     }
+
+    /// Descriptors the process has open (0 if /proc cannot be read).
+    var descriptors: Int {
+        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? 0
+    }
 }
 
 /// What to start; prepared before the clock starts, so that `spawn` does nothing

@@ -11,7 +11,7 @@ import SystemPrimitives
 /// (mock -> system bus -> plugin queue -> daemon): the plugin handles bluetoothd's
 /// signals in order, so when the later signal arrives, the earlier step has been
 /// handled and a signal from it would have come first.
-@Suite(.timeLimit(.minutes(5))) struct BluetoothTests {
+@Suite(.hangGuard) struct BluetoothTests {
     @Test func noAdapterIsUnsupportedAndTheFirstAdapterMakesItAvailable() throws {
         let w = try BlueZWorld()
         #expect(try w.status() == "s \"unsupported\"\n")

@@ -52,7 +52,7 @@ import PermissionsTestSupport
         "[location]\nenabled=true\ndeny=\(apps.joined(separator: ";"))\n[notifications]\nenabled=true\n"
     }
 
-    @Test(.timeLimit(.minutes(2))) func callersAreAnsweredWhileAReadingIsHeldAndEditsMeanwhileMakeOneMore() throws {
+    @Test(.hangGuard) func callersAreAnsweredWhileAReadingIsHeldAndEditsMeanwhileMakeOneMore() throws {
         let (daemon, gate) = try daemonWithAGate()
         defer { daemon.stop() }
         let monitor = try Monitor(daemon)
@@ -111,7 +111,7 @@ import PermissionsTestSupport
     /// Edits that come faster than a reading (here: one during each, and a reading
     /// that takes 600 ms, as on a slow disk) do not keep the configuration out for
     /// ever: once every reading has seen a change for 500 ms, the last is used.
-    @Test(.timeLimit(.minutes(2))) func editsFasterThanAReadingStillApply() throws {
+    @Test(.hangGuard) func editsFasterThanAReadingStillApply() throws {
         let (daemon, gate) = try daemonWithAGate()
         defer { daemon.stop() }
         let monitor = try Monitor(daemon)
@@ -141,7 +141,7 @@ import PermissionsTestSupport
     /// The same with files written in place (opened, truncated, written): a reading
     /// may have caught one half-written, so however long the edits go on, a reading
     /// that saw one is never used.
-    @Test(.timeLimit(.minutes(2))) func aReadingDuringAnEditInPlaceIsNeverUsed() throws {
+    @Test(.hangGuard) func aReadingDuringAnEditInPlaceIsNeverUsed() throws {
         let (daemon, gate) = try daemonWithAGate()
         defer { daemon.stop() }
         let monitor = try Monitor(daemon)
@@ -172,7 +172,7 @@ import PermissionsTestSupport
 
     /// A reading that does not end (a hung disk, here a gate never opened) holds
     /// neither the callers nor a stop.
-    @Test(.timeLimit(.minutes(2))) func aHeldReadingDoesNotHoldTheStop() throws {
+    @Test(.hangGuard) func aHeldReadingDoesNotHoldTheStop() throws {
         let (daemon, gate) = try daemonWithAGate()
         defer { daemon.stop() }
         try save(daemon, deny("org.example.A"))

@@ -59,7 +59,7 @@ import SystemPrimitives
 
     /// Sequential writes, each acknowledged, then SIGKILL right after the last reply
     /// and a restart on the same state directory: the store must equal the model.
-    @Test(.timeLimit(.minutes(5))) func acknowledgedDecisionsSurviveKill9() throws {
+    @Test(.hangGuard) func acknowledgedDecisionsSurviveKill9() throws {
         let cycles = Knobs.cycles
         let seed = Knobs.seed
         var random = SeededRandom(seed: seed)
@@ -111,7 +111,7 @@ import SystemPrimitives
     /// a random number of acknowledgements, while writes are in flight. After the
     /// restart every acknowledged write is there; a write in flight may or may not
     /// be; nothing else is.
-    @Test(.timeLimit(.minutes(5))) func writersKilledMidFlight() throws {
+    @Test(.hangGuard) func writersKilledMidFlight() throws {
         let cycles = max(1, Knobs.cycles / 2)
         let writers = Knobs.writers
         let seed = Knobs.seed

@@ -13,7 +13,7 @@ import PermissionsTestSupport
 /// commit connects to it (which is how the test knows a commit is waiting) and
 /// waits until the test writes a byte.
 @Suite(.serialized) struct GroupCommitTests {
-    @Test(.timeLimit(.minutes(2))) func readsAreAnsweredWhileACommitIsHeldAndWritesMadeMeanwhileShareOne() throws {
+    @Test(.hangGuard) func readsAreAnsweredWhileACommitIsHeldAndWritesMadeMeanwhileShareOne() throws {
         let (daemon, gate) = try CommitGate.daemon()
         defer { daemon.stop() }
         let bus = daemon.bus
@@ -89,7 +89,7 @@ import PermissionsTestSupport
         return try reader.storedDecisions()
     }
 
-    @Test(.timeLimit(.minutes(2))) func theCommitInProgressIsAnsweredAndWhatWaitsIsCancelled() throws {
+    @Test(.hangGuard) func theCommitInProgressIsAnsweredAndWhatWaitsIsCancelled() throws {
         let (daemon, client, gate, held, behind) = try daemonWithAHeldCommit()
         guard let pid = daemon.pid else { throw HarnessError(description: "the daemon is not running") }
         kill(pid, SIGTERM)
@@ -105,7 +105,7 @@ import PermissionsTestSupport
     /// RequestMany's first answer is being stored when the stop comes: the answer is
     /// stored, and no prompt is started for the next permission (the agent is not
     /// asked it, then told to cancel it); the call is answered Cancelled.
-    @Test(.timeLimit(.minutes(2))) func aRequestManyAsksNothingMoreOnceTheStopBegins() throws {
+    @Test(.hangGuard) func aRequestManyAsksNothingMoreOnceTheStopBegins() throws {
         let (daemon, gate) = try CommitGate.daemon(config: "[location]\nenabled=true\n[notifications]\nenabled=true\n")
         let agent = try TestAgent(bus: daemon.bus)
         let requester = try Requester(bus: daemon.bus)
@@ -123,7 +123,7 @@ import PermissionsTestSupport
         #expect(try storedAfterRestart(daemon) == [ShortGrantTests.app + " location": "authorized"])
     }
 
-    @Test(.timeLimit(.minutes(2))) func aCommitThatDoesNotEndDoesNotHoldTheStop() throws {
+    @Test(.hangGuard) func aCommitThatDoesNotEndDoesNotHoldTheStop() throws {
         let (daemon, client, gate, held, behind) = try daemonWithAHeldCommit()
         // The gate is never opened: the commit waits as on a hung disk.
         guard let pid = daemon.pid else { throw HarnessError(description: "the daemon is not running") }
@@ -174,7 +174,7 @@ import PermissionsTestSupport
         }
     }
 
-    @Test(.timeLimit(.minutes(2))) func anEndThatPassesDuringTheCommitTellsNoChange() throws {
+    @Test(.hangGuard) func anEndThatPassesDuringTheCommitTellsNoChange() throws {
         let granted = try Granted()
         defer { granted.daemon.stop() }
         Self.waitPast(granted.end)
@@ -185,7 +185,7 @@ import PermissionsTestSupport
         try expectOnlyTheFence(granted.daemon, granted.gate, granted.monitor)
     }
 
-    @Test(.timeLimit(.minutes(2))) func anEndThatPassesBehindAnotherCommitStoresNothing() throws {
+    @Test(.hangGuard) func anEndThatPassesBehindAnotherCommitStoresNothing() throws {
         let (daemon, gate) = try CommitGate.daemon()
         defer { daemon.stop() }
         let client = try Requester(bus: daemon.bus)
@@ -215,7 +215,7 @@ import PermissionsTestSupport
     /// (it told nothing, and the removal found no row, so the last word stayed
     /// "authorized"); a SetDecision of the same value tells nothing (it told
     /// "authorized" twice).
-    @Test(.timeLimit(.minutes(2)), arguments: [
+    @Test(.hangGuard, arguments: [
         ("ResetDecisions", [DBusValue.strings(["location"])], [DBusValue.uint32(1)], "not-determined"),
         ("SetDecision", [DBusValue.string("location"), .string("authorized")], [], nil),
     ])

@@ -129,7 +129,7 @@ extension LoggingTests {
     /// Also with the pipe non-blocking (a supervisor or forwarder sharing it may set
     /// O_NONBLOCK, which is the pipe's flag): lines wait for room all the same,
     /// none is cut, and what was dropped is counted.
-    @Test(.timeLimit(.minutes(2)), arguments: [false, true])
+    @Test(.hangGuard, arguments: [false, true])
     func aLogReaderThatIsBehindHoldsNoCaller(nonBlocking: Bool) throws {
         let pipe = try FullPipe(nonBlocking: nonBlocking)
         let daemon = try DaemonUnderTest(bus: bus, start: false)

@@ -21,7 +21,7 @@ import SystemPrimitives
     static func agentAnswer(_ permission: String) -> String { permission == "location" ? "allow-always" : "deny" }
     static func answeredStatus(_ permission: String) -> String { permission == "location" ? "authorized" : "denied" }
 
-    @Test(.timeLimit(.minutes(10))) func concurrentClientsMatchASerialModel() throws {
+    @Test(.hangGuard) func concurrentClientsMatchASerialModel() throws {
         _ = try runModel(clientCount: Knobs.clients, opsPerClient: Knobs.ops, name: "model")
     }
 
@@ -32,7 +32,7 @@ import SystemPrimitives
     /// debug builds), so that calls keep arriving for a user not loaded, racing the
     /// load with each other and with commits. Fewer clients than the first run, so
     /// that moments with no call of the user waiting (when they may go) are common.
-    @Test(.timeLimit(.minutes(10))) func evictionsAndLoadsMidRunMatchASerialModel() throws {
+    @Test(.hangGuard) func evictionsAndLoadsMidRunMatchASerialModel() throws {
         let daemon = try runModel(clientCount: 4, opsPerClient: Knobs.ops, name: "model-evictions",
                                   environment: ["PERMISSIONS_DEBUG_EVICT_EVERY_MS": "2"])
         let evictions = daemon.logLines(containing: "let go of the decisions of uid").count

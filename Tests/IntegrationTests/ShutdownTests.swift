@@ -201,7 +201,7 @@ extension ShutdownTests {
     /// disk under the store at start-up (a state directory on a file system that
     /// never answers, Tests/testenv/stallfs.c). SIGTERM still ends the process, at
     /// the stop's deadline (15 s), with status 1 (the store may not be closed).
-    @Test(.timeLimit(.minutes(2))) func sigtermEndsADaemonWhoseServingQueueIsHeld() throws {
+    @Test(.hangGuard) func sigtermEndsADaemonWhoseServingQueueIsHeld() throws {
         let fs = try StallFS()
         defer { fs.stop() }
         let bus = try TestBus()
@@ -223,7 +223,7 @@ extension ShutdownTests {
 
     /// A log reader that is behind does not hold a stop: the daemon waits a little
     /// for its last lines, then ends cleanly (status 0) without them.
-    @Test(.timeLimit(.minutes(2))) func sigtermEndsADaemonWhoseLogReaderIsBehind() throws {
+    @Test(.hangGuard) func sigtermEndsADaemonWhoseLogReaderIsBehind() throws {
         let pipe = try FullPipe()
         let bus = try TestBus()
         let daemon = try DaemonUnderTest(bus: bus, config: Self.config, start: false)

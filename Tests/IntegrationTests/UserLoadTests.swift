@@ -34,7 +34,7 @@ import PermissionsTestSupport
 
     /// A stored deny of a user let go reads "denied": the call waits for the load.
     /// And after a restart, whose start-up loads nobody, the same.
-    @Test(.timeLimit(.minutes(2))) func aStoredDenyOfAUserNotLoadedReadsDenied() throws {
+    @Test(.hangGuard) func aStoredDenyOfAUserNotLoadedReadsDenied() throws {
         let bus = try TestBus()
         let daemon = try DaemonUnderTest(bus: bus, config: Self.config, start: false)
         daemon.extraArguments = ["--decisions-idle", "0"]
@@ -62,7 +62,7 @@ import PermissionsTestSupport
     /// time (a load is tried again for each, logged once while the reason stays);
     /// another user's and the caller's own are answered as before, and the file is
     /// left as it was.
-    @Test(.timeLimit(.minutes(2)),
+    @Test(.hangGuard,
           .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/sqlite3")))
     func aFailedLoadIsStorageFailedForThatUserAlone() throws {
         let bus = try TestBus()
@@ -101,7 +101,7 @@ import PermissionsTestSupport
     /// not by ListDecisionsForUser in the same turn as the load that found it, nor
     /// by the caller's own first ListDecisions (which loads the caller). It never
     /// applied (GetStatusForUser); a row whose end is still to come is listed.
-    @Test(.timeLimit(.minutes(2)),
+    @Test(.hangGuard,
           .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/sqlite3")))
     func aDecisionWhoseEndHasPassedIsListedNowhere() throws {
         let bus = try TestBus()
@@ -142,7 +142,7 @@ import PermissionsTestSupport
     /// its own (a commit on the same writer queue the loads use) are answered; the
     /// held call is answered after them, with the stored deny. Ordering from events
     /// (the gate's connection, the replies), not from time.
-    @Test(.timeLimit(.minutes(2))) func aHeldLoadDoesNotDelayAnotherUser() throws {
+    @Test(.hangGuard) func aHeldLoadDoesNotDelayAnotherUser() throws {
         let (daemon, gate) = try TestGateSocket.daemon(config: Self.config, variable: "PERMISSIONS_DEBUG_LOAD_GATE") {
             $0.extraArguments = ["--decisions-idle", "0"]
         }

@@ -3,9 +3,9 @@ internal import PermissionsSupport
 internal import SystemPrimitives
 
 /// A plugin file as the daemon loads it: opened, checked on the opened file (never
-/// the path again, which may name another file by then), copied whole into a sealed
-/// memfd, and hashed. What was checked is what is loaded: the library is mapped
-/// from that private copy (LoadedPlugin.open), not from the path.
+/// the path again, which may name another file by then), what dlopen maps of it
+/// copied into a sealed memfd, and hashed. What was checked is what is loaded: the
+/// library is mapped from that private copy (LoadedPlugin.open), not from the path.
 ///
 /// Trust, in the style of sshd's StrictModes and PAM: whoever can change the file
 /// or swap it in its directory runs code in the daemon, so that must be root or the
@@ -20,8 +20,8 @@ struct PluginFile {
     /// The sealed private copy; closed when dropped unless `PrivateCopy.keep` took it.
     /// Nil when the file was the one already read (`known`): nothing was copied.
     let copy: PrivateCopy?
-    /// `ContentHash` of the copy: a file whose content did not change (a `touch`, a
-    /// copy of the same build) is not loaded again.
+    /// `ContentHash` of the copy: a file whose loaded content did not change (a
+    /// `touch`, a copy of the same build, the same build stripped) is not loaded again.
     let hash: UInt64
     /// What identifies this very content without reading it again, when that can
     /// be trusted (FileStamp).
@@ -86,9 +86,10 @@ struct PluginFile {
         }
         // Copied by the kernel straight into the memfd the library will be mapped
         // from: no buffer of our own to fill, copy again and free (megabytes per
-        // plugin, at every start).
+        // plugin, at every start). Only what dlopen maps: a build's debug
+        // information, often more than half the file, is neither copied nor hashed.
         let copy: PrivateCopy
-        switch PrivateCopy.make(from: fd, size: Int(st.st_size), name: name) {
+        switch PrivateCopy.make(from: fd, size: ELFCheck.loadedExtent(fd, fileSize: Int(st.st_size)), name: name) {
         case .failure(let failure): return .failure(failure)
         case .success(let made): copy = made
         }
@@ -183,13 +184,50 @@ enum ContentHash {
 /// lies inside the file. glibc maps segments without checking that, and touching a
 /// page past the end of a truncated file (an interrupted copy) is a SIGBUS.
 enum ELFCheck {
+    /// How much of the file, from its start, dlopen reads: the ELF header, the
+    /// program headers and every loadable segment (glibc's loader reads nothing
+    /// else: not the section headers, not the debug information after the
+    /// segments). The whole file when its headers cannot be read or a segment
+    /// ends past the end: `problem` then says why it is refused.
+    static func loadedExtent(_ fd: Int32, fileSize: Int) -> Int {
+        var header = [UInt8](repeating: 0, count: 64)
+        guard pread(fd, &header, 64, 0) == 64 else { return fileSize }
+        let (phoff, entrySize, count) = header.withUnsafeBytes { raw in
+            (Int(UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: 32, as: UInt64.self)) & 0xffff_ffff),
+             Int(UInt16(littleEndian: raw.loadUnaligned(fromByteOffset: 54, as: UInt16.self))),
+             Int(UInt16(littleEndian: raw.loadUnaligned(fromByteOffset: 56, as: UInt16.self))))
+        }
+        let tableSize = entrySize * count
+        guard problem(header, programHeaders: false) == nil, entrySize >= 56, phoff + tableSize <= fileSize else {
+            return fileSize
+        }
+        var table = [UInt8](repeating: 0, count: tableSize)
+        guard pread(fd, &table, tableSize, off_t(phoff)) == tableSize else { return fileSize }
+        var extent = max(64, phoff + tableSize)
+        table.withUnsafeBytes { raw in
+            for i in 0..<count where raw.loadUnaligned(fromByteOffset: i * entrySize, as: UInt32.self) == 1 {  // PT_LOAD
+                let offset = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: i * entrySize + 8, as: UInt64.self))
+                let size = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: i * entrySize + 32, as: UInt64.self))
+                let (end, overflow) = offset.addingReportingOverflow(size)
+                extent = overflow || end > UInt64(fileSize) ? fileSize : max(extent, Int(end))
+            }
+        }
+        return extent
+    }
+
     static func problem(_ bytes: [UInt8]) -> String? {
         bytes.withUnsafeBytes { problem($0) }
     }
 
-    static func problem(_ raw: UnsafeRawBufferPointer) -> String? {
+    static func problem(_ bytes: [UInt8], programHeaders: Bool) -> String? {
+        bytes.withUnsafeBytes { problem($0, programHeaders: programHeaders) }
+    }
+
+    /// `programHeaders` false: the ELF header's own checks only (its first 64 bytes).
+    static func problem(_ raw: UnsafeRawBufferPointer, programHeaders: Bool = true) -> String? {
         guard raw.count >= 64, raw[0..<4].elementsEqual([0x7f, 0x45, 0x4c, 0x46]) else { return "not an ELF file" }
         guard raw[4] == 2, raw[5] == 1 else { return "not a 64-bit little-endian ELF file" }
+        guard programHeaders else { return nil }
         func u16(_ at: Int) -> Int {
             Int(UInt16(littleEndian: raw.loadUnaligned(fromByteOffset: at, as: UInt16.self)))
         }

@@ -79,4 +79,56 @@ import Testing
         #expect(other.copy != nil)
         #expect(other.hash != first.hash)
     }
+
+    /// The private copy holds what the loader maps, up to the end of the last
+    /// loadable segment: a build's debug information after it is not copied or
+    /// hashed, so the same library with other bytes there is the same plugin. A
+    /// file cut inside a segment is copied whole, and refused.
+    @Test func theCopyHoldsWhatTheLoaderMaps() throws {
+        let library = Self.library
+        try #require(library.count > 4096)
+        let end = loadEnd(library)
+        // A debug build: its DWARF sections lie after the segments.
+        try #require(end < library.count, "no bytes after the loadable segments in this build")
+        var template = Array(NSTemporaryDirectory().appending("plugin-file.XXXXXX").utf8CString)
+        let directory = String(cString: try #require(mkdtemp(&template)))
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        func write(_ bytes: [UInt8], _ name: String) throws {
+            try Data(bytes).write(to: URL(fileURLWithPath: directory + "/" + name))
+            chmod(directory + "/" + name, 0o644)
+        }
+        try write(library, "libpermissions-a.so")
+        try write(Array(library.prefix(end)) + [UInt8](repeating: 0xA5, count: 4096), "libpermissions-b.so")
+        try write(Array(library.prefix(end - 1)), "libpermissions-cut.so")
+
+        guard case .success(let a) = PluginFile.read(directory: directory, name: "libpermissions-a.so"),
+              case .success(let b) = PluginFile.read(directory: directory, name: "libpermissions-b.so") else {
+            Issue.record("a library was refused")
+            return
+        }
+        #expect(a.copy?.size == end)
+        #expect(b.copy?.size == end)
+        #expect(a.hash == b.hash)
+        #expect(a.hash == ContentHash.of(Array(library.prefix(end))))
+        guard case .failure(.refused(let reason)) = PluginFile.read(directory: directory, name: "libpermissions-cut.so")
+        else {
+            Issue.record("a library cut inside its last segment was not refused")
+            return
+        }
+        #expect(reason == "not a loadable library (truncated: a segment ends past the end of the file)")
+    }
+
+    /// The end of the last PT_LOAD segment in the file (offset + file size), read
+    /// here independently of ELFCheck.
+    private func loadEnd(_ bytes: [UInt8]) -> Int {
+        bytes.withUnsafeBytes { raw in
+            let phoff = Int(raw.loadUnaligned(fromByteOffset: 32, as: UInt64.self))
+            let size = Int(raw.loadUnaligned(fromByteOffset: 54, as: UInt16.self))
+            let count = Int(raw.loadUnaligned(fromByteOffset: 56, as: UInt16.self))
+            return (0..<count).filter { raw.loadUnaligned(fromByteOffset: phoff + $0 * size, as: UInt32.self) == 1 }
+                .map { Int(raw.loadUnaligned(fromByteOffset: phoff + $0 * size + 8, as: UInt64.self))
+                        + Int(raw.loadUnaligned(fromByteOffset: phoff + $0 * size + 32, as: UInt64.self)) }
+                .max() ?? 0
+        }
+    }
 }

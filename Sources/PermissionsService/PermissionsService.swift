@@ -160,13 +160,15 @@ package final class PermissionsService {
     static let requestHandleXML = interfaceElement(BusNames.requestHandleInterfaceName)
 
     /// The `<interface name="NAME">` element of the file, with the comments inside
-    /// it, as Introspect returns it.
+    /// it, as Introspect returns it. Found with strstr on the compiled-in bytes: a
+    /// String search goes Character by Character through the file's 50 KiB, about
+    /// a millisecond of every start.
     private static func interfaceElement(_ name: String) -> String {
-        let file = String(cString: permissions_interface_xml())
-        guard let open = file.firstRange(of: "<interface name=\"\(name)\">"),
-              let close = file[open.upperBound...].firstRange(of: "</interface>")
-        else { return "" }
-        return " " + String(file[open.lowerBound..<close.upperBound]) + "\n"
+        let end = "</interface>"
+        guard let file = permissions_interface_xml(), let start = strstr(file, "<interface name=\"\(name)\">"),
+              let last = strstr(start, end) else { return "" }
+        let element = UnsafeRawBufferPointer(start: start, count: last - start + end.utf8.count)
+        return " " + String(decoding: element, as: UTF8.self) + "\n"
     }
 
     // MARK: State

@@ -107,6 +107,8 @@ public final class Daemon {
     private var config: ConfigApplier<PluginHost>!
     /// Reads the configuration files for `config`, on a queue of its own.
     private var configReader: ConfigReader!
+    /// Who is calling, for the service; made with the bus connection.
+    private var callers: CallerCache!
     private var signalSources: [any DispatchSourceSignal] = []
     /// The name is owned (start-up is over).
     private var serving = false
@@ -207,6 +209,25 @@ public final class Daemon {
     }
 
     private func start() {
+        // The plugins load side by side with the rest of start-up (the store, the
+        // bus, the service), which they do not need: their files are read and
+        // checked on their own queues meanwhile. Every later step of theirs comes
+        // back to this queue, so it runs after this block, once the host's hooks
+        // below are set. Start-up goes on when both are done.
+        host = PluginHost(queue: queue, userRuntimeRoot: options.resolvedUserRuntimeRoot,
+                          connectorSocket: options.resolvedConnectorSocket)
+        let directories = options.resolvedPluginDirectories
+        var startingParts = 2  // the plugins' loading, and this block
+        let partDone = { [unowned self] in
+            startingParts -= 1
+            if startingParts == 0 { self.pluginsLoaded(directories: directories) }
+        }
+        // Loaded with no configuration, then given one as a whole (ConfigApplier):
+        // nothing is announced before the name is owned. Done: every plugin has
+        // started (or failed, or passed its deadline); publications made during
+        // init were queued before that, so they are in.
+        host.loadAll(from: directories, config: [], done: partDone)
+
         let stateDirectory = options.resolvedStateDirectory
         guard Files.makeDirectories(stateDirectory, mode: 0o700) else {
             fail("cannot create the state directory \(stateDirectory): \(errnoName(errno))")
@@ -242,11 +263,9 @@ public final class Daemon {
             Self.endProcess(0)
         }
 
-        host = PluginHost(queue: queue, userRuntimeRoot: options.resolvedUserRuntimeRoot,
-                          connectorSocket: options.resolvedConnectorSocket)
         var reader = IdentityReader()
         reader.hostPID = options.resolvedHostPID
-        let callers = CallerCache(connection: connection, reader: reader)
+        callers = CallerCache(connection: connection, reader: reader)
         do {
             let outgoing = OutgoingCalls(connection: connection)
             service = try PermissionsService(connection: connection, store: store, plugins: host, callers: callers,
@@ -290,17 +309,16 @@ public final class Daemon {
             }
         }
         configReader.deliver = { [unowned self] reading in self.config.offer(reading) }
-        let directories = options.resolvedPluginDirectories
-        // Loaded with no configuration, then given one as a whole (ConfigApplier):
-        // nothing is announced before the name is owned.
-        host.loadAll(from: directories, config: []) { [unowned self] in
-            // Every plugin has started (or failed, or passed its deadline). Publications
-            // made during init were queued before this runs, so they are in.
-            self.config.start(self.configReader.start()) {
-                // The configuration has said which process is the host's by now.
-                callers.checkHostNamespace()
-                self.serve(directories: directories, stateDirectory: stateDirectory)
-            }
+        partDone()
+    }
+
+    /// The plugins are loaded and the rest of start-up is done: the configuration
+    /// is read and put in force, then the name is owned.
+    private func pluginsLoaded(directories: [String]) {
+        config.start(configReader.start()) { [unowned self] in
+            // The configuration has said which process is the host's by now.
+            callers.checkHostNamespace()
+            serve(directories: directories, stateDirectory: options.resolvedStateDirectory)
         }
     }
 

@@ -35,7 +35,11 @@ let package = Package(
                           dependencies: [.product(name: "_PermissionsBenchSupport", package: "permissions")],
                           swiftSettings: [.enableUpcomingFeature("ExistentialAny"),
                                           .enableUpcomingFeature("MemberImportVisibility"),
-                                          .unsafeFlags(pipewireIncludes.flatMap { ["-Xcc", $0] })]),
+                                          .unsafeFlags(pipewireIncludes.flatMap { ["-Xcc", $0] })],
+                          // The bench is a PipeWire client of its own (fake cameras): it links
+                          // libpipewire, which the main package's CPipeWire does not (its
+                          // plugin opens libpipewire only once a PipeWire socket exists).
+                          linkerSettings: [.linkedLibrary("pipewire-0.3")]),
     ],
     swiftLanguageModes: [.v6]
 )

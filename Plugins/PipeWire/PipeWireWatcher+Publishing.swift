@@ -25,16 +25,21 @@ extension PipeWireWatcher {
     func snapshot(_ target: Target) -> PluginSnapshot {
         let config = configs?[target.permission] ?? SwitchConfig()
         if target.owner == .environment, userRuntimeRoot != nil {
-            var snapshot = config.snapshot(permission: target.permission.rawValue, details: [("pipewire", "per-user")])
-            snapshot.service = .unsupported
-            return snapshot
+            return Self.snapshot(target.permission, config, phase: "per-user")
         }
         let remote = remotes[target.owner]
         let phase = remote?.phase ?? .unreachable
         let list = phase == .connected ? remote?.devices.devices(for: target.permission) ?? [] : []
-        var snapshot = config.snapshot(permission: target.permission.rawValue, details: [("pipewire", phase.rawValue)])
-        if list.isEmpty { snapshot.service = .unsupported }
-        snapshot.devices = list.map(\.properties)
+        return Self.snapshot(target.permission, config, phase: phase.rawValue, devices: list)
+    }
+
+    /// A permission's snapshot: unsupported without a device (also while no
+    /// PipeWire is reached), with the `pipewire` detail saying why.
+    static func snapshot(_ permission: DevicePermission, _ config: SwitchConfig, phase: String,
+                         devices: [Device] = []) -> PluginSnapshot {
+        var snapshot = config.snapshot(permission: permission.rawValue, details: [("pipewire", phase)])
+        if devices.isEmpty { snapshot.service = .unsupported }
+        snapshot.devices = devices.map(\.properties)
         return snapshot
     }
 

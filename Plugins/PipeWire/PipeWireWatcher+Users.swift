@@ -11,7 +11,8 @@ internal import PluginKit
 extension PipeWireWatcher {
     /// Watches the root and lists it. Without a watch (no such directory, no
     /// inotify) no user's PipeWire is followed: every user reads "unsupported".
-    func watchUsers(root: String) {
+    /// `announce`: log which sockets are followed (not again after PipeWireStart has).
+    func watchUsers(root: String, announce: Bool = true) {
         switch UserRuntimeDirectories.open(root: root) {
         case .failure(let error):
             host.log(.warning, "cannot watch \(root) for users' PipeWire: \(error); camera and microphone are "
@@ -23,9 +24,13 @@ extension PipeWireWatcher {
             }
             self.directories = directories
             directoriesSource = cpw_loop_add_io(loop, directories.fd, UInt32(SPA_IO_IN), pipewireDirectoriesReadable, me)
-            host.log(.info, "following each user's PipeWire at \(root)/UID/\(UserRuntimeDirectories.socketName)")
+            if announce { host.log(.info, Self.followingLine(root: root)) }
             apply(directories.scan())
         }
+    }
+
+    static func followingLine(root: String) -> String {
+        "following each user's PipeWire at \(root)/UID/\(UserRuntimeDirectories.socketName)"
     }
 
     /// The inotify fd is readable.

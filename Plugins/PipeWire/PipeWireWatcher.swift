@@ -25,7 +25,10 @@ internal import SystemPrimitives
 /// over through `pendingConfig`, a Mutex, before waking the loop. So the host's
 /// queue never waits for PipeWire or for the loop: it starts the thread, hands
 /// over configurations and joins the thread.
-final class PipeWireWatcher {
+///
+/// `@unchecked Sendable`: PipeWireStart hands it between the host's threads and its
+/// wait's queue, under its lock; the discipline above is what makes each call safe.
+final class PipeWireWatcher: @unchecked Sendable {
     let host: HostHandle
     let threadLoop: OpaquePointer
     let loop: UnsafeMutablePointer<pw_loop>
@@ -71,8 +74,12 @@ final class PipeWireWatcher {
 
     /// Publishes "unsupported" for both permissions and starts the thread, whose
     /// first act is a connection attempt (one user) or a listing of the users'
-    /// runtime directories (many). Never waits for PipeWire.
-    static func start(host: HostHandle) -> Result<PipeWireWatcher, PipeWireStartError> {
+    /// runtime directories (many). Never waits for PipeWire. `configs`: the
+    /// configuration in force already, and `waited`: started once a socket appeared
+    /// (PipeWireStart), which has said that PipeWire was not reachable, or which
+    /// users' PipeWire it follows, already.
+    static func start(host: HostHandle, configs: [DevicePermission: SwitchConfig]? = nil,
+                      waited: Bool = false) -> Result<PipeWireWatcher, PipeWireStartError> {
         pw_init(nil, nil)
         guard let threadLoop = pw_thread_loop_new("permissions-pw", nil) else {
             let code = errno
@@ -80,6 +87,10 @@ final class PipeWireWatcher {
             return .failure(PipeWireStartError(code: code, what: "pw_thread_loop_new"))
         }
         let watcher = PipeWireWatcher(host: host, threadLoop: threadLoop)
+        if let configs {
+            watcher.configs = configs
+            watcher.handedOverOnce = true
+        }
         for permission in DevicePermission.allCases { watcher.send(Target(permission, .environment)) }
         // The loop does not run yet, so its sources may be added from this thread.
         let loop = watcher.loop
@@ -91,9 +102,11 @@ final class PipeWireWatcher {
             return .failure(PipeWireStartError(code: code, what: "pw_loop_add_timer/event"))
         }
         if let root = watcher.userRuntimeRoot {
-            watcher.watchUsers(root: root)
+            watcher.watchUsers(root: root, announce: !waited)
         } else {
-            watcher.addRemote(.environment, socket: nil, backoff: Backoff()).attemptSoon()
+            let remote = watcher.addRemote(.environment, socket: nil, backoff: Backoff())
+            remote.outageLogged = waited
+            remote.attemptSoon()
         }
         let rc = pw_thread_loop_start(threadLoop)
         guard rc == 0 else {

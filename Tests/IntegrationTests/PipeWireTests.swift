@@ -316,6 +316,8 @@ import PermissionsTestSupport
         #expect(try rig.status("camera") == "s \"unsupported\"")
     }
 
+    /// Also: without a socket the daemon has not even loaded libpipewire (nor its
+    /// loop's thread); the socket's creation brings both.
     @Test func daemonStartedBeforePipeWireFollowsItOnceItAppears() throws {
         let pipewire = try TestPipeWire(start: false)
         let rig = try PipeWireRig(pipewire: pipewire)
@@ -323,6 +325,8 @@ import PermissionsTestSupport
         #expect(try rig.status("microphone") == "s \"unsupported\"")
         #expect(try rig.status("location") == "s \"not-determined\"")
         try rig.poll("the plugin's first snapshot") { try rig.connectionState() == "unreachable" }
+        #expect(try !UserPipeWireTests.mapsLibpipewire(rig.daemon))
+        #expect(UserPipeWireTests.pipewireThreads(rig.daemon) == 0, "\(UserPipeWireTests.threads(rig.daemon))")
 
         try pipewire.start()
         try pipewire.addCamera("cam1")
@@ -330,6 +334,7 @@ import PermissionsTestSupport
         #expect(try rig.newSignals() == [cameraOn])
         #expect(try rig.deviceNames("camera") == ["cam1"])
         #expect(try rig.connectionState("microphone") == "connected")
+        #expect(try UserPipeWireTests.mapsLibpipewire(rig.daemon))
         // One line for the outage, however many attempts it took.
         let unreachable = rig.daemon.log.components(separatedBy: "PipeWire is not reachable").count - 1
         #expect(unreachable == 1, "\(rig.daemon.log)")

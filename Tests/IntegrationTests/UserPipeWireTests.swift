@@ -31,6 +31,15 @@ struct UserPipeWireTests {
         }.sorted()
     }
 
+    /// Whether the daemon has libpipewire mapped (read with cat: Foundation reads
+    /// /proc files short).
+    static func mapsLibpipewire(_ daemon: DaemonUnderTest) throws -> Bool {
+        let pid = try #require(daemon.pid)
+        let maps = try run("/bin/cat", ["/proc/\(pid)/maps"]).stdout
+        try #require(maps.contains("/libc.so"), "not the whole of /proc/\(pid)/maps")
+        return maps.contains("/libpipewire-0.3.so")
+    }
+
     static func pipewireThreads(_ daemon: DaemonUnderTest) -> Int {
         threads(daemon).filter { $0 == "permissions-pw" }.count
     }
@@ -69,6 +78,25 @@ struct UserPipeWireTests {
         // No one PipeWire is the machine's: the machine-wide state stays unsupported.
         #expect(try daemon.call("GetStatus", "s", "camera").stdout == "s \"unsupported\"\n")
         #expect(daemon.isRunning)
+    }
+
+    /// No user's PipeWire when the daemon starts: libpipewire is not loaded and no
+    /// loop runs until one user's socket is made; then that user is followed.
+    @Test func noPipeWireLoadedUntilAUsersSocketIsMade() throws {
+        let root = try TestRuntimeRoot()
+        try root.makeUserDirectory(Self.user1)  // logged in, no PipeWire yet
+        let daemon = try Self.daemon(root: root)
+        _ = try daemon.waitForLog("following each user's PipeWire at \(root.path)/UID/pipewire-0 (none yet")
+        #expect(try !Self.mapsLibpipewire(daemon))
+        #expect(Self.pipewireThreads(daemon) == 0, "\(Self.threads(daemon))")
+        #expect(try daemon.call("GetStatusForUser", "uss", "\(Self.user1)", "org.example.App", "camera").stdout
+                == "s \"unsupported\"\n")
+
+        try root.startPipeWire(Self.user1)
+        _ = try daemon.waitForLog("following the registry of user 1's PipeWire")
+        #expect(try Self.mapsLibpipewire(daemon))
+        #expect(Self.pipewireThreads(daemon) >= 1, "\(Self.threads(daemon))")
+        #expect(daemon.logLines(containing: "following each user's PipeWire").count == 1, "\(daemon.log)")
     }
 
     @Test func aMissingRuntimeRootIsLoggedAndEveryoneIsUnsupported() throws {

@@ -75,21 +75,25 @@ final class PipeWireStart: Sendable {
     }
 
     /// A socket was made: the watcher takes over, with the configuration in force.
+    /// Started under the lock (milliseconds: libpipewire opened, the loop made), so
+    /// that no configuration or stop falls between. If it cannot start, the wait
+    /// goes on and the next socket event tries again.
     private func socketMade() {
         let failure = state.withLock { state -> PipeWireStartError? in
             guard !state.stopped, state.watcher == nil else { return nil }
-            state.wait?.end()
-            state.wait = nil
             switch PipeWireWatcher.start(host: host, configs: state.configs, waited: true) {
             case .success(let watcher):
                 state.watcher = watcher
+                state.wait?.end()
+                state.wait = nil
                 return nil
             case .failure(let error): return error
             }
         }
         if let failure {
-            host.log(.error, "a PipeWire socket was made, but \(failure.what) failed: \(errnoName(failure.code)); "
-                     + "camera and microphone stay unsupported")
+            let why = cpw_library_error().map { String(cString: $0) } ?? errnoName(failure.code)
+            host.log(.error, "a PipeWire socket was made, but \(failure.what) failed: \(why); camera and "
+                     + "microphone stay unsupported until the next try (when a socket is made again)")
         }
     }
 
@@ -143,9 +147,11 @@ final class PipeWireStart: Sendable {
 /// ROOT/UID/pipewire-0 of any user (UserRuntimeDirectories). Its events are read
 /// on a queue of its own (a dispatch source): no thread is kept for it.
 final class SocketWait: @unchecked Sendable {
-    // @unchecked Sendable: `directories` and `source` are touched on `queue` only,
-    // but for `open` (before `begin`) and `end`, which cancels the source; the fd
-    // is closed by the source's cancel handler, after its last event.
+    // @unchecked Sendable: `directories` and `source` are set up by `open` and
+    // `begin` on the host's queue, before the source is resumed (so before any
+    // event runs on `queue`); from then on they are touched on `queue` only (the
+    // events, and `end`, which cancels the source there). The fd is closed by the
+    // source's cancel handler, after its last event.
     let socket: String?
     private let fd: Int32
     private let directories: UserRuntimeDirectories?
@@ -204,11 +210,24 @@ final class SocketWait: @unchecked Sendable {
     }
 
     /// Reads the queued events: whether the socket (or a user's) is there now.
+    /// Also true when the directory's watch is gone (the directory removed or its
+    /// file system unmounted): no event would come any more, so the watcher starts
+    /// and tries every 2 s, as it did before there was a wait.
     private func isMade() -> Bool {
         if let directories { return madeAmong(directories.read()) }
+        var watchGone = false
         var buffer = [UInt8](repeating: 0, count: 4096)
-        while read(fd, &buffer, buffer.count) > 0 {}
-        return socket.map { access($0, F_OK) == 0 } ?? false
+        while true {
+            let n = read(fd, &buffer, buffer.count)
+            guard n > 0 else { break }
+            var offset = 0
+            while offset + MemoryLayout<inotify_event>.size <= n {
+                let event = buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: inotify_event.self) }
+                if event.mask & UInt32(IN_IGNORED) != 0 { watchGone = true }
+                offset += MemoryLayout<inotify_event>.size + Int(event.len)
+            }
+        }
+        return watchGone || socket.map { access($0, F_OK) == 0 } ?? false
     }
 
     /// Whether one of these users' sockets is there (a listing again after an overflow).

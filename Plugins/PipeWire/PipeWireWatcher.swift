@@ -20,8 +20,9 @@ internal import SystemPrimitives
 /// and enforcement's open_remote and remote_status (AppRemotes.swift), which the
 /// host calls from threads of its own and which take the loop's lock first, as
 /// the callbacks hold it. The host calls init, configure and fini one at a time on its queue for
-/// this plugin; `configure` reads only what `start` set up (`loop`,
-/// `configEvent`), keeps `handedOverOnce` to itself, and hands a configuration
+/// this plugin (`start` runs there too, or on PipeWireStart's wait queue under its
+/// lock, which configure and fini then wait for); `configure` reads only what `start` set up (`loop`,
+/// `configEvent`), keeps `handedOverOnce` to itself after `start`, and hands a configuration
 /// over through `pendingConfig`, a Mutex, before waking the loop. So the host's
 /// queue never waits for PipeWire or for the loop: it starts the thread, hands
 /// over configurations and joins the thread.
@@ -108,6 +109,9 @@ final class PipeWireWatcher: @unchecked Sendable {
             remote.outageLogged = waited
             remote.attemptSoon()
         }
+        // A configuration taken while waiting: what its first `configure` would
+        // publish (each user's own "unsupported" until followed).
+        if configs != nil { watcher.publishAll() }
         let rc = pw_thread_loop_start(threadLoop)
         guard rc == 0 else {
             watcher.stop()

@@ -4,8 +4,9 @@ internal import SystemPrimitives
 /// Finds each user's PipeWire socket, ROOT/UID/pipewire-0, with inotify: a watch
 /// on ROOT (users' runtime directories made and removed at login and logout) and
 /// one on each ROOT/UID (the socket made and removed as PipeWire starts, stops and
-/// restarts). Nothing is polled. The fd is read on the watcher's loop thread (an
-/// io source of that loop); nothing here is touched elsewhere.
+/// restarts). Nothing is polled. The fd is read on one thread or queue only: the
+/// watcher's loop thread (an io source of that loop), or, before there is a
+/// watcher, PipeWireStart's wait queue.
 ///
 /// Directories named other than by a uid in decimal are not users' and are skipped.
 final class UserRuntimeDirectories {

@@ -50,8 +50,9 @@ package final class ConfigWatcher {
         if interests.isEmpty {
             logInfo("not watching \(files.directory): its directory cannot be watched; edits there need a restart")
         }
-        inotify.onEvent = { [unowned self] directory, name, eventMask in self.handle(directory, name, eventMask) }
-        inotify.onOverflow = { [unowned self] in self.handle("", "", UInt32(IN_Q_OVERFLOW)) }
+        // Weak, as InotifyWatcher's own handler: this may go while its events are read.
+        inotify.onEvent = { [weak self] directory, name, eventMask in self?.handle(directory, name, eventMask) }
+        inotify.onOverflow = { [weak self] in self?.handle("", "", UInt32(IN_Q_OVERFLOW)) }
     }
 
     /// Handles the events queued now; returns how many events about the configuration

@@ -93,7 +93,7 @@ final class ConfigReader: @unchecked Sendable {
     /// calling thread, so start-up does not wait for a background one.
     func start() -> ConfigReading {
         queue.sync {
-            watcher = ConfigWatcher(files: files, queue: queue) { [unowned self] in self.changed() }
+            watcher = ConfigWatcher(files: files, queue: queue) { [weak self] in self?.changed() }
             let reading = read()
             knownFiles = Set(reading.files)
             return ConfigReading(reading, number: readings)

@@ -43,11 +43,13 @@ package final class PluginDirectoryWatcher {
         self.rescan = rescan
         for directory in directories { present[directory] = DirectoryIdentity(directory) }
         arm()
-        inotify.onEvent = { [unowned self] directory, name, mask in self.handle(directory, name, mask) }
-        inotify.onOverflow = { [unowned self] in
+        // Weak, as InotifyWatcher's own handler: this may go while its events are read.
+        inotify.onEvent = { [weak self] directory, name, mask in self?.handle(directory, name, mask) }
+        inotify.onOverflow = { [weak self] in
+            guard let self else { return }
             logInfo("inotify lost events; looking at the plugin directories again")
-            self.sync(quietly: true)
-            self.rescan()
+            sync(quietly: true)
+            rescan()
         }
     }
 

@@ -22,7 +22,10 @@ package final class InotifyWatcher {
         fd = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
         guard fd >= 0 else { return nil }
         let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
-        source.setEventHandler { [unowned self] in self.drain() }
+        // Weak: the last reference may go on another thread while an event is being
+        // handled here (a test's watcher dropped as its directory is removed); the
+        // handler then keeps it until it returns, and one that comes later does nothing.
+        source.setEventHandler { [weak self] in self?.drain() }
         source.setCancelHandler { [fd] in close(fd) }
         source.resume()
         self.source = source

@@ -74,8 +74,9 @@ int cpw_registry_destroy(struct pw_registry *registry, uint32_t id);
  * (PW_PERM_R 0400, W 0200, X 0100, M 0010). */
 int cpw_client_update_permissions(struct pw_proxy *client, uint32_t n, const uint32_t *ids, const uint32_t *bits);
 
-/* Whether libpipewire has been opened (loader.c: it is opened by the first call
- * of one of its functions, not when the plugin is loaded). */
-int cpw_library_loaded(void);
+/* Why libpipewire could not be opened (loader.c opens it at the first call of one
+ * of its functions, not when the plugin is loaded), or NULL when it was. Opens it
+ * if no call has yet. */
+const char *cpw_library_error(void);
 
 #endif

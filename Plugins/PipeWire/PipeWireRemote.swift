@@ -78,20 +78,21 @@ final class PipeWireRemote {
         retryTimer = cpw_loop_add_timer(watcher.loop, pipewireRetryTimer, me)
     }
 
-    /// Where libpipewire connects: this remote's socket, or what its rules find
-    /// (nil when that cannot be told, and libpipewire then decides).
+    /// Where libpipewire connects: this remote's socket, or what its rules find.
     var socketPath: String? { socket ?? Self.environmentSocketPath() }
 
     /// Where libpipewire would connect with no properties given: PIPEWIRE_REMOTE (a
     /// path, or a name), else "pipewire-0", in PIPEWIRE_RUNTIME_DIR, else
-    /// XDG_RUNTIME_DIR.
-    static func environmentSocketPath() -> String? {
+    /// XDG_RUNTIME_DIR, else USERPROFILE, else /run/pipewire (libpipewire 0.3's
+    /// native protocol module, which a daemon without a session's environment, a
+    /// system service, reaches by the last).
+    static func environmentSocketPath() -> String {
         func env(_ name: String) -> String? {
             getenv(name).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
         }
         let name = env("PIPEWIRE_REMOTE") ?? "pipewire-0"
         if name.hasPrefix("/") { return name }
-        guard let directory = env("PIPEWIRE_RUNTIME_DIR") ?? env("XDG_RUNTIME_DIR") else { return nil }
+        let directory = env("PIPEWIRE_RUNTIME_DIR") ?? env("XDG_RUNTIME_DIR") ?? env("USERPROFILE") ?? "/run/pipewire"
         return directory + "/" + name
     }
 

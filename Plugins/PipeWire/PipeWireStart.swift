@@ -153,10 +153,14 @@ final class SocketWait: @unchecked Sendable {
     // events, and `end`, which cancels the source there). The fd is closed by the
     // source's cancel handler, after its last event.
     let socket: String?
+    /// The inotify descriptor; -1 when the socket's directory cannot be watched
+    /// (it does not exist): then the socket is looked for every 2 s instead, the
+    /// one failed connect(2) the watcher would make as often, without libpipewire.
     private let fd: Int32
     private let directories: UserRuntimeDirectories?
     private let queue = DispatchQueue(label: "org.example.Permissions.pipewire-wait")
-    private var source: (any DispatchSourceRead)?
+    private var source: (any DispatchSourceProtocol)?
+    static let pollSeconds = 2
 
     private init(socket: String?, fd: Int32, directories: UserRuntimeDirectories?) {
         self.socket = socket
@@ -181,22 +185,31 @@ final class SocketWait: @unchecked Sendable {
         guard fd >= 0 else { return nil }
         let directory = slash == socket.startIndex ? "/" : String(socket[..<slash])
         // Watched before the look, so that a socket made in between is seen by one or the other.
-        guard inotify_add_watch(fd, directory, UInt32(IN_CREATE | IN_MOVED_TO | IN_ONLYDIR)) >= 0,
-              access(socket, F_OK) != 0 else {
-            close(fd)
+        let watched = inotify_add_watch(fd, directory, UInt32(IN_CREATE | IN_MOVED_TO | IN_ONLYDIR)) >= 0
+        if !watched { close(fd) }
+        guard access(socket, F_OK) != 0 else {
+            if watched { close(fd) }
             return nil
         }
-        return SocketWait(socket: socket, fd: fd, directories: nil)
+        return SocketWait(socket: socket, fd: watched ? fd : -1, directories: nil)
     }
 
     /// Calls `made` (on the wait's queue) once a socket is there.
     func begin(_ made: @escaping @Sendable () -> Void) {
-        let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
+        let source: any DispatchSourceProtocol
+        if fd >= 0 {
+            let read = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
+            let fd = self.fd
+            read.setCancelHandler { close(fd) }
+            source = read
+        } else {
+            let timer = DispatchSource.makeTimerSource(queue: queue)
+            timer.schedule(deadline: .now() + .seconds(Self.pollSeconds), repeating: .seconds(Self.pollSeconds))
+            source = timer
+        }
         source.setEventHandler { [self] in
             if isMade() { made() }
         }
-        let fd = self.fd
-        source.setCancelHandler { close(fd) }
         self.source = source
         source.resume()
     }
@@ -215,6 +228,7 @@ final class SocketWait: @unchecked Sendable {
     /// and tries every 2 s, as it did before there was a wait.
     private func isMade() -> Bool {
         if let directories { return madeAmong(directories.read()) }
+        guard fd >= 0 else { return socket.map { access($0, F_OK) == 0 } ?? false }
         var watchGone = false
         var buffer = [UInt8](repeating: 0, count: 4096)
         while true {

@@ -340,6 +340,24 @@ import PermissionsTestSupport
         #expect(unreachable == 1, "\(rig.daemon.log)")
     }
 
+    /// A runtime directory that does not exist yet cannot be watched: the socket is
+    /// looked for every 2 s, still without libpipewire, and found once PipeWire
+    /// makes it there.
+    @Test func aRuntimeDirectoryMadeLaterIsFollowedOnceItsSocketIsThere() throws {
+        let pipewire = try TestPipeWire(start: false)
+        try FileManager.default.removeItem(atPath: pipewire.runtimeDirectory)
+        let rig = try PipeWireRig(pipewire: pipewire)
+        try rig.poll("the plugin's first snapshot") { try rig.connectionState() == "unreachable" }
+        _ = try rig.daemon.waitForLog("PipeWire is not reachable at \(pipewire.runtimeDirectory)/pipewire-0")
+        #expect(try !UserPipeWireTests.mapsLibpipewire(rig.daemon))
+
+        try FileManager.default.createDirectory(atPath: pipewire.runtimeDirectory, withIntermediateDirectories: false)
+        try pipewire.start()
+        try pipewire.addCamera("cam1")
+        try rig.waitFor(cameraOn)
+        #expect(try UserPipeWireTests.mapsLibpipewire(rig.daemon))
+    }
+
     @Test func daemonStartedAfterPipeWireSeesTheDevicesAlreadyThere() throws {
         let pipewire = try TestPipeWire()
         try pipewire.addCamera("cam1")

@@ -34,6 +34,7 @@ import sys
 import time
 
 import pyatspi
+from gi.repository import GLib
 
 
 def application(name):
@@ -69,9 +70,17 @@ def showing_dialog(name):
 
 def until(deadline, what, check):
     """Polls `check` (the accessibility tree announces nothing we could wait on
-    from here without a main loop of our own) until it gives a value."""
+    from here without a main loop of our own) until it gives a value. A check
+    that meets an object the application has just removed (the tree changed under
+    the walk: AT-SPI's "Object does not exist") is made again, as one that found
+    nothing yet."""
     while True:
-        value = check()
+        try:
+            value = check()
+        except GLib.GError as error:
+            if "does not exist" not in str(error):
+                raise
+            value = None
         if value is not None:
             return value
         if time.monotonic() > deadline:

@@ -1,4 +1,5 @@
 import PipeWireAccess
+internal import Glibc
 import PluginKit
 import PermissionsModel
 
@@ -22,5 +23,21 @@ enum DeviceConfig {
             result[permission] = try SwitchConfig.parse(entries, section: permission.rawValue, log: host)
         }
         return result
+    }
+
+    /// configure's rule, the watcher's and PipeWireStart's alike: a configuration
+    /// that parses is taken (0); a bad one is logged and, for the first, the
+    /// defaults are taken instead, for a later one nothing (-EINVAL either way).
+    /// `first`: no configuration has been taken yet. nil: keep the one in force.
+    static func taken(_ entries: [PluginConfigEntry], host: HostHandle, first: Bool)
+        -> (configs: [DevicePermission: SwitchConfig]?, rc: Int32)
+    {
+        do {
+            return (try parse(entries, host: host), 0)
+        } catch {
+            host.log(.error, "\(error.description); keeping the last good configuration")
+            guard first else { return (nil, -EINVAL) }
+            return (Dictionary(uniqueKeysWithValues: DevicePermission.allCases.map { ($0, SwitchConfig()) }), -EINVAL)
+        }
     }
 }

@@ -100,21 +100,10 @@ final class PipeWireStart: Sendable {
     func configure(_ entries: [PluginConfigEntry]) -> Int32 {
         let (watcher, rc) = state.withLock { state -> (PipeWireWatcher?, Int32) in
             if let watcher = state.watcher { return (watcher, 0) }
-            // As the watcher's own configure: a bad first configuration means the
-            // defaults; a bad later one keeps the last good one.
-            var rc: Int32 = 0
-            do throws(SwitchConfig.Invalid) {
-                state.configs = try DeviceConfig.parse(entries, host: host)
-            } catch {
-                host.log(.error, "\(error.description); keeping the last good configuration")
-                rc = -EINVAL
-                if state.configs == nil {
-                    state.configs = Dictionary(uniqueKeysWithValues: DevicePermission.allCases.map { ($0, SwitchConfig()) })
-                } else {
-                    return (nil, rc)
-                }
-            }
-            publish(configs: state.configs)
+            let (taken, rc) = DeviceConfig.taken(entries, host: host, first: state.configs == nil)
+            guard let taken else { return (nil, rc) }
+            state.configs = taken
+            publish(configs: taken)
             return (nil, rc)
         }
         return watcher?.configure(entries) ?? rc

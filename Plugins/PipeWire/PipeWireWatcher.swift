@@ -124,16 +124,8 @@ final class PipeWireWatcher: @unchecked Sendable {
     /// A bad value keeps the last good configuration and returns -EINVAL; the
     /// first configuration, even a bad one, starts publication (with the defaults).
     func configure(_ entries: [PluginConfigEntry]) -> Int32 {
-        let parsed: [DevicePermission: SwitchConfig]
-        var rc: Int32 = 0
-        do {
-            parsed = try DeviceConfig.parse(entries, host: host)
-        } catch {
-            host.log(.error, "\(error.description); keeping the last good configuration")
-            guard !handedOverOnce else { return -EINVAL }
-            parsed = Dictionary(uniqueKeysWithValues: DevicePermission.allCases.map { ($0, SwitchConfig()) })
-            rc = -EINVAL
-        }
+        let (taken, rc) = DeviceConfig.taken(entries, host: host, first: !handedOverOnce)
+        guard let parsed = taken else { return rc }
         handedOverOnce = true
         pendingConfig.withLock { $0 = parsed }
         if let configEvent { _ = cpw_loop_signal_event(loop, configEvent) }

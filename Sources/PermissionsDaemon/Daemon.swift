@@ -217,10 +217,11 @@ public final class Daemon {
         host = PluginHost(queue: queue, userRuntimeRoot: options.resolvedUserRuntimeRoot,
                           connectorSocket: options.resolvedConnectorSocket)
         let directories = options.resolvedPluginDirectories
+        let stateDirectory = options.resolvedStateDirectory
         var startingParts = 2  // the plugins' loading, and this block
         let partDone = { [unowned self] in
             startingParts -= 1
-            if startingParts == 0 { self.pluginsLoaded(directories: directories) }
+            if startingParts == 0 { self.pluginsLoaded(directories: directories, stateDirectory: stateDirectory) }
         }
         // Loaded with no configuration, then given one as a whole (ConfigApplier):
         // nothing is announced before the name is owned. Done: every plugin has
@@ -228,7 +229,6 @@ public final class Daemon {
         // init were queued before that, so they are in.
         host.loadAll(from: directories, config: [], done: partDone)
 
-        let stateDirectory = options.resolvedStateDirectory
         guard Files.makeDirectories(stateDirectory, mode: 0o700) else {
             fail("cannot create the state directory \(stateDirectory): \(errnoName(errno))")
         }
@@ -314,11 +314,11 @@ public final class Daemon {
 
     /// The plugins are loaded and the rest of start-up is done: the configuration
     /// is read and put in force, then the name is owned.
-    private func pluginsLoaded(directories: [String]) {
+    private func pluginsLoaded(directories: [String], stateDirectory: String) {
         config.start(configReader.start()) { [unowned self] in
             // The configuration has said which process is the host's by now.
             callers.checkHostNamespace()
-            serve(directories: directories, stateDirectory: options.resolvedStateDirectory)
+            serve(directories: directories, stateDirectory: stateDirectory)
         }
     }
 

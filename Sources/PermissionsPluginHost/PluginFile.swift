@@ -191,28 +191,35 @@ enum ELFCheck {
     /// ends past the end: `problem` then says why it is refused.
     static func loadedExtent(_ fd: Int32, fileSize: Int) -> Int {
         var header = [UInt8](repeating: 0, count: 64)
-        guard pread(fd, &header, 64, 0) == 64 else { return fileSize }
-        let (phoff, entrySize, count) = header.withUnsafeBytes { raw in
-            (Int(UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: 32, as: UInt64.self)) & 0xffff_ffff),
-             Int(UInt16(littleEndian: raw.loadUnaligned(fromByteOffset: 54, as: UInt16.self))),
-             Int(UInt16(littleEndian: raw.loadUnaligned(fromByteOffset: 56, as: UInt16.self))))
-        }
+        guard pread(fd, &header, 64, 0) == 64, problem(header, programHeaders: false) == nil else { return fileSize }
+        let (phoff, entrySize, count) = header.withUnsafeBytes(programHeaderTable)
         let tableSize = entrySize * count
-        guard problem(header, programHeaders: false) == nil, entrySize >= 56, phoff + tableSize <= fileSize else {
-            return fileSize
-        }
+        guard entrySize >= 56, phoff <= UInt64(fileSize), tableSize <= fileSize - Int(phoff) else { return fileSize }
         var table = [UInt8](repeating: 0, count: tableSize)
         guard pread(fd, &table, tableSize, off_t(phoff)) == tableSize else { return fileSize }
-        var extent = max(64, phoff + tableSize)
-        table.withUnsafeBytes { raw in
-            for i in 0..<count where raw.loadUnaligned(fromByteOffset: i * entrySize, as: UInt32.self) == 1 {  // PT_LOAD
-                let offset = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: i * entrySize + 8, as: UInt64.self))
-                let size = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: i * entrySize + 32, as: UInt64.self))
-                let (end, overflow) = offset.addingReportingOverflow(size)
-                extent = overflow || end > UInt64(fileSize) ? fileSize : max(extent, Int(end))
-            }
+        var extent = max(64, Int(phoff) + tableSize)
+        for (offset, size) in table.withUnsafeBytes({ loads($0, at: 0, entrySize: entrySize, count: count) }) {
+            guard offset <= UInt64(fileSize), size <= UInt64(fileSize) - offset else { return fileSize }
+            extent = max(extent, Int(offset + size))
         }
         return extent
+    }
+
+    /// The ELF header's program header table: its offset, entry size and count.
+    private static func programHeaderTable(_ raw: UnsafeRawBufferPointer) -> (UInt64, Int, Int) {
+        (UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: 32, as: UInt64.self)),
+         Int(UInt16(littleEndian: raw.loadUnaligned(fromByteOffset: 54, as: UInt16.self))),
+         Int(UInt16(littleEndian: raw.loadUnaligned(fromByteOffset: 56, as: UInt16.self))))
+    }
+
+    /// The file offset and size of each PT_LOAD segment in the table of `count`
+    /// entries at `at` in `raw`.
+    private static func loads(_ raw: UnsafeRawBufferPointer, at: Int, entrySize: Int,
+                              count: Int) -> [(offset: UInt64, size: UInt64)] {
+        (0..<count).map { at + $0 * entrySize }
+            .filter { UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: $0, as: UInt32.self)) == 1 }
+            .map { (UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: $0 + 8, as: UInt64.self)),
+                    UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: $0 + 32, as: UInt64.self))) }
     }
 
     static func problem(_ bytes: [UInt8]) -> String? {
@@ -228,24 +235,14 @@ enum ELFCheck {
         guard raw.count >= 64, raw[0..<4].elementsEqual([0x7f, 0x45, 0x4c, 0x46]) else { return "not an ELF file" }
         guard raw[4] == 2, raw[5] == 1 else { return "not a 64-bit little-endian ELF file" }
         guard programHeaders else { return nil }
-        func u16(_ at: Int) -> Int {
-            Int(UInt16(littleEndian: raw.loadUnaligned(fromByteOffset: at, as: UInt16.self)))
-        }
-        func u64(_ at: Int) -> UInt64 {
-            UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: at, as: UInt64.self))
-        }
         let size = UInt64(raw.count)
-        let phoff = u64(32), entrySize = u16(54), count = u16(56)
+        let (phoff, entrySize, count) = programHeaderTable(raw)
         guard entrySize >= 56, phoff <= size, UInt64(entrySize * count) <= size - phoff else {
             return "truncated: program headers past the end"
         }
-        for i in 0..<count {
-            let header = Int(phoff) + i * entrySize
-            let type = UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: header, as: UInt32.self))
-            let offset = u64(header + 8), fileSize = u64(header + 32)
-            if type == 1, offset > size || fileSize > size - offset {  // PT_LOAD
-                return "truncated: a segment ends past the end of the file"
-            }
+        for (offset, fileSize) in loads(raw, at: Int(phoff), entrySize: entrySize, count: count)
+        where offset > size || fileSize > size - offset {
+            return "truncated: a segment ends past the end of the file"
         }
         return nil
     }

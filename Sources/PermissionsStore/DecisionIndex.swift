@@ -9,7 +9,8 @@ import PermissionsModel
 /// 8-byte (app, permission) number in its owner's table, with no String and no
 /// heap object of its own; about 50 bytes a row with the tables' spare room,
 /// against about 350 when each row held its three strings. An owner's table goes
-/// whole when they are let go.
+/// whole when they are let go, and with it every name no other row in memory
+/// holds (each row holds a reference on its three names).
 ///
 /// An owner is loaded when it has a table, even an empty one: a user with no rows
 /// is loaded as surely as one with a thousand. A write applied to an owner not
@@ -80,18 +81,43 @@ struct DecisionIndex {
         for entry in rows.rows {
             var row = entry.row
             row.setter = setterNumbers[Int(row.setter)]
-            table[Self.pair(appNumbers[Int(entry.app)], permissionNumbers[Int(entry.permission)])] = row
+            let pair = Self.pair(appNumbers[Int(entry.app)], permissionNumbers[Int(entry.permission)])
+            if let replaced = table.updateValue(row, forKey: pair) {
+                setters.release(replaced.setter)  // a key twice: the last row stands
+            } else {
+                apps.retain(appNumbers[Int(entry.app)])
+                permissions.retain(permissionNumbers[Int(entry.permission)])
+            }
+            setters.retain(row.setter)
         }
-        owners[owner] = table
+        // The new rows' references are taken before the old ones' go, so that a
+        // name in both is kept, not forgotten and made again.
+        if let old = owners.updateValue(table, forKey: owner) { release(old) }
     }
 
-    /// Lets a user's rows go; the unassigned rows stay.
+    /// Lets a user's rows go, and the names only they held; the unassigned rows stay.
     mutating func evict(_ uid: UInt32) {
-        owners[uid] = nil
+        if let table = owners.removeValue(forKey: uid) { release(table) }
     }
 
+    /// The references of a table's rows on their names.
+    private mutating func release(_ table: [UInt64: Row]) {
+        for (pair, row) in table { release(pair, row) }
+    }
+
+    private mutating func release(_ pair: UInt64, _ row: Row) {
+        apps.release(UInt32(truncatingIfNeeded: pair >> 32))
+        permissions.release(UInt32(truncatingIfNeeded: pair))
+        setters.release(row.setter)
+    }
+
+    /// Distinct names in memory (app ids, permissions and setters), for tests and
+    /// the benchmarks: those of the rows in memory, and no others.
+    var namesHeld: Int { apps.count + permissions.count + setters.count }
+
+    /// The row of `row`, holding a reference on its setter.
     private mutating func packed(_ row: StoredDecision) -> Row {
-        Row(setAt: row.setAt, expiresAt: row.expiresAt ?? 0, setter: setters.intern(row.setBy), decision: row.decision,
+        Row(setAt: row.setAt, expiresAt: row.expiresAt ?? 0, setter: setters.retain(row.setBy), decision: row.decision,
             expires: row.expiresAt != nil)
     }
 
@@ -105,8 +131,15 @@ struct DecisionIndex {
         set {
             // Not loaded: the file has it (see the type's comment).
             guard isLoaded(key.uid) else { return }
-            let pair = Self.pair(apps.intern(key.app), permissions.intern(key.permission))
-            owners[key.uid]![pair] = newValue.map { packed($0) }
+            guard let newValue else {
+                guard let pair = pair(of: key), let old = owners[key.uid]!.removeValue(forKey: pair) else { return }
+                return release(pair, old)
+            }
+            let app = apps.retain(key.app), permission = permissions.retain(key.permission)
+            let pair = Self.pair(app, permission)
+            // The new row's references first (its names may be the old row's).
+            let row = packed(newValue)
+            if let old = owners[key.uid]!.updateValue(row, forKey: pair) { release(pair, old) }
         }
     }
 

@@ -409,6 +409,10 @@ package final class DecisionStore {
     /// How many rows are in memory (the unassigned ones and the loaded users').
     package var rowsInMemory: Int { index.rowCount }
 
+    /// How many distinct names (app ids, permissions, setters) are in memory: only
+    /// those of the rows in memory.
+    package var namesInMemory: Int { index.namesHeld }
+
     /// Reads and installs `uid`'s rows, on the caller's queue: for a store used on
     /// one queue (tests, tools).
     package func load(uid: UInt32) throws {

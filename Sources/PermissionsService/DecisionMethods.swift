@@ -32,7 +32,11 @@ extension PermissionsService {
     ///   sandboxed or unverified; to change them, polkit's `manage-own` on the
     ///   system bus (see Authorizer);
     /// - another user's: an admin (root, or polkit's `manage`).
+    ///
+    /// `unreadable`: what to do instead when the user's decisions cannot be read
+    /// (by default the call is answered StorageFailed).
     func asOwnerOrAdmin(_ call: MethodCall, uid: UInt32?, change: Bool,
+                        unreadable: ((_ uid: UInt32, _ error: any Error) -> Void)? = nil,
                         _ body: @escaping (_ caller: AppIdentity, _ uid: UInt32) -> Void) {
         withCaller(call) { [unowned self] identity in
             let own = uid == nil || uid == identity.uid
@@ -45,7 +49,9 @@ extension PermissionsService {
                 }
                 // Another user's (the caller's own are loaded): named by an admin, loaded first.
                 let owner = uid ?? identity.uid
-                self.whenLoaded(call, owner) { body(identity, owner) }
+                self.whenLoaded(call, owner, unreadable: unreadable.map { handler in { handler(owner, $0) } }) {
+                    body(identity, owner)
+                }
             }
         }
     }
@@ -136,7 +142,17 @@ extension PermissionsService {
         let namesResult = permissionNames(arguments[arguments.startIndex + 1], stored: true)
         guard case .success(let app) = appResult else { return call.fail(appResult.error!) }
         guard case .success(let names) = namesResult else { return call.fail(namesResult.error!) }
-        asOwnerOrAdmin(call, uid: uid, change: true) { [unowned self] _, uid in
+        // A user whose rows cannot be read (a damaged page, a decision word of a newer
+        // version) can still have them removed: the reset is made in the file alone,
+        // by owner, app and permission, as every write is, and counts what went
+        // there. It is the way out short of stopping the daemon; the next call of
+        // that user tries the load again.
+        let unreadable = { [unowned self] (uid: UInt32, error: any Error) in
+            logWarning("the decisions of uid \(uid) cannot be read (\(error)); resetting those of "
+                       + "\(app.escapedForLog) in the file alone")
+            self.reset(call, uid: uid, app: app, names: names)
+        }
+        asOwnerOrAdmin(call, uid: uid, change: true, unreadable: unreadable) { [unowned self] _, uid in
             self.reset(call, uid: uid, app: app, names: names)
         }
     }

@@ -355,12 +355,15 @@ package final class PermissionsService {
     }
 
     /// Runs `body` once `uid`'s decisions are in memory (UserLoads), or answers the
-    /// call StorageFailed when they cannot be read. The call stays counted as
+    /// call StorageFailed when they cannot be read (or, when given, runs
+    /// `unreadable` with the load's error instead). The call stays counted as
     /// waiting meanwhile, which keeps the user here (Residency).
-    func whenLoaded(_ call: MethodCall, _ uid: UInt32, _ body: @escaping () -> Void) {
+    func whenLoaded(_ call: MethodCall, _ uid: UInt32, unreadable: ((any Error) -> Void)? = nil,
+                    _ body: @escaping () -> Void) {
         loads.whenLoaded(uid) { [weak self] loaded in
             guard let self, !call.isAnswered else { return }
             if case .failure(let error) = loaded {
+                if let unreadable { return unreadable(error) }
                 return call.fail(PermissionsError.storageFailed("cannot read the decisions of uid \(uid): \(error)"))
             }
             self.residency.touch(uid)

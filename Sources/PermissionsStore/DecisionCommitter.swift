@@ -64,7 +64,7 @@ package final class DecisionCommitter: DecisionStoring, @unchecked Sendable {
     /// The outcome of the last group the writer queue committed, for `close`: it
     /// runs inside the stop, which holds the serving queue until the process ends,
     /// so the `finishCommit` the writer queue sends never runs.
-    private var committed: Result<Void, any Error>?
+    private var committed: Result<[Int], any Error>?
     /// Set by `close`: no commit starts after it.
     private var stopped = false
 
@@ -184,10 +184,9 @@ package final class DecisionCommitter: DecisionStoring, @unchecked Sendable {
             #if DEBUG
             Self.waitAtTestGate()
             #endif
-            let outcome: Result<Void, any Error>
+            let outcome: Result<[Int], any Error>
             do {
-                try store.write(writes)
-                outcome = .success(())
+                outcome = .success(try store.write(writes))
             } catch {
                 outcome = .failure(error)
             }
@@ -198,18 +197,19 @@ package final class DecisionCommitter: DecisionStoring, @unchecked Sendable {
 
     /// On the serving queue: applies the group to memory and gives each write its
     /// outcome, in order; then goes on with the line.
-    private func finishCommit(_ outcome: Result<Void, any Error>) {
+    private func finishCommit(_ outcome: Result<[Int], any Error>) {
         deliver(outcome)
         advance()
     }
 
-    private func deliver(_ outcome: Result<Void, any Error>) {
+    /// `outcome`: how many rows of the file each write changed, or the failure.
+    private func deliver(_ outcome: Result<[Int], any Error>) {
         // inCommit stays set until every outcome is given: a write made by one of
         // them joins the line, behind the writes made before it.
-        for (write, around) in inCommit {
+        for (index, (write, around)) in inCommit.enumerated() {
             let finish = around()
             switch outcome {
-            case .success: finish(.success(store.apply(write)))
+            case .success(let counts): finish(.success(store.apply(write, rowsInFile: counts[index])))
             case .failure(let error): finish(.failure(error))
             }
         }

@@ -481,8 +481,7 @@ package final class DecisionStore {
         case .assign(_, _, let uid): uid
         }
         if let owner, !isLoaded(uid: owner) { try load(uid: owner) }
-        try write([change])
-        return apply(change)
+        return apply(change, rowsInFile: try write([change])[0])
     }
 
     /// Commits `writes` to the file in one transaction (one fsync): all of them or,
@@ -495,18 +494,23 @@ package final class DecisionStore {
     /// store. On SQLITE_FULL the WAL is checkpointed into the file and truncated,
     /// which frees its room, and the commit tried once more (the failed one changed
     /// nothing).
-    package func write(_ writes: [DecisionWrite]) throws {
-        func commit() throws {
+    ///
+    /// Returns how many rows of the file each write changed, in order.
+    @discardableResult
+    package func write(_ writes: [DecisionWrite]) throws -> [Int] {
+        func commit() throws -> [Int] {
             try db.endStrayTransaction()
+            var counts: [Int] = []
             try db.transaction {
-                for change in writes { try execute(change) }
+                for change in writes { counts.append(try execute(change)) }
             }
+            return counts
         }
         do {
-            try commit()
+            return try commit()
         } catch let error as StoreError where error.isDiskFull {
             guard (try? db.execute("PRAGMA wal_checkpoint(TRUNCATE)")) != nil else { throw error }
-            try commit()
+            return try commit()
         }
     }
 
@@ -516,46 +520,63 @@ package final class DecisionStore {
         index.apply(change)
     }
 
+    /// `apply`, with how many rows of the file the write changed (`write`'s count):
+    /// a reset of a user who is not loaded (one whose rows cannot be read: see
+    /// `PermissionsService.resetDecisions`) touched nothing in memory, and counts
+    /// what went from the file.
+    package func apply(_ change: DecisionWrite, rowsInFile: Int) -> Int {
+        let touched = apply(change)
+        if case .reset(let uid?, _, _) = change, !isLoaded(uid: uid) { return rowsInFile }
+        return touched
+    }
+
     /// A write's statements. Each names its rows by what they are (owner, app,
     /// permission), never by a list read from memory, which may be behind the file
     /// while a group of writes is being committed.
-    private func execute(_ change: DecisionWrite) throws {
+    /// Returns how many rows the statements changed.
+    private func execute(_ change: DecisionWrite) throws -> Int {
+        var changed = 0
+        func run(_ sql: String, _ values: [SQLiteDatabase.Value]) throws {
+            try db.execute(sql, values)
+            changed += db.changes
+        }
         switch change {
         case .set(let row):
-            try db.execute("INSERT OR REPLACE INTO user_decisions (uid, app_id, permission, decision, set_at, set_by, "
-                           + "expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                           [Self.owner(row.uid), .text(row.appID), .text(row.permission), .text(row.decision.rawValue),
-                            .int(row.setAt), .text(row.setBy), row.expiresAt.map { .int($0) } ?? .null])
+            try run("INSERT OR REPLACE INTO user_decisions (uid, app_id, permission, decision, set_at, set_by, "
+                    + "expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    [Self.owner(row.uid), .text(row.appID), .text(row.permission), .text(row.decision.rawValue),
+                     .int(row.setAt), .text(row.setBy), row.expiresAt.map { .int($0) } ?? .null])
         case .remove(let row):
-            try db.execute("DELETE FROM user_decisions WHERE uid = ?1 AND app_id = ?2 AND permission = ?3 "
-                           + "AND set_at = ?4",
-                           [Self.owner(row.uid), .text(row.appID), .text(row.permission), .int(row.setAt)])
+            try run("DELETE FROM user_decisions WHERE uid = ?1 AND app_id = ?2 AND permission = ?3 "
+                    + "AND set_at = ?4",
+                    [Self.owner(row.uid), .text(row.appID), .text(row.permission), .int(row.setAt)])
         case .reset(let uid, let app, let permissions):
             let owner: [SQLiteDatabase.Value] = [Self.owner(uid), .text(app)]
             if permissions.isEmpty {
-                try db.execute("DELETE FROM user_decisions WHERE uid = ?1 AND app_id = ?2", owner)
+                try run("DELETE FROM user_decisions WHERE uid = ?1 AND app_id = ?2", owner)
             }
             for permission in permissions {
-                try db.execute("DELETE FROM user_decisions WHERE uid = ?1 AND app_id = ?2 AND permission = ?3",
-                               owner + [.text(permission)])
+                try run("DELETE FROM user_decisions WHERE uid = ?1 AND app_id = ?2 AND permission = ?3",
+                        owner + [.text(permission)])
             }
         case .assign(let app, let permissions, let uid):
             let pair: [SQLiteDatabase.Value] = [Self.owner(uid), .text(app)]
             // The user's own row of the same permission, if any, stays: it was made later.
             if permissions.isEmpty {
-                try db.execute("UPDATE user_decisions SET uid = ?1 WHERE uid = -1 AND app_id = ?2 AND NOT EXISTS "
-                               + "(SELECT 1 FROM user_decisions AS own WHERE own.uid = ?1 AND own.app_id = ?2 "
-                               + "AND own.permission = user_decisions.permission)", pair)
-                try db.execute("DELETE FROM user_decisions WHERE uid = -1 AND app_id = ?1", [.text(app)])
+                try run("UPDATE user_decisions SET uid = ?1 WHERE uid = -1 AND app_id = ?2 AND NOT EXISTS "
+                        + "(SELECT 1 FROM user_decisions AS own WHERE own.uid = ?1 AND own.app_id = ?2 "
+                        + "AND own.permission = user_decisions.permission)", pair)
+                try run("DELETE FROM user_decisions WHERE uid = -1 AND app_id = ?1", [.text(app)])
             }
             for permission in permissions {
-                try db.execute("UPDATE user_decisions SET uid = ?1 WHERE uid = -1 AND app_id = ?2 AND permission = ?3 "
-                               + "AND NOT EXISTS (SELECT 1 FROM user_decisions WHERE uid = ?1 AND app_id = ?2 "
-                               + "AND permission = ?3)", pair + [.text(permission)])
-                try db.execute("DELETE FROM user_decisions WHERE uid = -1 AND app_id = ?1 AND permission = ?2",
-                               [.text(app), .text(permission)])
+                try run("UPDATE user_decisions SET uid = ?1 WHERE uid = -1 AND app_id = ?2 AND permission = ?3 "
+                        + "AND NOT EXISTS (SELECT 1 FROM user_decisions WHERE uid = ?1 AND app_id = ?2 "
+                        + "AND permission = ?3)", pair + [.text(permission)])
+                try run("DELETE FROM user_decisions WHERE uid = -1 AND app_id = ?1 AND permission = ?2",
+                        [.text(app), .text(permission)])
             }
         }
+        return changed
     }
 
     /// Moves the serial epoch on (see SerialEpoch.next: the stored one plus one, or

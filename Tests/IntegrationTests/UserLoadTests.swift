@@ -95,6 +95,55 @@ import PermissionsTestSupport
                 "\(daemon.logLines(containing: "cannot load"))")
     }
 
+    /// The way out of a user's unreadable rows without stopping the daemon: a reset
+    /// of the app the fault is in (the StorageFailed message names it) removes its
+    /// rows from the file, though they cannot be read, and counts them; the user's
+    /// next call loads what is left. A reset that removes nothing leaves the user
+    /// unreadable; nothing else of theirs is touched.
+    @Test(.hangGuard,
+          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/sqlite3")))
+    func aResetRemovesRowsThatCannotBeRead() throws {
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, config: Self.config)
+        let client = try BusClient(bus: bus)
+        defer { client.close() }
+        try deny(client, Self.absent)
+        _ = try client.call("SetDecisionForUser", [.uint32(Self.absent), .string("org.example.Kept"),
+                                                   .string("location"), .string("denied")]).get()
+        daemon.stop()
+        try sqlite3(daemon, "PRAGMA ignore_check_constraints=ON; UPDATE user_decisions SET decision = 'ask' "
+                    + "WHERE uid = \(Self.absent) AND app_id = '\(Self.app)'")
+        try daemon.start()
+        func reset(_ app: String) -> Result<[DBusValue], BusError> {
+            client.call("ResetDecisionsForUser", [.uint32(Self.absent), .string(app), .strings([])])
+        }
+        func expectUnreadable(_ what: String) {
+            let answer = status(client, Self.absent)
+            guard case .failure(let error) = answer else {
+                Issue.record("\(what): uid \(Self.absent) answered \(answer)")
+                return
+            }
+            #expect(error.name == "org.example.Permissions.Error.StorageFailed", "\(what): \(error)")
+            #expect(error.message.contains("unknown decision \"ask\" for \"\(Self.app)\""), "\(what): \(error)")
+        }
+
+        expectUnreadable("before any reset")
+        #expect(reset("org.example.Other") == .success([.uint32(0)]))
+        expectUnreadable("after a reset of an app without rows")
+        // As admin.md says to: permissionsctl, naming the app the error names.
+        let ctl = try run(binDir + "/permissionsctl", ["--address", bus.address, "reset", "--user", "\(Self.absent)",
+                                                       Self.app])
+        #expect(ctl.status == 0, "\(ctl.stderr)")
+        #expect(ctl.stdout == "removed 1 decision(s)\n")
+        #expect(status(client, Self.absent) == .success([.string("not-determined")]))
+        #expect(client.call("GetStatusForUser", [.uint32(Self.absent), .string("org.example.Kept"), .string("location")])
+                    == .success([.string("denied")]))
+        _ = try daemon.waitForLog("resetting those of \(Self.app) in the file alone")
+        daemon.stop()
+        #expect(try sqlite3(daemon, "SELECT app_id, decision FROM user_decisions WHERE uid = \(Self.absent)")
+                    == "org.example.Kept|denied\n")
+    }
+
     /// A decision whose end passed while its user was not loaded (the expiry timer
     /// sees only rows in memory, so such a row stays in the file until the user's
     /// next load) is listed nowhere: not by ListAllDecisions, which reads the file,

@@ -364,15 +364,23 @@ package final class LoadedPlugin: @unchecked Sendable {
     }
 
     /// fini, after which the plugin must not call the host (and is ignored if it does).
-    func stop() {
+    /// Returns false when fini was owed and not called: an open_remote still ran 2
+    /// seconds after the stop began. The header promises fini only once every
+    /// open_remote has returned (fini frees what they use), so the plugin is left
+    /// as it is, with whatever it handed out still connected (see PluginHost.retire).
+    @discardableResult
+    func stop() -> Bool {
         closeHostCalls()
-        guard started else { return }
+        guard started else { return true }
         started = false
-        // No open_remote starts any more; those under way return within 1.5 s.
+        // No open_remote starts any more; the host waits 2 s for those under way.
         if remoteCalls.wait(timeout: .now() + .seconds(2)) == .timedOut {
-            Log.shared.log(.warning, "plugin \(name): an open_remote still runs at fini")
+            Log.shared.log(.error, "plugin \(name): an open_remote still runs 2 s after its stop began; "
+                           + "fini is not called, so that it frees nothing that call uses")
+            return false
         }
         functions?.fini?(state)
+        return true
     }
 
     /// Remotes it opened that have not ended (any thread).

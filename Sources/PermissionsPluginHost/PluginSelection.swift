@@ -143,10 +143,20 @@ extension PluginHost {
 
     /// Stops a plugin that no longer serves: fini on its call queue. Its code stays
     /// mapped (a Swift or C library cannot be unloaded safely while threads or data
-    /// may point into it).
+    /// may point into it). If fini cannot be called (an open_remote of its still
+    /// runs) while it has remotes open, nothing will disconnect or narrow them: as
+    /// for a plugin given up with remotes open, the daemon stops
+    /// (`onEnforcementLost`), and the next start disconnects them.
     private func retire(_ plugin: LoadedPlugin) {
+        let remotes = plugin.openRemoteCount
         plugin.closeHostCalls()
         plugins.removeAll { $0 === plugin }
-        plugin.callQueue.async { plugin.stop() }
+        plugin.callQueue.async { [weak self] in
+            guard !plugin.stop(), remotes > 0, let self else { return }
+            queue.async { [weak self] in
+                self?.onEnforcementLost?(plugin.name, remotes, "its fini could not be called: an open_remote "
+                                         + "still ran 2 s after its stop began")
+            }
+        }
     }
 }

@@ -38,7 +38,7 @@ extension PermissionsService {
     func asOwnerOrAdmin(_ call: MethodCall, uid: UInt32?, change: Bool,
                         unreadable: ((_ uid: UInt32, _ error: any Error) -> Void)? = nil,
                         _ body: @escaping (_ caller: AppIdentity, _ uid: UInt32) -> Void) {
-        withCaller(call) { [unowned self] identity in
+        withCaller(call, evenIfUnreadable: unreadable != nil) { [unowned self] identity in
             let own = uid == nil || uid == identity.uid
             let action: Authorizer.Action? = own ? (change ? .manageOwn : nil) : .manage
             self.authorizer.check(identity, sender: call.sender, action: action) { refusal in

@@ -330,8 +330,10 @@ package final class PermissionsService {
     /// Every call that can wait (for the bus, polkit or a prompt) comes through
     /// here, and is remembered until it is answered. Counted while it waits
     /// (PendingCalls): per connection from here, per user once identified; over a
-    /// limit, it fails with LimitExceeded.
-    func withCaller(_ call: MethodCall, _ body: @escaping (AppIdentity) -> Void) {
+    /// limit, it fails with LimitExceeded. The caller's own decisions are loaded
+    /// first; when they cannot be read, the call is answered StorageFailed, unless
+    /// `evenIfUnreadable` (a reset, which may remove the rows that cannot be read).
+    func withCaller(_ call: MethodCall, evenIfUnreadable: Bool = false, _ body: @escaping (AppIdentity) -> Void) {
         guard !stopping else { return call.fail(Self.stoppingError) }
         if let refusal = pendingCalls.admit(call) { return call.fail(refusal) }
         let sender = call.sender
@@ -348,7 +350,9 @@ package final class PermissionsService {
                     self?.pendingCalls.release(sender: sender)
                     self?.pendingCalls.release(uid: identity.uid)
                 }
-                self.whenLoaded(call, identity.uid) { body(identity) }
+                self.whenLoaded(call, identity.uid, unreadable: evenIfUnreadable ? { _ in body(identity) } : nil) {
+                    body(identity)
+                }
             case .failure(let error): call.fail(PermissionsError.unknownCaller(error.message))
             }
         }

@@ -81,17 +81,17 @@ struct DecisionIndex {
         for entry in rows.rows {
             var row = entry.row
             row.setter = setterNumbers[Int(row.setter)]
-            let pair = Self.pair(appNumbers[Int(entry.app)], permissionNumbers[Int(entry.permission)])
-            if let replaced = table.updateValue(row, forKey: pair) {
-                setters.release(replaced.setter)  // a key twice: the last row stands
-            } else {
-                apps.retain(appNumbers[Int(entry.app)])
-                permissions.retain(permissionNumbers[Int(entry.permission)])
-            }
+            // A key twice (only from a damaged file): the last row stands.
+            table[Self.pair(appNumbers[Int(entry.app)], permissionNumbers[Int(entry.permission)])] = row
+        }
+        // The references of the rows that stand, taken once the table is whole, and
+        // before the old rows' go, so that a name in both is kept, not forgotten
+        // and made again.
+        for (pair, row) in table {
+            apps.retain(UInt32(truncatingIfNeeded: pair >> 32))
+            permissions.retain(UInt32(truncatingIfNeeded: pair))
             setters.retain(row.setter)
         }
-        // The new rows' references are taken before the old ones' go, so that a
-        // name in both is kept, not forgotten and made again.
         if let old = owners.updateValue(table, forKey: owner) { release(old) }
     }
 

@@ -144,6 +144,30 @@ import PermissionsTestSupport
                     == "org.example.Kept|denied\n")
     }
 
+    /// The same for one's own unreadable rows: the caller's own load, which every
+    /// call waits for, fails, and a reset goes on all the same (found by a
+    /// reviewer: the caller's load answered StorageFailed before the reset ran).
+    @Test(.hangGuard,
+          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/sqlite3")))
+    func aUserResetsTheirOwnUnreadableRows() throws {
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, config: Self.config)
+        let client = try BusClient(bus: bus)
+        defer { client.close() }
+        for app in ["org.example.Bad", "org.example.Worse"] {
+            _ = try client.call("SetDecision", [.string(app), .string("location"), .string("denied")]).get()
+        }
+        daemon.stop()
+        try sqlite3(daemon, "PRAGMA ignore_check_constraints=ON; UPDATE user_decisions SET decision = 'ask' "
+                    + "WHERE uid = \(getuid())")
+        try daemon.start()
+        #expect(client.call("ResetDecisions", [.string("org.example.Bad"), .strings([])]) == .success([.uint32(1)]))
+        #expect(client.call("ResetDecisionsForUser", [.uint32(getuid()), .string("org.example.Worse"), .strings([])])
+                    == .success([.uint32(1)]))
+        // Nothing unreadable is left: the caller's calls are answered again.
+        #expect(try client.call("GetStatus", [.string("location")]).get() == [.string("not-determined")])
+    }
+
     /// A decision whose end passed while its user was not loaded (the expiry timer
     /// sees only rows in memory, so such a row stays in the file until the user's
     /// next load) is listed nowhere: not by ListAllDecisions, which reads the file,

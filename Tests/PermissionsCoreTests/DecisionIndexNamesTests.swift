@@ -102,4 +102,23 @@ struct DecisionIndexNamesTests {
         #expect(store.namesInMemory == 0)
         #expect(store.list().isEmpty)
     }
+
+    /// A key twice in one load (only a damaged file returns one): the last row
+    /// stands, and only the rows that stand hold references (found by a reviewer:
+    /// a setter held by the row replaced was forgotten while a later row held it).
+    @Test(arguments: [["s", "s", "s"], ["s1", "s2", "s1"]])
+    func aKeyTwiceInALoadLeavesTheLastRowAndItsNames(setters: [String]) {
+        func row(_ app: String, _ setBy: String, _ at: Int64) -> StoredDecision {
+            StoredDecision(uid: 1, appID: app, permission: "camera", decision: .denied, setAt: at, setBy: setBy)
+        }
+        var index = DecisionIndex()
+        index.install(1, [row("org.a", setters[0], 1), row("org.a", setters[1], 2), row("org.b", setters[2], 3)])
+        #expect(index.namesHeld == 2 + 1 + Set(setters[1...]).count)
+        #expect(index[DecisionKey(uid: 1, "org.b", "camera")]?.setBy == setters[2])
+        index[DecisionKey(uid: 1, "org.c", "camera")] = row("org.c", "new setter", 4)
+        #expect(index[DecisionKey(uid: 1, "org.a", "camera")]?.setBy == setters[1])
+        #expect(index[DecisionKey(uid: 1, "org.b", "camera")]?.setBy == setters[2])
+        index.evict(1)
+        #expect(index.namesHeld == 0)
+    }
 }

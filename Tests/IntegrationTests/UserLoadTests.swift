@@ -32,6 +32,17 @@ import PermissionsTestSupport
         return r.stdout
     }
 
+    /// Restarts the daemon with the rows `condition` picks made unreadable: a decision
+    /// word this version does not know, as a newer version's file would have.
+    private func makeUnreadable(_ daemon: DaemonUnderTest, where condition: String) throws {
+        daemon.stop()
+        try sqlite3(daemon, "PRAGMA ignore_check_constraints=ON; UPDATE user_decisions SET decision = 'ask' "
+                    + "WHERE \(condition)")
+        try daemon.start()
+    }
+
+    static let hasSQLite3 = FileManager.default.isExecutableFile(atPath: "/usr/bin/sqlite3")
+
     /// A stored deny of a user let go reads "denied": the call waits for the load.
     /// And after a restart, whose start-up loads nobody, the same.
     @Test(.hangGuard) func aStoredDenyOfAUserNotLoadedReadsDenied() throws {
@@ -62,8 +73,7 @@ import PermissionsTestSupport
     /// time (a load is tried again for each, logged once while the reason stays);
     /// another user's and the caller's own are answered as before, and the file is
     /// left as it was.
-    @Test(.hangGuard,
-          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/sqlite3")))
+    @Test(.hangGuard, .enabled(if: hasSQLite3))
     func aFailedLoadIsStorageFailedForThatUserAlone() throws {
         let bus = try TestBus()
         let daemon = try DaemonUnderTest(bus: bus, config: Self.config)
@@ -71,10 +81,7 @@ import PermissionsTestSupport
         defer { client.close() }
         try deny(client, Self.absent)
         try deny(client, Self.other)
-        daemon.stop()
-        try sqlite3(daemon, "PRAGMA ignore_check_constraints=ON; "
-                    + "UPDATE user_decisions SET decision = 'ask' WHERE uid = \(Self.absent)")
-        try daemon.start()
+        try makeUnreadable(daemon, where: "uid = \(Self.absent)")
 
         for _ in 0..<2 {
             let failed = status(client, Self.absent)
@@ -100,8 +107,7 @@ import PermissionsTestSupport
     /// rows from the file, though they cannot be read, and counts them; the user's
     /// next call loads what is left. A reset that removes nothing leaves the user
     /// unreadable; nothing else of theirs is touched.
-    @Test(.hangGuard,
-          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/sqlite3")))
+    @Test(.hangGuard, .enabled(if: hasSQLite3))
     func aResetRemovesRowsThatCannotBeRead() throws {
         let bus = try TestBus()
         let daemon = try DaemonUnderTest(bus: bus, config: Self.config)
@@ -110,10 +116,7 @@ import PermissionsTestSupport
         try deny(client, Self.absent)
         _ = try client.call("SetDecisionForUser", [.uint32(Self.absent), .string("org.example.Kept"),
                                                    .string("location"), .string("denied")]).get()
-        daemon.stop()
-        try sqlite3(daemon, "PRAGMA ignore_check_constraints=ON; UPDATE user_decisions SET decision = 'ask' "
-                    + "WHERE uid = \(Self.absent) AND app_id = '\(Self.app)'")
-        try daemon.start()
+        try makeUnreadable(daemon, where: "uid = \(Self.absent) AND app_id = '\(Self.app)'")
         func reset(_ app: String) -> Result<[DBusValue], BusError> {
             client.call("ResetDecisionsForUser", [.uint32(Self.absent), .string(app), .strings([])])
         }
@@ -147,8 +150,7 @@ import PermissionsTestSupport
     /// The same for one's own unreadable rows: the caller's own load, which every
     /// call waits for, fails, and a reset goes on all the same (found by a
     /// reviewer: the caller's load answered StorageFailed before the reset ran).
-    @Test(.hangGuard,
-          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/sqlite3")))
+    @Test(.hangGuard, .enabled(if: hasSQLite3))
     func aUserResetsTheirOwnUnreadableRows() throws {
         let bus = try TestBus()
         let daemon = try DaemonUnderTest(bus: bus, config: Self.config)
@@ -157,10 +159,7 @@ import PermissionsTestSupport
         for app in ["org.example.Bad", "org.example.Worse"] {
             _ = try client.call("SetDecision", [.string(app), .string("location"), .string("denied")]).get()
         }
-        daemon.stop()
-        try sqlite3(daemon, "PRAGMA ignore_check_constraints=ON; UPDATE user_decisions SET decision = 'ask' "
-                    + "WHERE uid = \(getuid())")
-        try daemon.start()
+        try makeUnreadable(daemon, where: "uid = \(getuid())")
         #expect(client.call("ResetDecisions", [.string("org.example.Bad"), .strings([])]) == .success([.uint32(1)]))
         #expect(client.call("ResetDecisionsForUser", [.uint32(getuid()), .string("org.example.Worse"), .strings([])])
                     == .success([.uint32(1)]))
@@ -174,8 +173,7 @@ import PermissionsTestSupport
     /// not by ListDecisionsForUser in the same turn as the load that found it, nor
     /// by the caller's own first ListDecisions (which loads the caller). It never
     /// applied (GetStatusForUser); a row whose end is still to come is listed.
-    @Test(.hangGuard,
-          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/sqlite3")))
+    @Test(.hangGuard, .enabled(if: hasSQLite3))
     func aDecisionWhoseEndHasPassedIsListedNowhere() throws {
         let bus = try TestBus()
         let daemon = try DaemonUnderTest(bus: bus, config: Self.config)

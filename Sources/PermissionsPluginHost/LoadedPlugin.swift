@@ -89,6 +89,8 @@ package final class LoadedPlugin: @unchecked Sendable {
         /// open_remote and the plugin's state, from init's success until host calls
         /// close: what a call on remoteQueue may use.
         var opener: Opener?
+        /// open_remote calls under way (those `remoteCalls` counts).
+        var openCalls = 0
     }
     let shared = Locked(Shared())
 
@@ -332,11 +334,15 @@ package final class LoadedPlugin: @unchecked Sendable {
             guard !s.closed, let opener = s.opener else { return .none }
             guard s.remotes.insert(id).inserted else { return .some(nil) }
             remoteCalls.enter()
+            s.openCalls += 1
             return .some(opener)
         }
         guard let entered else { return -ENOTSUP }
         guard let opener = entered else { return -EEXIST }
-        defer { remoteCalls.leave() }
+        defer {
+            shared.withLock { $0.openCalls -= 1 }
+            remoteCalls.leave()
+        }
         let fd = app.withCString { appPointer in
             permission.withCString { permissionPointer in
                 var remote = permissions_remote(abi_version: PERMISSIONS_PLUGIN_ABI_VERSION,
@@ -368,13 +374,21 @@ package final class LoadedPlugin: @unchecked Sendable {
     /// seconds after the stop began. The header promises fini only once every
     /// open_remote has returned (fini frees what they use), so the plugin is left
     /// as it is, with whatever it handed out still connected (see PluginHost.retire).
+    /// How long a stop waits for the open_remote calls under way before it gives
+    /// up on fini (the header's ENFORCEMENT): the stops at shutdown allow this on
+    /// top of fini's own deadline when a call is under way (PluginHost.stopAll).
+    static let openRemoteWaitSeconds = 2
+
+    /// Whether an open_remote call is under way (any thread).
+    var openRemoteCallsUnderWay: Bool { shared.withLock { $0.openCalls > 0 } }
+
     @discardableResult
     func stop() -> Bool {
         closeHostCalls()
         guard started else { return true }
         started = false
-        // No open_remote starts any more; the host waits 2 s for those under way.
-        if remoteCalls.wait(timeout: .now() + .seconds(2)) == .timedOut {
+        // No open_remote starts any more; the host waits for those under way.
+        if remoteCalls.wait(timeout: .now() + .seconds(Self.openRemoteWaitSeconds)) == .timedOut {
             Log.shared.log(.error, "plugin \(name): an open_remote still runs 2 s after its stop began; "
                            + "fini is not called, so that it frees nothing that call uses")
             return false

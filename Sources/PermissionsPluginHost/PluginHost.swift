@@ -325,8 +325,11 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
     /// delay the exit by one deadline in all, not one each.
     package func stopAll() {
         let started = monotonicNanoseconds()
-        let end = DispatchTime.now() + deadline
-        let stopping = plugins.filter { $0.info.state == .loaded }.map { plugin in
+        let loaded = plugins.filter { $0.info.state == .loaded }
+        // fini's deadline, after the wait for the open_remote calls under way, if any.
+        let remoteWait = loaded.contains { $0.openRemoteCallsUnderWay } ? LoadedPlugin.openRemoteWaitSeconds : 0
+        let end = DispatchTime.now() + .seconds(remoteWait) + deadline
+        let stopping = loaded.map { plugin in
             let done = DispatchSemaphore(value: 0)
             plugin.callQueue.async {
                 plugin.stop()

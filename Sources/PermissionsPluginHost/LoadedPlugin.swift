@@ -369,11 +369,6 @@ package final class LoadedPlugin: @unchecked Sendable {
         daemonQueue.async { [self] in remoteClosed?(self, id) }
     }
 
-    /// fini, after which the plugin must not call the host (and is ignored if it does).
-    /// Returns false when fini was owed and not called: an open_remote still ran 2
-    /// seconds after the stop began. The header promises fini only once every
-    /// open_remote has returned (fini frees what they use), so the plugin is left
-    /// as it is, with whatever it handed out still connected (see PluginHost.retire).
     /// How long a stop waits for the open_remote calls under way before it gives
     /// up on fini (the header's ENFORCEMENT): the stops at shutdown allow this on
     /// top of fini's own deadline when a call is under way (PluginHost.stopAll).
@@ -382,6 +377,12 @@ package final class LoadedPlugin: @unchecked Sendable {
     /// Whether an open_remote call is under way (any thread).
     var openRemoteCallsUnderWay: Bool { shared.withLock { $0.openCalls > 0 } }
 
+    /// fini, after which the plugin must not call the host (and is ignored if it does).
+    /// Returns false when fini was owed and not called: an open_remote still ran
+    /// `openRemoteWaitSeconds` after the stop began. The header promises fini only
+    /// once every open_remote has returned (fini frees what they use), so the
+    /// plugin is left as it is, with whatever it handed out still connected (see
+    /// PluginHost.retire).
     @discardableResult
     func stop() -> Bool {
         closeHostCalls()

@@ -168,10 +168,10 @@
  *   state is left as it is; a copy replaced with remotes open then stops the
  *   daemon, as below for a plugin given up). The host waits 2 seconds for an
  *   open_remote, counted from the call's start; a descriptor returned later is
- *   closed, which ends that remote like any other. From then on the host calls remote_status, on the
- *   plugin's thread, each time the status of that remote's (uid, app, permission)
- *   changes: a deny, a reset, an admin lock, the device state, an expiry. The
- *   plugin then narrows or widens what the connection reaches, and must fail
+ *   closed, which ends that remote like any other. From then on the host calls
+ *   remote_status, on the plugin's thread, each time the status of that
+ *   remote's (uid, app, permission) changes: a deny, a reset, an admin lock, the
+ *   device state, an expiry. The plugin then narrows or widens what the connection reaches, and must fail
  *   closed: a connection whose reach it cannot set is disconnected, never left
  *   wider. When a connection ends, for whatever reason, the plugin calls
  *   host->remote_closed. A plugin stopped (fini: shutdown, replaced) disconnects

@@ -131,6 +131,13 @@ import PermissionsTestSupport
         }
 
         expectUnreadable("before any reset")
+        // Another uid, no admin, may not reach them: refused before any load, and nothing goes.
+        let stranger = try daemon.busctl(["call", "org.example.Permissions", "/org/example/Permissions",
+                                          "org.example.Permissions", "ResetDecisionsForUser", "usas",
+                                          "\(Self.absent)", Self.app, "0"], asNobody: true)
+        #expect(stranger.status != 0)
+        #expect(stranger.stderr.contains(" is not allowed: uid 65534 is not the service's user"), "\(stranger.stderr)")
+        expectUnreadable("after another uid's reset")
         #expect(reset("org.example.Other") == .success([.uint32(0)]))
         expectUnreadable("after a reset of an app without rows")
         // As admin.md says to: permissionsctl, naming the app the error names.

@@ -16,6 +16,17 @@ let commonSwiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("MemberImportVisibility"),
 ]
 
+/// For what the daemon and the plugins are built from: no implicit `import
+/// _Concurrency` or `import _StringProcessing`, so that neither library (nor
+/// _RegexParser, which _StringProcessing needs) is loaded, relocated and kept
+/// resident at every start for code that uses neither (doc/performance.md, "The
+/// Swift Dispatch overlay"). Queues come from libdispatch's C API
+/// (`SystemPrimitives/Queue.swift`), not from the Dispatch overlay, which needs both.
+let withoutConcurrencyOrRegex: [SwiftSetting] = [
+    .unsafeFlags(["-Xfrontend", "-disable-implicit-concurrency-module-import",
+                  "-Xfrontend", "-disable-implicit-string-processing-module-import"]),
+]
+
 /// The package's root, for the linker script path below.
 let root = String(#filePath.dropLast("/Package.swift".count))
 
@@ -191,4 +202,16 @@ let package = Package(
 // system library has no Swift to compile).
 for target in package.targets where target.type != .system {
     target.swiftSettings = (target.swiftSettings ?? []) + commonSwiftSettings
+}
+
+// What the daemon and the plugins are linked from: nothing here may use _Concurrency
+// or _StringProcessing (`withoutConcurrencyOrRegex`). ModuleGraphTests holds the
+// daemon's and each plugin's library list to it.
+let linkedIntoTheDaemonOrAPlugin = Set([
+    "SystemPrimitives", "DBusKit", "PermissionsModel", "PermissionsSupport", "PermissionsStore",
+    "PermissionsPluginHost", "PermissionsIdentity", "PermissionsConfig", "PermissionsService", "PermissionsDaemon",
+    "permissionsd", "UserSockets", "CLISupport", "PluginKit", "PipeWireAccess",
+] + plugins.map(\.1.name))
+for target in package.targets where linkedIntoTheDaemonOrAPlugin.contains(target.name) {
+    target.swiftSettings = (target.swiftSettings ?? []) + withoutConcurrencyOrRegex
 }

@@ -1,5 +1,5 @@
 import DBusKit
-import Dispatch
+internal import SystemPrimitives
 import PluginKit
 
 /// Follows bluetoothd's adapters on the system bus, and the kernel's HCI list while
@@ -42,7 +42,7 @@ final class BlueZFollower: @unchecked Sendable {
         var timers: any Timers = DispatchTimers()
     }
 
-    let queue: DispatchQueue
+    let queue: Queue
     private let settings: Settings
     private let kernel: any KernelAdapterProbe
     private let onChange: (AdapterView) -> Void
@@ -69,7 +69,7 @@ final class BlueZFollower: @unchecked Sendable {
     private var kernelTimer: (any ArmedTimer)?
 
     /// `onChange` and `log` are called on `queue`.
-    init(queue: DispatchQueue, settings: Settings = Settings(), kernel: any KernelAdapterProbe,
+    init(queue: Queue, settings: Settings = Settings(), kernel: any KernelAdapterProbe,
          onChange: @escaping (AdapterView) -> Void, log: @escaping (HostHandle.Priority, String) -> Void) {
         self.queue = queue
         self.settings = settings
@@ -88,7 +88,7 @@ final class BlueZFollower: @unchecked Sendable {
     /// Stops all work and closes the connection. Call on `queue`; after it returns
     /// nothing of this object runs again and `onChange`/`log` are not called.
     func stop() {
-        dispatchPrecondition(condition: .onQueue(queue))
+        queue.assertCurrent()
         stopped = true
         epoch += 1
         for timer in [reconnectTimer, retryTimer, kernelTimer] { timer?.cancel() }

@@ -1,4 +1,4 @@
-import Dispatch
+internal import SystemPrimitives
 import PluginKit
 import Synchronization
 import PermissionsModel
@@ -10,7 +10,7 @@ import PermissionsModel
 /// only on `queue`, except in `init`, which runs before anything is put on the
 /// queue; `stopping` is atomic.
 final class BluetoothPermission: @unchecked Sendable {
-    private let queue = DispatchQueue(label: "permissions.bluetooth")
+    private let queue = Queue(label: "permissions.bluetooth")
     private let publish: (PluginSnapshot) -> Void
     private let logLine: (HostHandle.Priority, String) -> Void
     private var follower: BlueZFollower?
@@ -59,7 +59,7 @@ final class BluetoothPermission: @unchecked Sendable {
     /// microseconds.
     func stop() {
         stopping.store(true, ordering: .sequentiallyConsistent)
-        let done = DispatchSemaphore(value: 0)
+        let done = Semaphore(value: 0)
         queue.async {
             self.follower?.stop()
             self.follower = nil

@@ -1,6 +1,5 @@
-import Dispatch
 import Glibc
-import SystemPrimitives
+internal import SystemPrimitives
 
 /// Follows the kernel's links and addresses: an rtnetlink socket subscribed to
 /// link and address changes wakes it, and it then reads the whole list again
@@ -10,10 +9,10 @@ import SystemPrimitives
 /// `@unchecked Sendable`: `source` and `last` are touched only on `queue`
 /// (`start` and `stop` put their work there).
 final class InterfaceWatcher: @unchecked Sendable {
-    private let queue: DispatchQueue
+    private let queue: Queue
     private let onChange: ([LocalInterface]) -> Void
     private let log: (String) -> Void
-    private var source: (any DispatchSourceRead)?
+    private var source: (ReadSource)?
     private var last: [LocalInterface]?
 
     // From <linux/netlink.h> and <linux/rtnetlink.h>, which Glibc's module does not
@@ -24,7 +23,7 @@ final class InterfaceWatcher: @unchecked Sendable {
 
     /// `onChange` runs on `queue` with the first list and every different one;
     /// with nil when the kernel cannot be followed or read (fail closed).
-    init(queue: DispatchQueue, onChange: @escaping ([LocalInterface]) -> Void, log: @escaping (String) -> Void) {
+    init(queue: Queue, onChange: @escaping ([LocalInterface]) -> Void, log: @escaping (String) -> Void) {
         self.queue = queue
         self.onChange = onChange
         self.log = log
@@ -33,7 +32,7 @@ final class InterfaceWatcher: @unchecked Sendable {
     /// Opens the socket, then reads the list: a change between the two is heard.
     /// On the queue.
     func start() {
-        dispatchPrecondition(condition: .onQueue(queue))
+        queue.assertCurrent()
         let fd = socket(AF_NETLINK, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
                             | Int32(SOCK_NONBLOCK.rawValue), Self.netlinkRoute)
         guard fd >= 0 else {
@@ -57,7 +56,7 @@ final class InterfaceWatcher: @unchecked Sendable {
             close(fd)
             return report([])
         }
-        let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
+        let source = ReadSource(fileDescriptor: fd, queue: queue)
         source.setEventHandler { [weak self] in self?.readable(fd) }
         source.setCancelHandler { close(fd) }
         self.source = source
@@ -66,7 +65,7 @@ final class InterfaceWatcher: @unchecked Sendable {
     }
 
     func stop() {
-        dispatchPrecondition(condition: .onQueue(queue))
+        queue.assertCurrent()
         source?.cancel()
         source = nil
     }

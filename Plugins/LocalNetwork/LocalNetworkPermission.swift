@@ -1,4 +1,4 @@
-import Dispatch
+internal import SystemPrimitives
 import PluginKit
 import Synchronization
 import PermissionsModel
@@ -10,7 +10,7 @@ import PermissionsModel
 /// touched only on `queue`, except in `init`, which runs before anything is put on
 /// the queue; `stopping` is atomic.
 final class LocalNetworkPermission: @unchecked Sendable {
-    private let queue = DispatchQueue(label: "permissions.local-network")
+    private let queue = Queue(label: "permissions.local-network")
     private let publish: (PluginSnapshot) -> Void
     private let logLine: (HostHandle.Priority, String) -> Void
     private var watcher: InterfaceWatcher?
@@ -49,7 +49,7 @@ final class LocalNetworkPermission: @unchecked Sendable {
     /// every read is non-blocking), at most 1.5 s of fini's 2 s.
     func stop() {
         stopping.store(true, ordering: .sequentiallyConsistent)
-        let done = DispatchSemaphore(value: 0)
+        let done = Semaphore(value: 0)
         queue.async {
             self.watcher?.stop()
             self.watcher = nil

@@ -1,6 +1,5 @@
 import PipeWireAccess
 internal import CPipeWireShims
-internal import Dispatch
 internal import Glibc
 import PluginKit
 import Synchronization
@@ -147,8 +146,8 @@ final class SocketWait: @unchecked Sendable {
     /// one failed connect(2) the watcher would make as often, without libpipewire.
     private let fd: Int32
     private let directories: UserRuntimeDirectories?
-    private let queue = DispatchQueue(label: "org.example.Permissions.pipewire-wait")
-    private var source: (any DispatchSourceProtocol)?
+    private let queue = Queue(label: "org.example.Permissions.pipewire-wait")
+    private var source: (Source)?
     static let pollSeconds = 2
 
     private init(socket: String?, fd: Int32, directories: UserRuntimeDirectories?) {
@@ -185,14 +184,14 @@ final class SocketWait: @unchecked Sendable {
 
     /// Calls `made` (on the wait's queue) once a socket is there.
     func begin(_ made: @escaping @Sendable () -> Void) {
-        let source: any DispatchSourceProtocol
+        let source: Source
         if fd >= 0 {
-            let read = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
+            let read = ReadSource(fileDescriptor: fd, queue: queue)
             let fd = self.fd
             read.setCancelHandler { close(fd) }
             source = read
         } else {
-            let timer = DispatchSource.makeTimerSource(queue: queue)
+            let timer = TimerSource(queue: queue)
             timer.schedule(deadline: .now() + .seconds(Self.pollSeconds), repeating: .seconds(Self.pollSeconds))
             source = timer
         }

@@ -1,6 +1,5 @@
 internal import CDBus
-public import Dispatch
-internal import SystemPrimitives
+public import SystemPrimitives
 
 /// Which bus to connect to.
 public enum Bus: Sendable, Equatable {
@@ -13,7 +12,7 @@ public enum Bus: Sendable, Equatable {
 /// A private connection to a D-Bus bus daemon, through libdbus.
 ///
 /// Two ways to use it:
-/// - attached to a serial `DispatchQueue` (`open(_:queue:)` with a queue): libdbus's
+/// - attached to a serial `Queue` (`open(_:queue:)` with a queue): libdbus's
 ///   file descriptors and timeouts become dispatch sources on that queue, incoming
 ///   method calls and signals are routed to exported objects and subscriptions, and
 ///   `call(…reply:)` never blocks. Every use of the connection must then happen on
@@ -26,7 +25,7 @@ public enum Bus: Sendable, Equatable {
 public final class Connection: @unchecked Sendable {
     let raw: OpaquePointer
     /// The queue every use of an attached connection happens on.
-    public let queue: DispatchQueue
+    public let queue: Queue
     let attached: Bool
     public let uniqueName: String
 
@@ -61,14 +60,14 @@ public final class Connection: @unchecked Sendable {
 
     /// Connects and says Hello: the one blocking round trip, at start-up. With a
     /// queue, call it on that queue (or before the queue runs anything else).
-    public static func open(_ bus: Bus, queue: DispatchQueue? = nil) throws(BusError) -> Connection {
+    public static func open(_ bus: Bus, queue: Queue? = nil) throws(BusError) -> Connection {
         try open(bus, queue: queue, timers: DispatchTimers())
     }
 
     /// `open(_:queue:)` with libdbus's timeouts (a call's reply timeout among them)
     /// armed on `timers`: a test's `ManualClock` makes them expire when the test
     /// says, not when the machine's clock does.
-    package static func open(_ bus: Bus, queue: DispatchQueue?, timers: any Timers) throws(BusError) -> Connection {
+    package static func open(_ bus: Bus, queue: Queue?, timers: any Timers) throws(BusError) -> Connection {
         guard dbus_threads_init_default() != 0 else {
             throw BusError(BusError.noMemory, "out of memory initialising libdbus's threads")
         }
@@ -95,11 +94,11 @@ public final class Connection: @unchecked Sendable {
         return connection
     }
 
-    private init(raw: OpaquePointer, queue: DispatchQueue?, timers: any Timers) {
+    private init(raw: OpaquePointer, queue: Queue?, timers: any Timers) {
         self.raw = raw
         self.timers = timers
         self.attached = queue != nil
-        self.queue = queue ?? DispatchQueue(label: "dbus.unattached")
+        self.queue = queue ?? Queue(label: "dbus.unattached")
         self.uniqueName = dbus_bus_get_unique_name(raw).map { String(cString: $0) } ?? ""
     }
 
@@ -194,7 +193,7 @@ public final class Connection: @unchecked Sendable {
     }
 
     func assertOnQueue() {
-        if attached { dispatchPrecondition(condition: .onQueue(queue)) }
+        if attached { queue.assertCurrent() }
     }
 
     /// Drains libdbus's incoming queue, running filters and handlers.

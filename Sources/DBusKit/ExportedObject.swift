@@ -1,6 +1,5 @@
 internal import CDBus
 internal import SystemPrimitives
-internal import Dispatch
 
 /// One incoming method call, answered exactly once with `reply` or `fail`, now or
 /// later (a handler may keep it while it waits for the user or another service).

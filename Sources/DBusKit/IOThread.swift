@@ -1,6 +1,5 @@
 internal import CDBus
 internal import Glibc
-import Dispatch
 internal import SystemPrimitives
 
 /// Serves an attached connection's file descriptors (libdbus's `DBusWatch`es)

@@ -1,7 +1,7 @@
 internal import CDBus
-import Dispatch
+internal import SystemPrimitives
 
-// Runs a libdbus connection on a serial DispatchQueue: libdbus tells us which file
+// Runs a libdbus connection on a serial Queue: libdbus tells us which file
 // descriptors to watch and which timeouts to arm (DBusWatch, DBusTimeout). The
 // watches are served by the connection's I/O thread (IOThread.swift), the timeouts
 // by dispatch timers on the queue. Nothing spins and nothing blocks on a peer: a

@@ -1,5 +1,4 @@
-package import Dispatch
-internal import SystemPrimitives
+package import SystemPrimitives
 
 // Where the package's timers come from: libdbus's timeouts (MainLoop.swift), and
 // the retries and polls of code above DBusKit. Production uses dispatch timers,
@@ -13,7 +12,7 @@ package protocol Timers: Sendable {
     /// Runs `handler` on `queue` once `milliseconds` have passed, and then every
     /// `repeating` milliseconds when that is given, until the returned timer is
     /// cancelled.
-    func schedule(after milliseconds: Int, repeating: Int?, on queue: DispatchQueue,
+    func schedule(after milliseconds: Int, repeating: Int?, on queue: Queue,
                   _ handler: @escaping @Sendable () -> Void) -> any ArmedTimer
 }
 
@@ -27,9 +26,9 @@ package protocol ArmedTimer: AnyObject, Sendable {
 package struct DispatchTimers: Timers {
     package init() {}
 
-    package func schedule(after milliseconds: Int, repeating: Int?, on queue: DispatchQueue,
+    package func schedule(after milliseconds: Int, repeating: Int?, on queue: Queue,
                           _ handler: @escaping @Sendable () -> Void) -> any ArmedTimer {
-        let timer = DispatchSource.makeTimerSource(queue: queue)
+        let timer = TimerSource(queue: queue)
         if let repeating {
             timer.schedule(deadline: .now() + .milliseconds(milliseconds), repeating: .milliseconds(repeating))
         } else {
@@ -44,8 +43,8 @@ package struct DispatchTimers: Timers {
 /// `@unchecked Sendable`: it holds one immutable reference to a dispatch source,
 /// and dispatch sources may be cancelled from any thread.
 private final class ArmedDispatchTimer: ArmedTimer, @unchecked Sendable {
-    let source: any DispatchSourceTimer
-    init(_ source: any DispatchSourceTimer) { self.source = source }
+    let source: TimerSource
+    init(_ source: TimerSource) { self.source = source }
     func cancel() { source.cancel() }
 }
 
@@ -70,7 +69,7 @@ package final class ManualClock: Timers {
     private struct Entry: Sendable {
         var deadline: Int
         let repeating: Int?
-        let queue: DispatchQueue
+        let queue: Queue
         let handler: @Sendable () -> Void
     }
 
@@ -83,7 +82,7 @@ package final class ManualClock: Timers {
 
     private let state = Locked(State())
     /// Signalled whenever a timer is armed or cancelled, for `waitUntil`.
-    private let changed = DispatchSemaphore(value: 0)
+    private let changed = Semaphore(value: 0)
 
     package init() {}
 
@@ -98,7 +97,7 @@ package final class ManualClock: Timers {
         }
     }
 
-    package func schedule(after milliseconds: Int, repeating: Int?, on queue: DispatchQueue,
+    package func schedule(after milliseconds: Int, repeating: Int?, on queue: Queue,
                           _ handler: @escaping @Sendable () -> Void) -> any ArmedTimer {
         let id = state.withLock { s in
             s.nextID += 1
@@ -121,7 +120,7 @@ package final class ManualClock: Timers {
     package func advance(by duration: Duration) {
         let (seconds, attoseconds) = duration.components
         let end = state.withLock { $0.now } + Int(seconds) * 1_000 + Int(attoseconds / 1_000_000_000_000_000)
-        while let (id, queue) = state.withLock({ s -> (Int, DispatchQueue)? in
+        while let (id, queue) = state.withLock({ s -> (Int, Queue)? in
             guard let (id, entry) = s.entries.filter({ $0.value.deadline <= end })
                 .min(by: { ($0.value.deadline, $0.key) < ($1.value.deadline, $1.key) })
             else {
@@ -153,7 +152,7 @@ package final class ManualClock: Timers {
     /// arms before it moves the clock. False on timeout.
     package func waitUntil(timeout: Duration = .seconds(10), _ predicate: ([Pending]) -> Bool) -> Bool {
         let (seconds, attoseconds) = timeout.components
-        let deadline = DispatchTime.now() + .milliseconds(Int(seconds) * 1_000 + Int(attoseconds / 1_000_000_000_000_000))
+        let deadline = Deadline.now() + .milliseconds(Int(seconds) * 1_000 + Int(attoseconds / 1_000_000_000_000_000))
         while true {
             if predicate(pending) { return true }
             if changed.wait(timeout: deadline) == .timedOut { return predicate(pending) }

@@ -1,8 +1,7 @@
 import DBusKit
-import Dispatch
 import Glibc
 import PermissionsModel
-import SystemPrimitives
+internal import SystemPrimitives
 
 /// The permissions service (org.example.Permissions) as an app sees it: its own
 /// status of each permission, requests that may prompt the user, and streams of
@@ -66,7 +65,7 @@ public final class PermissionsClient: Sendable {
 
     let bus: Bus
     let timers: any Timers
-    let queue = DispatchQueue(label: "permissions-client")
+    let queue = Queue(label: "permissions-client")
     let connection: Connection
     let hub: UpdateHub
     /// Request connections whose last request ended with an answer, for the next

@@ -1,7 +1,6 @@
 import DBusKit
-import Dispatch
 import PermissionsModel
-import SystemPrimitives
+internal import SystemPrimitives
 
 extension PermissionsClient {
     /// Asks for `permission` as this app (`Request`) and returns the answer. When
@@ -139,7 +138,7 @@ final class RequestSequence: @unchecked Sendable {
 ///
 /// `@unchecked Sendable`: `connection`, `closed` and `tokens` are used only on `queue`.
 final class RequestConnection: @unchecked Sendable {
-    let queue = DispatchQueue(label: "permissions-client.request")
+    let queue = Queue(label: "permissions-client.request")
     let connection: Connection
     private var closed = false
     /// The last handle_token number used on this connection (PendingRequest).
@@ -160,7 +159,7 @@ final class RequestConnection: @unchecked Sendable {
     }
 
     func closeNow() {
-        dispatchPrecondition(condition: .onQueue(queue))
+        queue.assertCurrent()
         guard !closed else { return }
         closed = true
         connection.close()
@@ -211,7 +210,7 @@ final class PendingRequest: @unchecked Sendable {
 
     /// Sends `member` and calls `done` once with the answer or the error.
     func start(_ member: String, _ arguments: [DBusValue], done: @escaping Done) {
-        DispatchQueue.global().async { [self] in
+        Queue.global.async { [self] in
             if shared.withLock({ $0.cancelled }) { return done(.cancelled) }
             let link: RequestConnection
             do throws(PermissionsClientError) {

@@ -1,7 +1,6 @@
 import DBusKit
-import Dispatch
 import PermissionsModel
-import SystemPrimitives
+internal import SystemPrimitives
 
 // "Open settings": sending the user to the privacy page, as iOS apps do with
 // openSettingsURLString. The page is the settings application
@@ -33,7 +32,7 @@ extension PermissionsClient {
     /// settings`, which names the app.
     public static func openSettings(app: String, permission: String = "",
                                     on bus: Bus = .session) async throws(PermissionsClientError) {
-        let queue = DispatchQueue(label: "permissions-client.settings")
+        let queue = Queue(label: "permissions-client.settings")
         let connection: Connection
         do {
             connection = try Connection.open(bus.dbusKit, queue: queue)

@@ -1,7 +1,6 @@
 import DBusKit
-import Dispatch
 import PermissionsModel
-import SystemPrimitives
+internal import SystemPrimitives
 
 extension PermissionsClient {
     /// This app's status of `permission`: the current one first, then each real

@@ -2,6 +2,7 @@ package import PermissionsModel
 internal import CGLib
 internal import Glibc
 internal import PermissionsSupport
+internal import SystemPrimitives
 
 /// The daemon's configuration: `permissions.conf` in the config directory, then the
 /// drop-ins `permissions.conf.d/*.conf` in name order, a later file overriding a key
@@ -228,15 +229,15 @@ package struct ConfigFiles: Sendable {
             let quoted = reason[reason.index(after: open)..<close]
             return first { $0 == quoted }
         }
-        if let r = reason.firstRange(of: "Invalid key name: ") {
+        if let r = reason.firstOccurrence(of: "Invalid key name: ") {
             let key = reason[r.upperBound...]
             return first { line in line.firstIndex(of: "=").map { line[..<$0].trimmed == key } ?? false }
         }
-        if let r = reason.firstRange(of: "Invalid group name: ") {
+        if let r = reason.firstOccurrence(of: "Invalid group name: ") {
             let group = reason[r.upperBound...]
             return first { $0.trimmed == "[" + group + "]" }
         }
-        if reason.contains("does not start with a group") {
+        if reason.containsText("does not start with a group") {
             return first { let t = $0.trimmed; return !t.isEmpty && !t.hasPrefix("#") }
         }
         return nil

@@ -1,5 +1,5 @@
 internal import Glibc
-package import Dispatch
+package import SystemPrimitives
 internal import PermissionsSupport
 
 /// Watches everything the configuration is made of and calls `changed` on the queue
@@ -41,7 +41,7 @@ package final class ConfigWatcher {
     }
     private var interests: [String: Interest] = [:]
 
-    package init?(files: ConfigFiles, queue: DispatchQueue, changed: @escaping () -> Void) {
+    package init?(files: ConfigFiles, queue: Queue, changed: @escaping () -> Void) {
         guard let inotify = InotifyWatcher(queue: queue) else { return nil }
         self.inotify = inotify
         self.files = files

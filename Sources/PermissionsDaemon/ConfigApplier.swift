@@ -1,6 +1,5 @@
 import PermissionsModel
 internal import DBusKit
-internal import Dispatch
 import PermissionsSupport
 import PermissionsConfig
 internal import SystemPrimitives
@@ -43,9 +42,9 @@ final class ConfigApplier<Plugins: ConfigurablePlugins> {
     let lastGood: any LastGoodStore
     let host: Plugins
     let service: any ConfiguredService
-    let queue: DispatchQueue
+    let queue: Queue
     /// Writes the last good copy, off the serving queue.
-    private let saving = DispatchQueue(label: "org.example.Permissions.last-good", qos: .utility)
+    private let saving = Queue(label: "org.example.Permissions.last-good")
 
     /// The configuration in force, what it says, and the plugins' part of it.
     private var applied: [ConfigEntry] = []
@@ -62,7 +61,7 @@ final class ConfigApplier<Plugins: ConfigurablePlugins> {
     /// The latest reading that came meanwhile.
     private var waiting: ConfigReading?
 
-    init(lastGood: any LastGoodStore, host: Plugins, service: any ConfiguredService, queue: DispatchQueue) {
+    init(lastGood: any LastGoodStore, host: Plugins, service: any ConfiguredService, queue: Queue) {
         self.lastGood = lastGood
         self.host = host
         self.service = service

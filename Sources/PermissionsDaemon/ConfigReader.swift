@@ -1,5 +1,4 @@
 import PermissionsModel
-internal import Dispatch
 import PermissionsSupport
 import PermissionsConfig
 internal import SystemPrimitives
@@ -52,7 +51,7 @@ struct ConfigReading: Sendable {
 /// `@unchecked Sendable`: everything is touched only on `queue`, except `deliver`,
 /// only on the serving queue.
 final class ConfigReader: @unchecked Sendable {
-    static let settleWindow = DispatchTimeInterval.milliseconds(500)
+    static let settleWindow = Deadline.Interval.milliseconds(500)
 
     let files: ConfigFiles
     /// Background QoS (libdispatch runs its threads at nice 10 on Linux): a reading
@@ -60,8 +59,8 @@ final class ConfigReader: @unchecked Sendable {
     /// CPU, and takes the longer for it on a busy machine. (On two cores with an
     /// edit every 200 ms, at utility's nice 2 a caller's p99 went past twice its
     /// idle figure in one run of two; at nice 10 it stayed below it.)
-    let queue = DispatchQueue(label: "org.example.Permissions.config", qos: .background)
-    private let serving: DispatchQueue
+    let queue = Queue(label: "org.example.Permissions.config")
+    private let serving: Queue
     private let clock: any SettleClock
     /// Where each reading after start-up's goes, on the serving queue.
     var deliver: (ConfigReading) -> Void = { _ in }
@@ -69,18 +68,18 @@ final class ConfigReader: @unchecked Sendable {
     /// The files of the configuration last read: one of them gone means wait.
     private var knownFiles: Set<String> = []
     /// Since when each file of the configuration has been gone or unfinished.
-    private var missingSince: [String: DispatchTime] = [:]
+    private var missingSince: [String: Deadline] = [:]
     /// Counts scheduled wake-ups, so that one superseded does nothing when it comes.
     private var wakeUps = 0
     private var readScheduled = false
     /// Since when every reading has seen the files change under it.
-    private var changingSince: DispatchTime?
+    private var changingSince: Deadline?
     private var readings = 0
     #if DEBUG
     private let gate = TestGate(environment: "PERMISSIONS_DEBUG_CONFIG_GATE")
     #endif
 
-    init(files: ConfigFiles, serving: DispatchQueue, clock: any SettleClock = DispatchClock()) {
+    init(files: ConfigFiles, serving: Queue, clock: any SettleClock = DispatchClock()) {
         self.files = files
         self.serving = serving
         self.clock = clock
@@ -192,7 +191,7 @@ final class ConfigReader: @unchecked Sendable {
     }
 
     /// Reads again at `deadline`, unless a later reading has settled things first.
-    private func wakeUp(at deadline: DispatchTime) {
+    private func wakeUp(at deadline: Deadline) {
         wakeUps += 1
         let wakeUp = wakeUps
         clock.run(at: deadline, on: queue) { [self] in

@@ -2,7 +2,6 @@ internal import PermissionsModel
 public import DBusKit
 internal import Glibc
 internal import CShims
-internal import Dispatch
 import PermissionsSupport
 import PermissionsStore
 import PermissionsPluginHost
@@ -98,7 +97,7 @@ public struct DaemonOptions: Sendable {
 /// stopped, and the exit status is 0.
 public final class Daemon {
     let options: DaemonOptions
-    let queue = DispatchQueue(label: "org.example.Permissions")
+    let queue = Queue(label: "org.example.Permissions")
     private var connection: Connection!
     private var service: PermissionsService!
     private var store: DecisionCommitter?
@@ -109,14 +108,12 @@ public final class Daemon {
     private var configReader: ConfigReader!
     /// Who is calling, for the service; made with the bus connection.
     private var callers: CallerCache!
-    private var signalSources: [any DispatchSourceSignal] = []
+    private var signalSources: [SignalSource] = []
     /// The name is owned (start-up is over).
     private var serving = false
-    private static let queueKey = DispatchSpecificKey<Bool>()
 
     public init(options: DaemonOptions) {
         self.options = options
-        queue.setSpecific(key: Self.queueKey, value: true)
     }
 
     /// Starts on the queue and never returns.
@@ -142,10 +139,10 @@ public final class Daemon {
         // (a hung disk while the store opens at start-up) cannot keep a stop waiting
         // for ever: the stop runs on the serving queue, and ends the process long
         // before `stopDeadline` unless that queue is held; then the deadline does.
-        let signals = DispatchQueue(label: "org.example.Permissions.stop-signals")
+        let signals = Queue(label: "org.example.Permissions.stop-signals")
         let queue = self.queue
         for number in [SIGTERM, SIGINT] {
-            let source = DispatchSource.makeSignalSource(signal: number, queue: signals)
+            let source = SignalSource(signal: number, queue: signals)
             source.setEventHandler {
                 queue.async { me.value.stop() }
                 signals.asyncAfter(deadline: .now() + .seconds(Self.stopDeadline)) { Self.stopOverdue() }
@@ -155,7 +152,7 @@ public final class Daemon {
         }
         signal(SIGPIPE, SIG_IGN)
         queue.async { me.value.start() }
-        // Not dispatchMain(): it parks this thread in sigsuspend with an empty mask,
+        // Not runDispatchMain(): it parks this thread in sigsuspend with an empty mask,
         // which unblocks SIGTERM here until the signal sources are registered; a
         // signal then would take its default action. This thread keeps them blocked.
         while true { pause() }

@@ -1,6 +1,5 @@
 internal import SystemPrimitives
 internal import Glibc
-import Dispatch
 
 /// Runs identity reads (`IdentityReader.identify`: a caller's /proc entry, and
 /// `.flatpak-info` through the caller's own root directory) off the serving queue,
@@ -31,7 +30,7 @@ final class IdentityResolver {
         case noThread(String)
     }
 
-    let queue: DispatchQueue
+    let queue: Queue
     let read: Read
     let maxThreads: Int
     let deadlineMilliseconds: Int
@@ -57,7 +56,7 @@ final class IdentityResolver {
         }
     }
 
-    init(queue: DispatchQueue, maxThreads: Int = 4, deadlineMilliseconds: Int = 1000, read: @escaping Read) {
+    init(queue: Queue, maxThreads: Int = 4, deadlineMilliseconds: Int = 1000, read: @escaping Read) {
         self.queue = queue
         self.maxThreads = maxThreads
         self.deadlineMilliseconds = deadlineMilliseconds
@@ -71,7 +70,7 @@ final class IdentityResolver {
 
     /// Reads the identity of process `pid`; `done` runs once, on the queue.
     func resolve(pid: UInt32, uid: UInt32, done: @escaping (Outcome) -> Void) {
-        dispatchPrecondition(condition: .onQueue(queue))
+        queue.assertCurrent()
         let job = Job(pid: pid, uid: uid, done: done)
         // Weak: the timer and the thread may outlive the resolver (in tests).
         let expire = QueueConfined({ [weak self] in

@@ -67,7 +67,9 @@ public enum Validate {
             let parts = id.dropFirst().split(separator: "/", omittingEmptySubsequences: false)
             return !parts.contains { $0.isEmpty || $0 == "." || $0 == ".." }
         }
-        guard bytes[0] != UInt8(ascii: "."), bytes[0] != UInt8(ascii: "-"), !id.contains("..") else { return false }
+        guard bytes[0] != UInt8(ascii: "."), bytes[0] != UInt8(ascii: "-"),
+              !zip(bytes, bytes.dropFirst()).contains(where: { $0 == UInt8(ascii: ".") && $1 == UInt8(ascii: ".") })
+        else { return false }
         return bytes.allSatisfy { b in
             (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(b) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(b)
                 || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(b)

@@ -1,7 +1,6 @@
 package import PermissionsModel
 internal import CPermissionsPlugin
 internal import Glibc
-import Dispatch
 internal import SystemPrimitives
 internal import PermissionsSupport
 internal import UserSockets
@@ -22,8 +21,8 @@ internal import UserSockets
 package final class LoadedPlugin: @unchecked Sendable {
     package let path: String
     package let name: String
-    let callQueue: DispatchQueue
-    let daemonQueue: DispatchQueue
+    let callQueue: Queue
+    let daemonQueue: Queue
     package internal(set) var info: PluginInfo {
         didSet { infoChanged?() }
     }
@@ -59,9 +58,9 @@ package final class LoadedPlugin: @unchecked Sendable {
     /// open_remote runs here, off callQueue: it may wait up to 1.5 s on one user's
     /// backend, which must delay neither the plugin's other calls nor other users'
     /// opens (the service bounds how many run at once).
-    let remoteQueue: DispatchQueue
+    let remoteQueue: Queue
     /// The open_remote calls under way: fini waits for them (they return in 1.5 s).
-    let remoteCalls = DispatchGroup()
+    let remoteCalls = Group()
     private var state: UnsafeMutableRawPointer?
     private var host: UnsafeMutablePointer<permissions_host>?
     /// init returned 0: fini is owed (callQueue only).
@@ -118,13 +117,13 @@ package final class LoadedPlugin: @unchecked Sendable {
     /// serves one user.
     let userSockets: UserSocketReach?
 
-    init(path: String, name: String, daemonQueue: DispatchQueue, userSockets: UserSocketReach? = nil) {
+    init(path: String, name: String, daemonQueue: Queue, userSockets: UserSocketReach? = nil) {
         self.path = path
         self.name = name
         self.daemonQueue = daemonQueue
         self.userSockets = userSockets
-        self.callQueue = DispatchQueue(label: "plugin.\(name)")
-        self.remoteQueue = DispatchQueue(label: "plugin.\(name).remotes", attributes: .concurrent)
+        self.callQueue = Queue(label: "plugin.\(name)")
+        self.remoteQueue = Queue(label: "plugin.\(name).remotes", concurrent: true)
         self.info = PluginInfo(name: name, version: "", state: .loading, permissions: [], file: path)
     }
 

@@ -1,7 +1,6 @@
 internal import Glibc
-package import Dispatch
 internal import PermissionsSupport
-internal import SystemPrimitives
+package import SystemPrimitives
 
 /// Watches the plugin directories, including those that do not exist yet.
 ///
@@ -34,7 +33,7 @@ package final class PluginDirectoryWatcher {
     private static let parentMask = UInt32(IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_ONLYDIR)
     private static let ancestorMask = UInt32(IN_CREATE | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
 
-    package init?(directories: [String], queue: DispatchQueue, fileChanged: @escaping (_ name: String) -> Void,
+    package init?(directories: [String], queue: Queue, fileChanged: @escaping (_ name: String) -> Void,
                  rescan: @escaping () -> Void) {
         guard let inotify = InotifyWatcher(queue: queue) else { return nil }
         self.inotify = inotify

@@ -1,8 +1,7 @@
-internal import SystemPrimitives
+package import SystemPrimitives
 package import PermissionsModel
 internal import CPermissionsPlugin
 internal import Glibc
-package import Dispatch
 internal import PermissionsSupport
 
 /// What the daemon knows about one plugin file it found.
@@ -70,8 +69,8 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
     var resolveAgain = Set<String>()
     /// The plugin directories, in order (the first holding a loadable copy wins).
     var directories: [String] = []
-    let queue: DispatchQueue
-    var deadline: DispatchTimeInterval = .seconds(2)
+    let queue: Queue
+    var deadline: Deadline.Interval = .seconds(2)
     var config: [ConfigEntry] = []
     /// Grows with each configureAll: a plugin configured with an older one while it
     /// was starting is configured again when it takes over.
@@ -113,7 +112,7 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
     /// on one that serves one user.
     let userSockets: UserSocketReach?
 
-    package init(queue: DispatchQueue, userRuntimeRoot: String? = nil, connectorSocket: String? = nil) {
+    package init(queue: Queue, userRuntimeRoot: String? = nil, connectorSocket: String? = nil) {
         self.queue = queue
         self.userSockets = userRuntimeRoot.map { UserSocketReach(root: $0, connectorSocket: connectorSocket) }
     }
@@ -251,7 +250,7 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
                            + "it keeps the last good one")
             }
             var reason = result.reason ?? "plugin \(plugin.name) rejected it (\(errnoName(-result.rc)))"
-            if let cut = reason.firstRange(of: "; keeping the last good configuration") { reason = String(reason[..<cut.lowerBound]) }
+            if let cut = reason.firstOccurrence(of: "; keeping the last good configuration") { reason = String(reason[..<cut.lowerBound]) }
             done(reason)
         }, timedOut: { done(nil) })
     }
@@ -328,9 +327,9 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
         let loaded = plugins.filter { $0.info.state == .loaded }
         // fini's deadline, after the wait for the open_remote calls under way, if any.
         let remoteWait = loaded.contains { $0.openRemoteCallsUnderWay } ? LoadedPlugin.openRemoteWaitSeconds : 0
-        let end = DispatchTime.now() + .seconds(remoteWait) + deadline
+        let end = Deadline.now() + .seconds(remoteWait) + deadline
         let stopping = loaded.map { plugin in
-            let done = DispatchSemaphore(value: 0)
+            let done = Semaphore(value: 0)
             plugin.callQueue.async {
                 plugin.stop()
                 done.signal()

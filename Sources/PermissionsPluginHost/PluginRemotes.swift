@@ -1,4 +1,3 @@
-import Dispatch
 internal import SystemPrimitives
 internal import Glibc
 

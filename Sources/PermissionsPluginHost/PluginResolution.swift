@@ -1,7 +1,6 @@
 internal import Glibc
 internal import PermissionsModel
 internal import PermissionsSupport
-internal import Dispatch
 internal import SystemPrimitives
 
 /// One resolution of a name (PluginSelection.swift): its copies tried in directory

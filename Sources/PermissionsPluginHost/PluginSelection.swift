@@ -2,7 +2,6 @@ internal import Glibc
 internal import PermissionsModel
 internal import PermissionsSupport
 internal import SystemPrimitives
-internal import Dispatch
 internal import PermissionsModel
 
 // Which copy of a plugin serves its name: the first one, in directory order, that

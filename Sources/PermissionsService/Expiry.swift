@@ -1,4 +1,4 @@
-import Dispatch
+internal import SystemPrimitives
 internal import PermissionsStore
 internal import DBusKit
 
@@ -15,7 +15,7 @@ extension PermissionsService {
         guard let next = store.nextExpiry() else { return }
         let now = currentMicroseconds()
         let delay = next > now ? next - now : 0  // no subtraction that could overflow
-        let timer = DispatchSource.makeTimerSource(queue: connection.queue)
+        let timer = TimerSource(queue: connection.queue)
         timer.schedule(deadline: .now() + .microseconds(Int(min(delay, Int64(Int32.max)))))
         timer.setEventHandler { [unowned self] in self.expireDecisions() }
         timer.resume()
@@ -39,7 +39,7 @@ extension PermissionsService {
             // The row no longer applies either way; retry the clean-up later rather
             // than re-arming the timer for a time already past, which would spin.
             expiryTimer?.cancel()
-            let retry = DispatchSource.makeTimerSource(queue: connection.queue)
+            let retry = TimerSource(queue: connection.queue)
             retry.schedule(deadline: .now() + .seconds(60))
             retry.setEventHandler { [unowned self] in self.expireDecisions() }
             retry.resume()

@@ -1,7 +1,6 @@
 internal import DBusKit
 internal import PermissionsStore
 internal import PermissionsSupport
-import Dispatch
 internal import SystemPrimitives
 
 /// Which users' decisions stay in memory, and when the others go (the rule of
@@ -64,7 +63,7 @@ final class Residency {
     }
 
     /// Starts the sweeps on `queue`, the service's.
-    func start(timers: any Timers, queue: DispatchQueue) {
+    func start(timers: any Timers, queue: Queue) {
         let me = QueueConfined(self)
         timer = timers.schedule(after: sweepMilliseconds, repeating: sweepMilliseconds, on: queue) {
             me.value.sweep()

@@ -1,7 +1,6 @@
-package import Dispatch
 internal import Glibc
 internal import PermissionsSupport
-internal import SystemPrimitives
+package import SystemPrimitives
 
 /// The daemon's decision store: reads answered from the `DecisionStore`'s memory on
 /// the serving queue, and writes committed to its file on a queue of their own, so
@@ -51,8 +50,8 @@ package final class DecisionCommitter: DecisionStoring, @unchecked Sendable {
     }
 
     let store: DecisionStore
-    private let queue: DispatchQueue
-    let writer = DispatchQueue(label: "org.example.Permissions.decision-writer")
+    private let queue: Queue
+    let writer = Queue(label: "org.example.Permissions.decision-writer")
     /// This start's epoch, being stored in the background (StartEpoch.swift).
     var startEpoch: StartEpoch?
     /// What waits for the running commit to end, in order: the next groups.
@@ -70,7 +69,7 @@ package final class DecisionCommitter: DecisionStoring, @unchecked Sendable {
 
     /// `queue` is the serving queue: reads and `commit` are made on it, and the
     /// outcomes come on it.
-    package init(_ store: DecisionStore, queue: DispatchQueue) {
+    package init(_ store: DecisionStore, queue: Queue) {
         self.store = store
         self.queue = queue
     }
@@ -104,7 +103,7 @@ package final class DecisionCommitter: DecisionStoring, @unchecked Sendable {
     package var rowsInMemory: Int { store.rowsInMemory }
 
     package func load(uid: UInt32, done: @escaping (Result<Void, any Error>) -> Void) {
-        dispatchPrecondition(condition: .onQueue(queue))
+        queue.assertCurrent()
         // `done` is called on the serving queue only, where it was given.
         let done = QueueConfined(done)
         let read: @Sendable () -> Void = { [self] in
@@ -119,19 +118,19 @@ package final class DecisionCommitter: DecisionStoring, @unchecked Sendable {
         #if DEBUG
         // Held on a thread of its own, not on the writer queue: a load held there
         // holds neither the commits nor the other users' loads.
-        if let gate = Self.loadGate { return DispatchQueue.global().async { gate.wait(); read() } }
+        if let gate = Self.loadGate { return Queue.global.async { gate.wait(); read() } }
         #endif
         read()
     }
 
     package func evict(uid: UInt32) {
-        dispatchPrecondition(condition: .onQueue(queue))
+        queue.assertCurrent()
         precondition(!writesInFlight(for: uid), "a user's rows let go while a write of theirs is in flight")
         store.evict(uid: uid)
     }
 
     package func readAll(app: String?, done: @escaping (Result<[StoredDecision], any Error>) -> Void) {
-        dispatchPrecondition(condition: .onQueue(queue))
+        queue.assertCurrent()
         // On the writer queue: after every commit handed to it, so after every write
         // acknowledged (a write in the line is not acknowledged yet).
         let done = QueueConfined(done)
@@ -142,12 +141,12 @@ package final class DecisionCommitter: DecisionStoring, @unchecked Sendable {
     }
 
     package func commit(_ write: DecisionWrite, around: @escaping () -> (Result<Int, any Error>) -> Void) {
-        dispatchPrecondition(condition: .onQueue(queue))
+        queue.assertCurrent()
         enqueue(.write(write, around))
     }
 
     package func afterWrites(_ body: @escaping () -> Void) {
-        dispatchPrecondition(condition: .onQueue(queue))
+        queue.assertCurrent()
         guard writesInFlight else { return body() }
         enqueue(.barrier(body))
     }
@@ -237,7 +236,7 @@ package final class DecisionCommitter: DecisionStoring, @unchecked Sendable {
     /// still in the line are not made and get no outcome: the stop answers their
     /// calls Cancelled. No commit starts after this.
     package func close() {
-        dispatchPrecondition(condition: .onQueue(queue))
+        queue.assertCurrent()
         guard !stopped else { return }
         stopped = true
         #if DEBUG
@@ -248,14 +247,14 @@ package final class DecisionCommitter: DecisionStoring, @unchecked Sendable {
         #endif
         // The writer queue is serial: the first block runs once the commit in
         // progress has ended (and has set `committed`), the second after the close.
-        let commitEnded = DispatchSemaphore(value: 0)
-        let closed = DispatchSemaphore(value: 0)
+        let commitEnded = Semaphore(value: 0)
+        let closed = Semaphore(value: 0)
         writer.async { commitEnded.signal() }
         writer.async { [self] in
             store.close()
             closed.signal()
         }
-        let deadline = DispatchTime.now() + .seconds(Self.stopWait)
+        let deadline = Deadline.now() + .seconds(Self.stopWait)
         let ended = commitEnded.wait(timeout: deadline) == .success
         if !ended || closed.wait(timeout: deadline) == .timedOut {
             logWarning("the decision store did not \(ended ? "close" : "end its commit") within "

@@ -1,4 +1,4 @@
-internal import Dispatch
+internal import SystemPrimitives
 
 /// Start-up's serial epoch. Its value is known as soon as the store is open, but
 /// storing it takes a commit and a checkpoint, four or five fsyncs: milliseconds on

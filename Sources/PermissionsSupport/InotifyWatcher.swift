@@ -1,5 +1,5 @@
 internal import Glibc
-package import Dispatch
+package import SystemPrimitives
 
 /// inotify on a few directories, read by a dispatch source on the queue it is given.
 /// Reports each event as (directory, file name, mask).
@@ -10,7 +10,7 @@ package import Dispatch
 /// everything they watch (`onOverflow`).
 package final class InotifyWatcher {
     private let fd: Int32
-    private var source: (any DispatchSourceRead)?
+    private var source: (ReadSource)?
     private var directories: [Int32: String] = [:]
     /// Called on the queue for each event.
     package var onEvent: ((String, String, UInt32) -> Void)?
@@ -18,10 +18,10 @@ package final class InotifyWatcher {
     /// looked at again.
     package var onOverflow: (() -> Void)?
 
-    package init?(queue: DispatchQueue) {
+    package init?(queue: Queue) {
         fd = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
         guard fd >= 0 else { return nil }
-        let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
+        let source = ReadSource(fileDescriptor: fd, queue: queue)
         // Weak: the last reference may go on another thread while an event is being
         // handled here (a test's watcher dropped as its directory is removed); the
         // handler then keeps it until it returns, and one that comes later does nothing.

@@ -1,4 +1,3 @@
-internal import Dispatch
 internal import SystemPrimitives
 
 /// Writes the daemon's log lines on a queue of its own, so that a log reader that
@@ -36,7 +35,7 @@ final class LogWriter: Sendable {
 
     let capacity: Int
     private let state = Locked(Pending())
-    private let queue = DispatchQueue(label: "org.example.Permissions.log")
+    private let queue = Queue(label: "org.example.Permissions.log")
     /// Writes one line to the sink; may block for as long as the reader is behind.
     private let output: @Sendable (Line) -> Void
 
@@ -86,7 +85,7 @@ final class LogWriter: Sendable {
     /// (the reader is still behind). For the last lines before the process exits.
     @discardableResult
     func flush(timeoutMilliseconds: Int) -> Bool {
-        let written = DispatchSemaphore(value: 0)
+        let written = Semaphore(value: 0)
         // The queue is serial and a drain runs until nothing waits, so this block
         // runs after the drain that takes every line queued before it.
         queue.async { written.signal() }

@@ -1,9 +1,8 @@
 import CLISupport
-import Dispatch
 import DBusKit
 import Glibc
 import PermissionsModel
-import SystemPrimitives
+internal import SystemPrimitives
 
 /// `permissionsctl agent`: a terminal prompt agent. It registers an
 /// org.example.Permissions.Agent object, prints each prompt, and reads the answer
@@ -16,12 +15,12 @@ import SystemPrimitives
 final class TerminalAgent: @unchecked Sendable {
     // @unchecked Sendable: every mutable property is touched only on `queue`.
     static let path = "/org/example/PermissionsAgent"
-    let queue = DispatchQueue(label: "permissionsctl.agent")
+    let queue = Queue(label: "permissionsctl.agent")
     let connection: Connection
     let print: (String) -> Void
     private var pending: [(id: String, call: MethodCall)] = []
     private var input: [UInt8] = []
-    private var stdinSource: (any DispatchSourceRead)?
+    private var stdinSource: (ReadSource)?
     /// The service instance (its unique name) the last registration reached, and
     /// whether a registration is on its way. An owner the bus announces is
     /// registered with only if it is neither: the first RegisterAgent may be what
@@ -39,7 +38,7 @@ final class TerminalAgent: @unchecked Sendable {
 
     func run() -> Never {
         queue.async { self.start() }
-        dispatchMain()
+        runDispatchMain()
     }
 
     private func start() {
@@ -121,7 +120,7 @@ final class TerminalAgent: @unchecked Sendable {
     }
 
     private func readStandardInput() {
-        let source = DispatchSource.makeReadSource(fileDescriptor: 0, queue: queue)
+        let source = ReadSource(fileDescriptor: 0, queue: queue)
         source.setEventHandler { [unowned self] in
             var buffer = [UInt8](repeating: 0, count: 4096)
             let n: Int

@@ -1,8 +1,7 @@
 import DBusKit
-import Dispatch
 import Glibc
 import PermissionsModel
-import SystemPrimitives
+internal import SystemPrimitives
 
 /// `permissionsctl request`: one StartRequest, then its handle's Response. No call
 /// waits on the prompt, so no method-call timeout can give up on a user who takes
@@ -28,14 +27,14 @@ final class HandleRequest: @unchecked Sendable {
 
     /// One request per connection, so one fixed token never meets one still open.
     static let token = "permissionsctl"
-    let queue = DispatchQueue(label: "permissionsctl.request")
+    let queue = Queue(label: "permissionsctl.request")
     let connection: Connection
     let path: String
     /// The service's unique name: the one sender whose Response counts (any peer
     /// can send a unicast signal), and where Close goes.
     private var owner: String?
     private var responseWatch: Int?
-    private var interruptSource: (any DispatchSourceSignal)?
+    private var interruptSource: (SignalSource)?
     private var closing = false
     private var done: ((Outcome) -> Void)?
 
@@ -47,7 +46,7 @@ final class HandleRequest: @unchecked Sendable {
     /// Asks for `permissions` and waits for how the request ended.
     func run(_ permissions: [String], options: [(String, DBusValue)]) -> Outcome {
         let result = Locked<Outcome?>(nil)
-        let finished = DispatchSemaphore(value: 0)
+        let finished = Semaphore(value: 0)
         queue.async { [self] in
             done = { outcome in
                 result.withLock { $0 = outcome }
@@ -63,7 +62,7 @@ final class HandleRequest: @unchecked Sendable {
         // Ignored as a signal, taken as an event on the queue: the handle is closed
         // on the connection's own queue, in order with everything else sent on it.
         signal(SIGINT, SIG_IGN)
-        let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: queue)
+        let source = SignalSource(signal: SIGINT, queue: queue)
         source.setEventHandler { [unowned self] in interrupt() }
         source.resume()
         interruptSource = source

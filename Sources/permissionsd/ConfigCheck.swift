@@ -1,4 +1,3 @@
-internal import Dispatch
 internal import DBusKit
 internal import Glibc
 import PermissionsModel
@@ -25,13 +24,13 @@ enum ConfigCheck {
         // Warnings and errors only (a plugin that does not load, say): the problems
         // are the output, not the plugins' start-up lines.
         Log.shared.quietBelow = .warning
-        let queue = DispatchQueue(label: "org.example.Permissions.check-config")
+        let queue = Queue(label: "org.example.Permissions.check-config")
         queue.async { check(configDirectory: configDirectory, pluginDirectories: pluginDirectories, queue: queue) }
-        dispatchMain()
+        runDispatchMain()
     }
 
     /// On `queue`, as the plugin host wants.
-    private static func check(configDirectory: String, pluginDirectories: [String], queue: DispatchQueue) {
+    private static func check(configDirectory: String, pluginDirectories: [String], queue: Queue) {
         let files = ConfigFiles(directory: configDirectory)
         let reading = files.readEach()
         var problems = reading.problems.map(\.description)

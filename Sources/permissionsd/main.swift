@@ -15,11 +15,13 @@ import PermissionsSupport
 // dynamic loader and the Swift runtime's own start-up; a service manager that
 // must not lose a stop there starts the daemon with them blocked (the mask is
 // inherited across exec). --help, --version and usage errors exit normally.
-var stopSignals = sigset_t()
-sigemptyset(&stopSignals)
-sigaddset(&stopSignals, SIGTERM)
-sigaddset(&stopSignals, SIGINT)
-pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
+do {
+    var stopSignals = sigset_t()
+    sigemptyset(&stopSignals)
+    sigaddset(&stopSignals, SIGTERM)
+    sigaddset(&stopSignals, SIGINT)
+    pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
+}
 // Then descriptors 0-2 open before anything opens a file (see StandardDescriptors).
 StandardDescriptors.ensureOpen()
 
@@ -73,57 +75,63 @@ let specs = ["system", "session", "verbose", "help", "version", "check-config"].
     + ["address", "config-dir", "state-dir", "plugin-dir", "host-pid", "user-runtime-root",
        "connector-socket", "decisions-idle"].map { OptionSpec($0, takesValue: true) }
 
-var options = DaemonOptions()
-do {
-    let parsed = try parseOptions(Array(CommandLine.arguments.dropFirst()), specs: specs, stopAtFirstPositional: false)
-    try answerHelpAndVersion(parsed, usage: usage) { Versions.line(program: "permissionsd") }
-    let busChoices = ["system", "session", "address"].filter(parsed.has)
-    if busChoices.count > 1 { throw UsageError(description: "choose one of --system, --session, --address") }
-    if busChoices.isEmpty, let starter = Activation.starterBus() { options.bus = starter }
-    if parsed.has("session") { options.bus = .session }
-    if let address = parsed.last("address") { options.bus = .address(address) }
-    if let dir = parsed.last("config-dir") { options.configDirectory = dir }
-    options.stateDirectory = parsed.last("state-dir")
-    options.pluginDirectories = parsed.all("plugin-dir")
-    if let pid = parsed.last("host-pid") {
-        // "self": the daemon's own namespace is the host's (a container whose apps
-        // share it, where PID 1 of the host cannot be read).
-        if pid == "self" {
-            options.hostPID = UInt32(getpid())
-        } else {
-            guard let value = UInt32(pid), value > 0 else {
-                throw UsageError(description: "invalid --host-pid \(pid.quotedForUsage)")
+/// The options, checked; --help, --version, --check-config and usage errors exit here.
+/// A function, not top-level code: a global `var` would be shared mutable state.
+func parsedOptions() -> DaemonOptions {
+    var options = DaemonOptions()
+    do {
+        let parsed = try parseOptions(Array(CommandLine.arguments.dropFirst()), specs: specs, stopAtFirstPositional: false)
+        try answerHelpAndVersion(parsed, usage: usage) { Versions.line(program: "permissionsd") }
+        let busChoices = ["system", "session", "address"].filter(parsed.has)
+        if busChoices.count > 1 { throw UsageError(description: "choose one of --system, --session, --address") }
+        if busChoices.isEmpty, let starter = Activation.starterBus() { options.bus = starter }
+        if parsed.has("session") { options.bus = .session }
+        if let address = parsed.last("address") { options.bus = .address(address) }
+        if let dir = parsed.last("config-dir") { options.configDirectory = dir }
+        options.stateDirectory = parsed.last("state-dir")
+        options.pluginDirectories = parsed.all("plugin-dir")
+        if let pid = parsed.last("host-pid") {
+            // "self": the daemon's own namespace is the host's (a container whose apps
+            // share it, where PID 1 of the host cannot be read).
+            if pid == "self" {
+                options.hostPID = UInt32(getpid())
+            } else {
+                guard let value = UInt32(pid), value > 0 else {
+                    throw UsageError(description: "invalid --host-pid \(pid.quotedForUsage)")
+                }
+                options.hostPID = value
             }
-            options.hostPID = value
         }
-    }
-    if let root = parsed.last("user-runtime-root") {
-        guard root.hasPrefix("/") else {
-            throw UsageError(description: "--user-runtime-root must be an absolute path: \(root.quotedForUsage)")
+        if let root = parsed.last("user-runtime-root") {
+            guard root.hasPrefix("/") else {
+                throw UsageError(description: "--user-runtime-root must be an absolute path: \(root.quotedForUsage)")
+            }
+            options.userRuntimeRoot = root
         }
-        options.userRuntimeRoot = root
-    }
-    if let socket = parsed.last("connector-socket") {
-        guard socket.hasPrefix("/") else {
-            throw UsageError(description: "--connector-socket must be an absolute path: \(socket.quotedForUsage)")
+        if let socket = parsed.last("connector-socket") {
+            guard socket.hasPrefix("/") else {
+                throw UsageError(description: "--connector-socket must be an absolute path: \(socket.quotedForUsage)")
+            }
+            options.connectorSocket = socket
         }
-        options.connectorSocket = socket
-    }
-    if let idle = parsed.last("decisions-idle") {
-        guard let seconds = Int(idle), (0...86_400).contains(seconds) else {
-            throw UsageError(description: "invalid --decisions-idle \(idle.quotedForUsage): seconds, from 0 to 86400")
+        if let idle = parsed.last("decisions-idle") {
+            guard let seconds = Int(idle), (0...86_400).contains(seconds) else {
+                throw UsageError(description: "invalid --decisions-idle \(idle.quotedForUsage): seconds, from 0 to 86400")
+            }
+            options.decisionsIdleSeconds = seconds
         }
-        options.decisionsIdleSeconds = seconds
+        options.verbose = parsed.has("verbose")
+        InstalledPaths.applyDefaults(to: &options, parsed: parsed)
+        if parsed.has("check-config") {
+            ConfigCheck.run(configDirectory: options.configDirectory, pluginDirectories: options.resolvedPluginDirectories)
+        }
+    } catch {
+        printError("permissionsd: \(error)\nTry 'permissionsd --help'.")
+        exit(2)
     }
-    options.verbose = parsed.has("verbose")
-    InstalledPaths.applyDefaults(to: &options, parsed: parsed)
-    if parsed.has("check-config") {
-        ConfigCheck.run(configDirectory: options.configDirectory, pluginDirectories: options.resolvedPluginDirectories)
-    }
-} catch {
-    printError("permissionsd: \(error)\nTry 'permissionsd --help'.")
-    exit(2)
+    return options
 }
 
+let options = parsedOptions()
 cshims_fix_mmap_threshold()  // see cshims.h: plugin files read whole must not stay resident
 Daemon(options: options).run()

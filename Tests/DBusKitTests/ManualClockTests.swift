@@ -1,17 +1,16 @@
 import DBusKit
-import Dispatch
 import Testing
-import SystemPrimitives
+internal import SystemPrimitives
 
 /// The clock that tests move by hand: timers run at their own instants, in order,
 /// on their own queues, and not once cancelled.
 @Suite struct ManualClockTests {
     @Test func timersRunAtTheirInstantsInOrder() {
         let clock = ManualClock()
-        let queue = DispatchQueue(label: "manual-clock-test")
+        let queue = Queue(label: "manual-clock-test")
         let seen = Locked<[String]>([])
         let once = clock.schedule(after: 30, repeating: nil, on: queue) {
-            dispatchPrecondition(condition: .onQueue(queue))
+            queue.assertCurrent()
             seen.withLock { $0.append("once@\(clock.now)") }
         }
         let poll = clock.schedule(after: 20, repeating: 20, on: queue) { seen.withLock { $0.append("poll@\(clock.now)") } }
@@ -32,7 +31,7 @@ import SystemPrimitives
     /// A timer armed by a handler counts from the instant that handler ran.
     @Test func aTimerArmedByAHandlerCountsFromThen() {
         let clock = ManualClock()
-        let queue = DispatchQueue(label: "manual-clock-test")
+        let queue = Queue(label: "manual-clock-test")
         let fired = Locked<[Int]>([])
         let keep = Locked<[any ArmedTimer]>([])
         let first = clock.schedule(after: 10, repeating: nil, on: queue) {

@@ -1,5 +1,6 @@
 import DBusKit
 import Foundation
+internal import SystemPrimitives
 import Testing
 import PermissionsTestSupport
 
@@ -20,7 +21,7 @@ final class TestAgent: @unchecked Sendable {
         let call: MethodCall
     }
 
-    let queue = DispatchQueue(label: "test-agent")
+    let queue = Queue(label: "test-agent")
     let connection: Connection
     let path: String
     private let condition = NSCondition()
@@ -84,7 +85,7 @@ final class TestAgent: @unchecked Sendable {
         let message = try Message.methodCall(destination: "org.example.Permissions", path: "/org/example/Permissions",
                                              interface: "org.example.Permissions", member: member)
         try message.append(arguments)
-        let done = DispatchSemaphore(value: 0)
+        let done = Semaphore(value: 0)
         nonisolated(unsafe) var result: Result<Message, BusError> = .failure(BusError(BusError.noReply, "no reply"))
         queue.async {
             self.connection.call(message) { r in
@@ -188,7 +189,7 @@ final class TestAgent: @unchecked Sendable {
 final class Requester: @unchecked Sendable {
     // @unchecked Sendable: `replies` and `sent` are touched only under `condition`'s
     // lock; the connection only on `queue`.
-    let queue = DispatchQueue(label: "test-requester")
+    let queue = Queue(label: "test-requester")
     let connection: Connection
     private let condition = NSCondition()
     private var replies: [Int: Result<[DBusValue], BusError>] = [:]
@@ -251,7 +252,7 @@ final class BackgroundCommand: @unchecked Sendable {
     // @unchecked Sendable: `output` and `errors` are written once by the reader
     // threads before `finished` is signalled, and read only after waiting for it.
     let process = Process()
-    private let finished = DispatchSemaphore(value: 0)
+    private let finished = Semaphore(value: 0)
     private var output = Data()
     private var errors = Data()
 
@@ -264,7 +265,7 @@ final class BackgroundCommand: @unchecked Sendable {
         process.standardError = err
         process.standardInput = FileHandle.nullDevice
         try process.run()
-        let errorsRead = DispatchSemaphore(value: 0)
+        let errorsRead = Semaphore(value: 0)
         Thread.detachNewThread { [self] in
             errors = err.fileHandleForReading.readDataToEndOfFile()
             errorsRead.signal()

@@ -105,7 +105,7 @@ import SystemPrimitives
                 ("unverified-reason", .string("")), ("agent-unreachable", .boolean(false)),
                 ("extra", .array(elementSignature: "u", [.uint32(1), .uint32(2)])),
             ]))
-            let queue = DispatchQueue(label: "stand-in-service")
+            let queue = Queue(label: "stand-in-service")
             let service = try queue.sync { () throws -> Connection in
                 let connection = try Connection.open(.address(bus.address), queue: queue)
                 connection.export(ExportedObject(path: "/org/example/Permissions", interfaces: [

@@ -1,12 +1,13 @@
 import DBusKit
 import Foundation
+internal import SystemPrimitives
 import Testing
 import PermissionsTestSupport
 
 /// DBusKit's connection against a real dbus-daemon: match rules and their results.
 @Suite struct DBusKitBusTests {
     let bus: TestBus
-    let queue = DispatchQueue(label: "dbuskit-bus-test")
+    let queue = Queue(label: "dbuskit-bus-test")
 
     init() throws {
         bus = try TestBus()

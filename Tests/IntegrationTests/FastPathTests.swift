@@ -1,5 +1,6 @@
 import DBusKit
 import Foundation
+internal import SystemPrimitives
 import Testing
 import PermissionsTestSupport
 
@@ -7,7 +8,7 @@ import PermissionsTestSupport
 /// what it answers, and that whatever it declines keeps the router's behaviour.
 @Suite struct FastPathTests {
     let bus: TestBus
-    let queue = DispatchQueue(label: "fast-path-test")
+    let queue = Queue(label: "fast-path-test")
 
     init() throws {
         bus = try TestBus()

@@ -46,7 +46,7 @@ func reportFigures(_ test: String, _ figures: KeyValuePairs<String, Any>) {
 
 
 /// Monotonic nanoseconds, to order events seen by different threads of this process.
-func monotonicNanoseconds() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
+func monotonicNanoseconds() -> UInt64 { Deadline.now().uptimeNanoseconds }
 
 /// A client of the service on its own private connection and queue in this
 /// process: the connection is attached to the queue, so method calls that reach it
@@ -55,11 +55,11 @@ func monotonicNanoseconds() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 ///
 /// `@unchecked Sendable`: the connection is used only on `queue` (DBusKit checks it).
 final class BusClient: @unchecked Sendable {
-    let queue: DispatchQueue
+    let queue: Queue
     let connection: Connection
 
     init(bus: TestBus, label: String = "bus-client") throws {
-        let q = DispatchQueue(label: label)
+        let q = Queue(label: label)
         queue = q
         connection = try q.sync { try Connection.open(.address(bus.address), queue: q) }
     }
@@ -69,7 +69,7 @@ final class BusClient: @unchecked Sendable {
     /// Sends `message` and waits for the reply, an error reply, or `NoReply` after
     /// `timeoutMilliseconds`.
     func send(_ message: Message, timeoutMilliseconds: Int32 = 25_000) -> Result<Message, BusError> {
-        let done = DispatchSemaphore(value: 0)
+        let done = Semaphore(value: 0)
         nonisolated(unsafe) var result: Result<Message, BusError> = .failure(BusError(BusError.noReply, "no reply"))
         let connection = self.connection
         queue.async {
@@ -238,7 +238,7 @@ enum ProcessFigures {
 /// Runs `body(index)` on `count` threads of its own at once and waits for all of
 /// them: real concurrency, unlike a dispatch pool sized to the 2 cores.
 func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
-    let group = DispatchGroup()
+    let group = Group()
     for index in 0..<count {
         group.enter()
         let thread = Thread {

@@ -2,6 +2,7 @@ import DBusKit
 import Foundation
 import Testing
 import PermissionsTestSupport
+import SystemPrimitives
 
 /// A user's decisions are read from the store when first needed and let go when
 /// the user is not here (the interface's "Decisions are read from memory"): a

@@ -1,4 +1,5 @@
 import Foundation
+internal import SystemPrimitives
 import Testing
 @testable import PermissionsModel
 @testable import PermissionsConfig
@@ -39,7 +40,7 @@ private final class FakeService: ConfiguredService {
     var generation: UInt32 = 0
     var status = ""
     /// Signalled by each setConfigState: the end of every start and every reading tried.
-    let stateSet = DispatchSemaphore(value: 0)
+    let stateSet = Semaphore(value: 0)
 
     func holdChanges() { events.append("hold") }
     func releaseChanges() { events.append("release") }
@@ -85,7 +86,7 @@ private func reading(_ number: Int, _ entries: [(String, String, String)]) -> Co
 /// `@unchecked Sendable`: the fakes and the applier are touched on `queue`, or by
 /// the test through `queue.sync`.
 private final class Harness: @unchecked Sendable {
-    let queue = DispatchQueue(label: "config-applier-test")
+    let queue = Queue(label: "config-applier-test")
     let plugins = FakePlugins()
     let service = FakeService()
     let lastGood = MemoryLastGood()
@@ -96,7 +97,7 @@ private final class Harness: @unchecked Sendable {
     }
 
     func start(_ reading: ConfigReading) {
-        let started = DispatchSemaphore(value: 0)
+        let started = Semaphore(value: 0)
         queue.async { self.applier.start(reading) { started.signal() } }
         #expect(started.wait(timeout: .now() + 5) == .success, "start did not finish")
         #expect(service.stateSet.wait(timeout: .now() + 5) == .success)

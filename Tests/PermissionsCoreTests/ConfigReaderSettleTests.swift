@@ -1,4 +1,5 @@
 import Foundation
+internal import SystemPrimitives
 import Testing
 @testable import PermissionsModel
 @testable import PermissionsConfig
@@ -10,12 +11,12 @@ import Testing
 /// `@unchecked Sendable`: `now` and `timers` are touched on the reader's queue only
 /// (the test moves the clock there, through `queue.sync`).
 private final class ManualClock: SettleClock, @unchecked Sendable {
-    var now = DispatchTime(uptimeNanoseconds: 1_000_000_000)
-    private var timers: [(deadline: DispatchTime, queue: DispatchQueue, body: @Sendable () -> Void)] = []
+    var now = Deadline(uptimeNanoseconds: 1_000_000_000)
+    private var timers: [(deadline: Deadline, queue: Queue, body: @Sendable () -> Void)] = []
     /// Signalled when a timer is set.
-    let timerSet = DispatchSemaphore(value: 0)
+    let timerSet = Semaphore(value: 0)
 
-    func run(at deadline: DispatchTime, on queue: DispatchQueue, _ body: @escaping @Sendable () -> Void) {
+    func run(at deadline: Deadline, on queue: Queue, _ body: @escaping @Sendable () -> Void) {
         timers.append((deadline, queue, body))
         timerSet.signal()
     }
@@ -33,7 +34,7 @@ private final class ManualClock: SettleClock, @unchecked Sendable {
 private final class Delivered: @unchecked Sendable {
     private let lock = NSLock()
     private var list: [ConfigReading] = []
-    let arrived = DispatchSemaphore(value: 0)
+    let arrived = Semaphore(value: 0)
 
     func add(_ reading: ConfigReading) {
         lock.withLock { list.append(reading) }
@@ -49,7 +50,7 @@ private final class Delivered: @unchecked Sendable {
 struct ConfigReaderSettleTests {
     let dir: TempDirectory
     let aside: TempDirectory
-    let serving = DispatchQueue(label: "config-reader-test.serving")
+    let serving = Queue(label: "config-reader-test.serving")
     private let clock = ManualClock()
     private let delivered = Delivered()
     let reader: ConfigReader

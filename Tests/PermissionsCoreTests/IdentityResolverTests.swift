@@ -1,4 +1,4 @@
-import Dispatch
+internal import SystemPrimitives
 import Foundation
 import Testing
 @testable import PermissionsIdentity
@@ -9,10 +9,10 @@ import Testing
 @Suite("Identity reads off the serving queue")
 final class IdentityResolverTests {
     let root: TempDirectory
-    let queue = DispatchQueue(label: "resolver-test")
+    let queue = Queue(label: "resolver-test")
     let fifo: String
     /// Signalled by each stalling read as it starts.
-    let stalled = DispatchSemaphore(value: 0)
+    let stalled = Semaphore(value: 0)
     /// The FIFO held open for writing once the stalls are released (see `release`).
     private var writer: Int32 = -1
 
@@ -56,7 +56,7 @@ final class IdentityResolverTests {
         // @unchecked Sendable: `value` and `time` are written once, on the resolver's
         // queue, before `done` is signalled, and read only after waiting for it.
         enum Value: Equatable { case identified(String), timedOut, failed(String) }
-        private let done = DispatchSemaphore(value: 0)
+        private let done = Semaphore(value: 0)
         private(set) var value: Value?
         private(set) var time = Date.distantFuture
 

@@ -1,4 +1,4 @@
-import Dispatch
+internal import SystemPrimitives
 import Foundation
 import Glibc
 import Testing
@@ -32,7 +32,7 @@ struct InotifyOverflowTests {
     }
 
     @Test func overflowIsReportedApartFromEvents() throws {
-        let queue = DispatchQueue(label: "inotify-test")
+        let queue = Queue(label: "inotify-test")
         let seen = Seen()
         try queue.sync {
             let watcher = try #require(InotifyWatcher(queue: queue))
@@ -49,7 +49,7 @@ struct InotifyOverflowTests {
     /// last one and applies what differs.
     @Test func configWatcherReloadsOnOverflow() throws {
         let dir = try TempDirectory()
-        let queue = DispatchQueue(label: "config-watcher-test")
+        let queue = Queue(label: "config-watcher-test")
         let seen = Seen()
         try queue.sync {
             let watcher = try #require(ConfigWatcher(files: ConfigFiles(directory: dir.path), queue: queue) {
@@ -66,9 +66,9 @@ struct InotifyOverflowTests {
     @Test func pluginWatcherLooksAtEverythingAgainOnOverflow() throws {
         let dir = try TempDirectory()
         let late = dir.url("late")
-        let queue = DispatchQueue(label: "plugin-watcher-test")
+        let queue = Queue(label: "plugin-watcher-test")
         let seen = Seen()
-        let reported = DispatchSemaphore(value: 0)
+        let reported = Semaphore(value: 0)
         let watcher = try queue.sync {
             try #require(PluginDirectoryWatcher(directories: [late], queue: queue,
                                                 fileChanged: { seen.lines.append("changed \($0)"); reported.signal() },

@@ -1,4 +1,4 @@
-import Dispatch
+internal import SystemPrimitives
 import Foundation
 import Glibc
 import Testing
@@ -70,9 +70,9 @@ import Testing
         var problems: [String] = []
     }
 
-    func validate(_ host: PluginHost, _ queue: DispatchQueue, _ config: [ConfigEntry]) throws -> [String] {
+    func validate(_ host: PluginHost, _ queue: Queue, _ config: [ConfigEntry]) throws -> [String] {
         let seen = Seen()
-        let answered = DispatchSemaphore(value: 0)
+        let answered = Semaphore(value: 0)
         queue.async {
             host.validateAll(config) { problems in
                 seen.problems = problems
@@ -83,7 +83,7 @@ import Testing
         return queue.sync { seen.problems }
     }
 
-    func location(_ host: PluginHost, _ queue: DispatchQueue) -> Snapshot? {
+    func location(_ host: PluginHost, _ queue: Queue) -> Snapshot? {
         queue.sync { host.plugins.first { $0.name == "location" }?.latest["location"] }
     }
 
@@ -93,10 +93,10 @@ import Testing
         try Self.compile("checked", in: dir, defines: ["WITH_VALIDATE"])
         try Self.compile("unchecked", in: dir, defines: [])
 
-        let queue = DispatchQueue(label: "validate-test")
+        let queue = Queue(label: "validate-test")
         let host = PluginHost(queue: queue)
-        let published = DispatchSemaphore(value: 0)
-        let loaded = DispatchSemaphore(value: 0)
+        let published = Semaphore(value: 0)
+        let loaded = Semaphore(value: 0)
         let deny = ConfigEntry(section: "location", key: "deny", value: "org.example.Denied", origin: "test.conf:3")
         let path = dir.path
         queue.async {

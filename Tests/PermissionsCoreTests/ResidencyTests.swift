@@ -1,4 +1,4 @@
-import Dispatch
+internal import SystemPrimitives
 import Testing
 import DBusKit
 @testable import PermissionsModel
@@ -10,7 +10,7 @@ import DBusKit
 /// the idle time and not before, one kept stays, and a read after that waits for
 /// a load and finds the stored rows.
 @Suite struct ResidencyTests {
-    let queue = DispatchQueue(label: "residency-test")
+    let queue = Queue(label: "residency-test")
     let clock = ManualClock()
     let store = InMemoryDecisionStore()
     let key = DecisionKey(uid: 4242, "org.example.Absent", "location")

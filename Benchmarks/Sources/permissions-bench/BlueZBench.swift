@@ -72,7 +72,7 @@ private final class BZWorld: @unchecked Sendable {
     private var daemon: Child?
     /// Killed last, after every process on them.
     private var buses: [TestBus] = []
-    private var listeners: [(Connection, DispatchQueue)] = []
+    private var listeners: [(Connection, Queue)] = []
     private var bluetoothd: BZBluetoothd?
 
     init() {
@@ -142,7 +142,7 @@ private final class BZWorld: @unchecked Sendable {
     /// the match rule is in force.
     private func listen(_ address: String, _ match: SignalMatch,
                         _ event: @escaping @Sendable (Message, UInt64) -> BZEvent?) {
-        let queue = DispatchQueue(label: "bench.listen.\(listeners.count)")
+        let queue = Queue(label: "bench.listen.\(listeners.count)")
         let timeline = timeline
         let connection: Connection = queue.sync {
             let c = openConnection(address, queue: queue)
@@ -180,7 +180,7 @@ private final class BZWorld: @unchecked Sendable {
 ///
 /// `@unchecked Sendable`: `powered` and the connection are only touched on `queue`.
 final class BZBluetoothd: @unchecked Sendable {
-    private let queue = DispatchQueue(label: "bench.bluetoothd")
+    private let queue = Queue(label: "bench.bluetoothd")
     private let connection: Connection
     private var powered = true
 

@@ -194,14 +194,14 @@ final class CoreBench {
         // Ctrl-C or SIGTERM: stop the children and remove the directory, then exit.
         for number in [SIGINT, SIGTERM] {
             signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            let source = SignalSource(signal: number, queue: .global)
             source.setEventHandler { fail("interrupted", code: 130) }
             source.resume()
             signalSources.append(source)
         }
     }
 
-    private var signalSources: [any DispatchSourceSignal] = []
+    private var signalSources: [SignalSource] = []
 
     func run() {
         setUp()
@@ -861,7 +861,7 @@ final class CoreBench {
                 }
                 pingBus(subscribers.map(\.connection))
                 if unicast {
-                    let group = DispatchGroup()
+                    let group = Group()
                     for sub in subscribers { sub.subscribe(group: group) }
                     guard group.wait(timeout: .now() + 30) == .success else { fail("Subscribe did not answer") }
                 }

@@ -52,10 +52,10 @@ final class CoreLoadControl: Sendable {
 /// `@unchecked Sendable`: `target` and the connection are touched only on `queue`;
 /// the counters are atomics.
 final class CoreLoadClient: @unchecked Sendable {
-    let queue: DispatchQueue
+    let queue: Queue
     let connection: Connection
     let control: CoreLoadControl
-    let group: DispatchGroup
+    let group: Group
     let completed = Atomic<Int>(0)
     let failed = Atomic<Int>(0)
     private var target: CallTarget?
@@ -63,8 +63,8 @@ final class CoreLoadClient: @unchecked Sendable {
     private let index: Int
     private var built = 0
 
-    init(address: String, index: Int, control: CoreLoadControl, group: DispatchGroup) {
-        queue = DispatchQueue(label: "core.load.\(index)")
+    init(address: String, index: Int, control: CoreLoadControl, group: Group) {
+        queue = Queue(label: "core.load.\(index)")
         self.index = index
         self.control = control
         self.group = group
@@ -105,7 +105,7 @@ final class CoreLoadClient: @unchecked Sendable {
 final class CoreLoadPool {
     let clients: [CoreLoadClient]
     let control = CoreLoadControl()
-    let group = DispatchGroup()
+    let group = Group()
 
     init(address: String, connections: Int) {
         var list: [CoreLoadClient] = []
@@ -161,7 +161,7 @@ final class CoreLoadPool {
 /// times of the first and the last one. `@unchecked Sendable`: state under `lock`.
 final class CoreFanoutCollector: @unchecked Sendable {
     private let lock = NSLock()
-    private let done = DispatchSemaphore(value: 0)
+    private let done = Semaphore(value: 0)
     private var kind = -1
     private var expected = 0
     private var arrived = 0
@@ -221,11 +221,11 @@ final class CoreSubscriber: @unchecked Sendable {
         case broadcast(floor: String, cFloor: String)
         case unicast(daemon: String, floor: String, cFloor: String)
     }
-    let queue: DispatchQueue
+    let queue: Queue
     let connection: Connection
 
     init(address: String, index: Int, app: String, mode: Mode, collector: CoreFanoutCollector) {
-        queue = DispatchQueue(label: "core.sub.\(index)")
+        queue = Queue(label: "core.sub.\(index)")
         let q = queue
         let opened: Result<Connection, BusError> = q.sync {
             do throws(BusError) {
@@ -270,7 +270,7 @@ final class CoreSubscriber: @unchecked Sendable {
 
     /// Unicast mode: Subscribe on permissionsd (its caller's own user's stream) and on
     /// both floors; `group` is left once all three have answered.
-    func subscribe(group: DispatchGroup) {
+    func subscribe(group: Group) {
         let c = connection
         for (destination, path, interface, arguments) in [
             ("org.example.Permissions", "/org/example/Permissions", "org.example.Permissions",

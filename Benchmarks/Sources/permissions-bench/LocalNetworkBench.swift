@@ -71,7 +71,7 @@ private final class LNWorld: @unchecked Sendable {
     /// The bench's ends of the helper's stdin and stdout.
     var helperIn: Int32 = -1
     var helperOut: Int32 = -1
-    var listener: (Connection, DispatchQueue)?
+    var listener: (Connection, Queue)?
 
     init() {
         root = makeRunDirectory()
@@ -82,7 +82,7 @@ private final class LNWorld: @unchecked Sendable {
         bus = startBus()
         let address = bus!.address
 
-        let queue = DispatchQueue(label: "bench.listen")
+        let queue = Queue(label: "bench.listen")
         let timeline = timeline
         let connection: Connection = queue.sync {
             let c = openConnection(address, queue: queue)

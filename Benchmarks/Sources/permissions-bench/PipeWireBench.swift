@@ -76,7 +76,7 @@ private final class BenchWorld {
     private var rig: PipeWireRig?
     private var pipewire: BenchPipeWire? { rig?.devices }
     private var connection: Connection?
-    private let queue = DispatchQueue(label: "bench.dbus")
+    private let queue = Queue(label: "bench.dbus")
 
     init(pipewireConfig: String) {
         self.pipewireConfig = pipewireConfig

@@ -257,15 +257,15 @@ final class Flood: @unchecked Sendable {
     private let lock = NSLock()
     private var tallies: [Tally]
     private var userRefusedAt: UInt64?
-    private let userRefused = DispatchSemaphore(value: 0)
+    private let userRefused = Semaphore(value: 0)
     private let stopping = Atomic<Bool>(false)
     /// Left by each thread once connected, by each filler at its first refusal, by
     /// each thread once it has made its last call, and once it has left the bus.
-    private let connected = DispatchGroup()
-    private let filled = DispatchGroup()
-    private let calling = DispatchGroup()
-    private let finished = DispatchGroup()
-    private let go = DispatchSemaphore(value: 0)
+    private let connected = Group()
+    private let filled = Group()
+    private let calling = Group()
+    private let finished = Group()
+    private let go = Semaphore(value: 0)
     private let count: Int
     private let reads: Bool
 

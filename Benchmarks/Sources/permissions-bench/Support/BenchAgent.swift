@@ -1,6 +1,6 @@
 // The agent the benchmarks register for their user (request-handles, core).
 import DBusKit
-import Dispatch
+import SystemPrimitives
 import PermissionsTestSupport
 
 /// A user's agent, on a connection of the bench (root's). Silent (the flooding
@@ -16,7 +16,7 @@ import PermissionsTestSupport
 /// `asks` and `cancels` lock themselves.
 final class BenchAgent: @unchecked Sendable {
     static let path = "/bench/Agent"
-    private let queue = DispatchQueue(label: "bench.agent")
+    private let queue = Queue(label: "bench.agent")
     private var connection: Connection?
     private var held: [String: MethodCall] = [:]
     /// The prompt ids asked, and cancelled, in order.

@@ -131,7 +131,7 @@ func startPipeWireDaemon(config: String, runtimeDirectory: String, uid: UInt32? 
 /// child blocked on a full pipe would skew the measurement); returns once a line
 /// contains `marker`, or fails the bench after 10 s.
 private func waitForLine(_ fd: Int32, containing marker: String, what: String) {
-    let found = DispatchSemaphore(value: 0)
+    let found = Semaphore(value: 0)
     Thread.detachNewThread {
         let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
         var pending = Data()

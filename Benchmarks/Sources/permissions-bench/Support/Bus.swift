@@ -3,6 +3,7 @@
 // force.
 import DBusKit
 import Foundation
+import SystemPrimitives
 import PermissionsTestSupport
 
 /// A private bus (`type` "system" for a stand-in system bus), started through
@@ -24,7 +25,7 @@ func startBus(connections: Int) -> TestBus {
 }
 
 /// Opens a connection (attached to `queue` if given; else for blocking calls only).
-func openConnection(_ address: String, queue: DispatchQueue? = nil) -> Connection {
+func openConnection(_ address: String, queue: Queue? = nil) -> Connection {
     do throws(BusError) {
         return try Connection.open(.address(address), queue: queue)
     } catch {
@@ -48,7 +49,7 @@ func busCall(_ connection: Connection, _ message: Message, timeoutMilliseconds: 
 /// Waits until the bus has answered a Ping on each connection: every message sent
 /// before (AddMatch included) has then been processed by the bus.
 func pingBus(_ connections: [Connection], seconds: Double = 20) {
-    let group = DispatchGroup()
+    let group = Group()
     for c in connections {
         group.enter()
         c.queue.async {

@@ -19,7 +19,7 @@ final class CoreNameWatcher: @unchecked Sendable {
     }
 
     private let events = Timeline<Event>()
-    private let queue = DispatchQueue(label: "core.names")
+    private let queue = Queue(label: "core.names")
     private var connection: Connection?
 
     init(address: String) {

@@ -1,0 +1,94 @@
+internal import CDispatch
+
+/// A moment on libdispatch's clock (a `dispatch_time_t`: CLOCK_MONOTONIC
+/// nanoseconds on Linux), for `asyncAfter`, timers and the waits of semaphores and
+/// groups.
+public struct Deadline: Comparable, Sendable {
+    let rawValue: dispatch_time_t
+
+    /// A span of time to add to a deadline.
+    public enum Interval: Equatable, Sendable {
+        case seconds(Int)
+        case milliseconds(Int)
+        case microseconds(Int)
+        case nanoseconds(Int)
+
+        public var nanoseconds: Int64 {
+            switch self {
+            case .seconds(let n): Int64(n) &* 1_000_000_000
+            case .milliseconds(let n): Int64(n) &* 1_000_000
+            case .microseconds(let n): Int64(n) &* 1_000
+            case .nanoseconds(let n): Int64(n)
+            }
+        }
+    }
+
+    /// The deadline at that reading of the clock (`uptimeNanoseconds`).
+    public init(uptimeNanoseconds: UInt64) { rawValue = uptimeNanoseconds }
+
+    private init(rawValue: dispatch_time_t) { self.rawValue = rawValue }
+
+    public static func now() -> Deadline { Deadline(rawValue: dispatch_time(DISPATCH_TIME_NOW, 0)) }
+
+    /// Never: a wait that ends only when signalled.
+    public static let distantFuture = Deadline(rawValue: DISPATCH_TIME_FOREVER)
+
+    /// The clock's reading in nanoseconds, for differences between two deadlines.
+    public var uptimeNanoseconds: UInt64 { rawValue }
+
+    public static func + (deadline: Deadline, interval: Interval) -> Deadline {
+        Deadline(rawValue: dispatch_time(deadline.rawValue, interval.nanoseconds))
+    }
+
+    /// `seconds` later (fractions included), as the overlay's `DispatchTime + Double`.
+    public static func + (deadline: Deadline, seconds: Double) -> Deadline {
+        deadline + .nanoseconds(Int(seconds * 1_000_000_000))
+    }
+
+    public static func < (a: Deadline, b: Deadline) -> Bool { a.rawValue < b.rawValue }
+}
+
+/// How a wait on a `Semaphore` or a `Group` ended.
+public enum WaitResult: Sendable {
+    case success
+    case timedOut
+}
+
+/// A dispatch semaphore: `wait` takes one of its count, waiting for a `signal`
+/// when there is none.
+///
+/// `@unchecked Sendable`: one immutable reference to a dispatch semaphore, whose
+/// calls may be made from any thread.
+public final class Semaphore: @unchecked Sendable {
+    private let raw: dispatch_semaphore_t
+
+    public init(value: Int) { raw = dispatch_semaphore_create(value) }
+    deinit { DispatchSymbols.release(dispatch_object_t(_dsema: raw)) }
+
+    public func signal() { _ = dispatch_semaphore_signal(raw) }
+
+    public func wait() { _ = dispatch_semaphore_wait(raw, DISPATCH_TIME_FOREVER) }
+
+    public func wait(timeout: Deadline) -> WaitResult {
+        dispatch_semaphore_wait(raw, timeout.rawValue) == 0 ? .success : .timedOut
+    }
+}
+
+/// A dispatch group: counts work entered and not yet left, and waits for none.
+///
+/// `@unchecked Sendable`: as `Semaphore`.
+public final class Group: @unchecked Sendable {
+    private let raw: dispatch_group_t
+
+    public init() { raw = dispatch_group_create() }
+    deinit { DispatchSymbols.release(dispatch_object_t(_dg: raw)) }
+
+    public func enter() { dispatch_group_enter(raw) }
+    public func leave() { dispatch_group_leave(raw) }
+
+    public func wait() { _ = dispatch_group_wait(raw, DISPATCH_TIME_FOREVER) }
+
+    public func wait(timeout: Deadline) -> WaitResult {
+        dispatch_group_wait(raw, timeout.rawValue) == 0 ? .success : .timedOut
+    }
+}

@@ -1,0 +1,126 @@
+internal import CDispatch
+internal import Glibc
+
+/// A dispatch source: its event handler runs on its queue when the kernel has
+/// something for it (a descriptor readable, a timer due, a signal). Made
+/// suspended: set the handlers, then `resume`. `cancel` stops it; the cancel
+/// handler then runs once on the queue, after any event handler under way.
+///
+/// The handlers are held by libdispatch's object, through its context (released by
+/// its finalizer), so a source stays whole after this wrapper goes, as the Swift
+/// overlay's did.
+///
+/// `@unchecked Sendable`: one immutable reference to a dispatch source, whose calls
+/// may be made from any thread; the handlers are set before `resume`, once.
+public class Source: @unchecked Sendable {
+    let raw: dispatch_source_t
+    private let handlers: Handlers
+
+    fileprivate init(type: dispatch_source_type_t, handle: UInt, queue: Queue) {
+        raw = dispatch_source_create(type, handle, 0, queue.raw)
+        handlers = Handlers()
+        dispatch_set_context(object, Unmanaged.passRetained(handlers).toOpaque())
+        dispatch_set_finalizer_f(object) { context in Unmanaged<Handlers>.fromOpaque(context!).release() }
+    }
+
+    deinit { DispatchSymbols.release(object) }
+
+    private var object: dispatch_object_t { dispatch_object_t(_ds: raw) }
+
+    public func setEventHandler(handler: @escaping () -> Void) {
+        handlers.event = handler
+        dispatch_source_set_event_handler_f(raw) { context in
+            Unmanaged<Handlers>.fromOpaque(context!).takeUnretainedValue().event?()
+        }
+    }
+
+    public func setCancelHandler(handler: @escaping () -> Void) {
+        handlers.cancel = handler
+        dispatch_source_set_cancel_handler_f(raw) { context in
+            Unmanaged<Handlers>.fromOpaque(context!).takeUnretainedValue().cancel?()
+        }
+    }
+
+    public func resume() { dispatch_resume(object) }
+    public func cancel() { dispatch_source_cancel(raw) }
+    public var isCancelled: Bool { dispatch_source_testcancel(raw) != 0 }
+
+    /// `@unchecked Sendable`: written before the source is resumed, read only by
+    /// its handlers after, on its queue. The handlers need not be `Sendable` (as
+    /// with the overlay's sources): whoever makes a source sets them and then runs
+    /// only on the source's queue what they touch, which serialises every use.
+    private final class Handlers: @unchecked Sendable {
+        var event: (() -> Void)?
+        var cancel: (() -> Void)?
+    }
+}
+
+/// Fires when `fileDescriptor` is readable.
+public final class ReadSource: Source, @unchecked Sendable {
+    public init(fileDescriptor: Int32, queue: Queue) {
+        super.init(type: DispatchSymbols.sourceType(.read), handle: UInt(fileDescriptor), queue: queue)
+    }
+}
+
+/// Fires when `signal` is delivered to the process (through a signalfd; the signal
+/// must be blocked or ignored for its default action not to run).
+public final class SignalSource: Source, @unchecked Sendable {
+    public init(signal: Int32, queue: Queue) {
+        super.init(type: DispatchSymbols.sourceType(.signal), handle: UInt(signal), queue: queue)
+    }
+}
+
+/// Fires at a deadline, once or then every interval.
+public final class TimerSource: Source, @unchecked Sendable {
+    public init(queue: Queue) {
+        super.init(type: DispatchSymbols.sourceType(.timer), handle: 0, queue: queue)
+    }
+
+    /// Once, at `deadline`.
+    public func schedule(deadline: Deadline) {
+        dispatch_source_set_timer(raw, deadline.rawValue, DISPATCH_TIME_FOREVER, 0)
+    }
+
+    /// At `deadline`, then every `repeating`.
+    public func schedule(deadline: Deadline, repeating: Deadline.Interval) {
+        dispatch_source_set_timer(raw, deadline.rawValue, UInt64(max(0, repeating.nanoseconds)), 0)
+    }
+}
+
+/// What of libdispatch Swift cannot import, looked up once in the loaded library:
+/// - the constants its headers give as addresses of variables of an incomplete type
+///   (`DISPATCH_SOURCE_TYPE_READ` is `&_dispatch_source_type_read`);
+/// - `dispatch_release`, which the header marks unavailable in Swift (for the
+///   overlay's objects, which release themselves).
+enum DispatchSymbols {
+    /// Drops the reference an object was made with (a `_create` call's).
+    static func release(_ object: dispatch_object_t) { releaseFunction(object) }
+
+    private typealias ReleaseFunction = @convention(c) (dispatch_object_t) -> Void
+    nonisolated(unsafe) private static let releaseFunction = unsafeBitCast(find("dispatch_release"),
+                                                                           to: ReleaseFunction.self)
+
+    enum Kind: String { case read, timer, signal }
+
+    static func sourceType(_ kind: Kind) -> dispatch_source_type_t {
+        switch kind {
+        case .read: read
+        case .timer: timer
+        case .signal: signal
+        }
+    }
+
+    // nonisolated(unsafe): each is written once, by its lazy initialisation (which
+    // Swift runs once, under its own lock), and only read after.
+    nonisolated(unsafe) private static let read = find("_dispatch_source_type_read")
+    nonisolated(unsafe) private static let timer = find("_dispatch_source_type_timer")
+    nonisolated(unsafe) private static let signal = find("_dispatch_source_type_signal")
+    nonisolated(unsafe) static let concurrentAttribute = find("_dispatch_queue_attr_concurrent")
+
+    private static func find(_ symbol: String) -> OpaquePointer {
+        guard let address = dlsym(UnsafeMutableRawPointer(bitPattern: 0), symbol) else {
+            fatalError("libdispatch has no \(symbol)")
+        }
+        return OpaquePointer(address)
+    }
+}

@@ -1,0 +1,30 @@
+import Foundation
+import Testing
+import PermissionsTestSupport
+
+/// What the daemon and each plugin load at every start: never the Swift
+/// libraries of the Dispatch overlay, concurrency or regular expressions, which
+/// none of them uses (Package.swift, `withoutConcurrencyOrRegex`). A new
+/// `import Dispatch`, or a `"a".contains("bc")` that brings _StringProcessing back
+/// through an implicit import, fails here by the library's name.
+@Suite struct LinkedLibrariesTests {
+    static let unwanted = ["libswiftDispatch.so", "libswift_Concurrency.so", "libswift_StringProcessing.so",
+                           "libswift_RegexParser.so"]
+    static let programs = ["permissionsd", "libpermissions-bluetooth.so", "libpermissions-local-network.so",
+                           "libpermissions-location.so", "libpermissions-notifications.so",
+                           "libpermissions-pipewire.so"]
+
+    @Test(arguments: programs) func loadsNoneOfTheOverlaysLibraries(_ name: String) throws {
+        for directory in [binDir] + (releaseBinDir.map { [$0] } ?? []) {
+            let path = directory + "/" + name
+            let ldd = try run("/usr/bin/ldd", [path])
+            #expect(ldd.status == 0, "\(path): \(ldd.stderr)")
+            // The libraries it does need are listed: the output is ldd's real list.
+            #expect(ldd.stdout.contains("libdispatch.so"), "\(path): \(ldd.stdout)")
+            #expect(ldd.stdout.contains("libswiftCore.so"), "\(path): \(ldd.stdout)")
+            for library in Self.unwanted {
+                #expect(!ldd.stdout.contains(library), "\(path) loads \(library):\n\(ldd.stdout)")
+            }
+        }
+    }
+}

@@ -1,0 +1,122 @@
+import Glibc
+import SystemPrimitives
+import Testing
+
+/// The queue, semaphore, group and sources over libdispatch's C API
+/// (`Queue.swift`, `Deadline.swift`, `DispatchSources.swift`), on real libdispatch
+/// threads. Every wait has a deadline; none is a sleep.
+@Suite struct QueueTests {
+    private struct Refused: Error, Equatable { let value: Int }
+
+    @Test func syncReturnsAndThrowsWhatItsBodyDid() throws {
+        let queue = Queue(label: "test.sync")
+        #expect(queue.sync { 41 + 1 } == 42)
+        #expect(throws: Refused(value: 7)) { try queue.sync { () throws(Refused) -> Int in throw Refused(value: 7) } }
+    }
+
+    @Test func aSerialQueueRunsItsWorkInOrderOneAtATime() {
+        let queue = Queue(label: "test.order")
+        let seen = Locked([Int]())
+        let done = Semaphore(value: 0)
+        for i in 0..<1000 { queue.async { seen.withLock { $0.append(i) } } }
+        queue.async { done.signal() }
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        #expect(seen.withLock { $0 } == Array(0..<1000))
+    }
+
+    @Test func workRunsOnTheQueueItWasGivenTo() {
+        let queue = Queue(label: "test.current")
+        let done = Semaphore(value: 0)
+        queue.async {
+            queue.assertCurrent()  // stops the test process if it were not
+            done.signal()
+        }
+        #expect(done.wait(timeout: .now() + 10) == .success)
+    }
+
+    @Test func aSemaphoreWithNothingSignalledTimesOut() {
+        let semaphore = Semaphore(value: 0)
+        #expect(semaphore.wait(timeout: .now() + .milliseconds(20)) == .timedOut)
+        semaphore.signal()
+        #expect(semaphore.wait(timeout: .now()) == .success)
+    }
+
+    @Test func aGroupWaitsForEveryoneWhoEntered() {
+        let group = Group()
+        let queue = Queue(label: "test.group", concurrent: true)
+        let count = Locked(0)
+        for _ in 0..<8 {
+            group.enter()
+            queue.async { count.withLock { $0 += 1 }; group.leave() }
+        }
+        #expect(group.wait(timeout: .now() + 10) == .success)
+        #expect(count.withLock { $0 } == 8)
+        group.enter()
+        #expect(group.wait(timeout: .now() + .milliseconds(20)) == .timedOut)
+        group.leave()
+    }
+
+    @Test func asyncAfterRunsNotBeforeItsDeadline() {
+        let queue = Queue(label: "test.after")
+        let done = Semaphore(value: 0)
+        let start = Deadline.now()
+        let ranAt = Locked<Deadline?>(nil)
+        queue.asyncAfter(deadline: start + .milliseconds(30)) { ranAt.withLock { $0 = .now() }; done.signal() }
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        let waited = ranAt.withLock { $0! }.uptimeNanoseconds - start.uptimeNanoseconds
+        #expect(waited >= 30_000_000, "ran after \(waited) ns")
+    }
+
+    @Test func aRepeatingTimerFiresUntilCancelledThenItsCancelHandlerRunsOnce() {
+        let queue = Queue(label: "test.timer")
+        let fired = Locked(0), cancelled = Locked(0)
+        let thrice = Semaphore(value: 0), ended = Semaphore(value: 0)
+        let timer = TimerSource(queue: queue)
+        timer.setEventHandler {
+            if fired.withLock({ $0 += 1; return $0 }) == 3 { thrice.signal() }
+        }
+        timer.setCancelHandler { cancelled.withLock { $0 += 1 }; ended.signal() }
+        timer.schedule(deadline: .now(), repeating: .milliseconds(5))
+        timer.resume()
+        #expect(thrice.wait(timeout: .now() + 10) == .success)
+        queue.sync { timer.cancel() }
+        #expect(ended.wait(timeout: .now() + 10) == .success)
+        let firedAtCancel = fired.withLock { $0 }
+        // Nothing fires after the cancel handler ran: a later event would need
+        // the queue, which runs this check's marker only after anything before it.
+        queue.sync {}
+        #expect(fired.withLock { $0 } == firedAtCancel)
+        #expect(cancelled.withLock { $0 } == 1)
+        #expect(timer.isCancelled)
+    }
+
+    /// The handlers belong to libdispatch's object: a source whose wrapper is gone
+    /// still reads its descriptor and still runs its cancel handler.
+    @Test func aReadSourceOutlivesItsWrapper() throws {
+        var fds: [Int32] = [0, 0]
+        #expect(pipe(&fds) == 0)
+        let queue = Queue(label: "test.read")
+        let read = Semaphore(value: 0), closed = Semaphore(value: 0)
+        let got = Locked([UInt8]())
+        var cancel: (() -> Void)?
+        do {
+            let source = ReadSource(fileDescriptor: fds[0], queue: queue)
+            source.setEventHandler {
+                var byte: UInt8 = 0
+                if Glibc.read(fds[0], &byte, 1) == 1 { got.withLock { $0.append(byte) } }
+                read.signal()
+            }
+            source.setCancelHandler { close(fds[0]); closed.signal() }
+            source.resume()
+            cancel = { source.cancel() }
+        }
+        var byte: UInt8 = 0x2a
+        #expect(write(fds[1], &byte, 1) == 1)
+        #expect(read.wait(timeout: .now() + 10) == .success)
+        #expect(got.withLock { $0 } == [0x2a])
+        cancel?()
+        cancel = nil
+        #expect(closed.wait(timeout: .now() + 10) == .success)
+        close(fds[1])
+    }
+}

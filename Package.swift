@@ -114,8 +114,9 @@ let package = Package(
         // The installed daemon's default directories, written in by scripts/install.
         .target(name: "CInstallPaths"),
         .target(name: "CLISupport", dependencies: ["CShims", "SystemPrimitives"]),
-        // Locks, queue confinement, escaping, errno and the EINTR retry, the clock:
-        // Glibc only, so that every target (the plugins too) may use it.
+        // Locks, queues over libdispatch's C API, queue confinement, escaping, errno
+        // and the EINTR retry, the clock: Glibc and libdispatch only, so that every
+        // target (the plugins too) may use it.
         .target(name: "SystemPrimitives"),
         // A user's own socket (ROOT/UID/NAME) connected only when it is that user's,
         // and the connector's protocol: what the daemon and permissionsd-connector share.
@@ -186,7 +187,7 @@ let package = Package(
         .testTarget(name: "PermissionsCoreTests",
                     dependencies: ["PermissionsModel", "PermissionsSupport", "PermissionsStore", "PermissionsPluginHost",
                                    "PermissionsIdentity", "PermissionsConfig", "PermissionsService",
-                                   "PermissionsDaemon", "PermissionsTestSupport", "DBusKit"]),
+                                   "PermissionsDaemon", "PermissionsTestSupport", "DBusKit", "SystemPrimitives"]),
         // The BlueZ plugin's pure parts and its HCI seam, without bus or kernel.
         .testTarget(name: "PipeWireAccessTests", dependencies: ["PipeWireAccess"]),
         .testTarget(name: "BluetoothPluginTests",
@@ -205,7 +206,7 @@ for target in package.targets where target.type != .system {
 }
 
 // What the daemon and the plugins are linked from: nothing here may use _Concurrency
-// or _StringProcessing (`withoutConcurrencyOrRegex`). ModuleGraphTests holds the
+// or _StringProcessing (`withoutConcurrencyOrRegex`). LinkedLibrariesTests holds the
 // daemon's and each plugin's library list to it.
 let linkedIntoTheDaemonOrAPlugin = Set([
     "SystemPrimitives", "DBusKit", "PermissionsModel", "PermissionsSupport", "PermissionsStore",

@@ -16,7 +16,7 @@ public enum Bus: Sendable, Equatable {
 ///   file descriptors and timeouts become dispatch sources on that queue, incoming
 ///   method calls and signals are routed to exported objects and subscriptions, and
 ///   `call(…reply:)` never blocks. Every use of the connection must then happen on
-///   that queue; the methods check it with `dispatchPrecondition`.
+///   that queue; the methods check it with `Queue.assertCurrent`.
 /// - unattached (no queue), for command-line clients: `callBlocking` sends and waits.
 ///
 /// `@unchecked Sendable`: all mutable state (objects, subscriptions, the libdbus

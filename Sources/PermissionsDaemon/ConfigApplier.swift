@@ -44,7 +44,7 @@ final class ConfigApplier<Plugins: ConfigurablePlugins> {
     let service: any ConfiguredService
     let queue: Queue
     /// Writes the last good copy, off the serving queue.
-    private let saving = Queue(label: "org.example.Permissions.last-good")
+    private let saving = Queue(label: "org.example.Permissions.last-good", priority: .utility)
 
     /// The configuration in force, what it says, and the plugins' part of it.
     private var applied: [ConfigEntry] = []

@@ -59,7 +59,7 @@ final class ConfigReader: @unchecked Sendable {
     /// CPU, and takes the longer for it on a busy machine. (On two cores with an
     /// edit every 200 ms, at utility's nice 2 a caller's p99 went past twice its
     /// idle figure in one run of two; at nice 10 it stayed below it.)
-    let queue = Queue(label: "org.example.Permissions.config")
+    let queue = Queue(label: "org.example.Permissions.config", priority: .background)
     private let serving: Queue
     private let clock: any SettleClock
     /// Where each reading after start-up's goes, on the serving queue.

@@ -152,7 +152,7 @@ public final class Daemon {
         }
         signal(SIGPIPE, SIG_IGN)
         queue.async { me.value.start() }
-        // Not runDispatchMain(): it parks this thread in sigsuspend with an empty mask,
+        // Not dispatch_main() (`runDispatchMain`): it parks this thread in sigsuspend with an empty mask,
         // which unblocks SIGTERM here until the signal sources are registered; a
         // signal then would take its default action. This thread keeps them blocked.
         while true { pause() }

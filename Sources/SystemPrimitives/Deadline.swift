@@ -13,14 +13,22 @@ public struct Deadline: Comparable, Sendable {
         case microseconds(Int)
         case nanoseconds(Int)
 
+        /// In nanoseconds, at most Int64.max (as the overlay's, which saturates).
         public var nanoseconds: Int64 {
-            switch self {
-            case .seconds(let n): Int64(n) &* 1_000_000_000
-            case .milliseconds(let n): Int64(n) &* 1_000_000
-            case .microseconds(let n): Int64(n) &* 1_000
+            func times(_ n: Int, _ unit: Int64) -> Int64 {
+                let (product, overflow) = Int64(n).multipliedReportingOverflow(by: unit)
+                return overflow ? (n < 0 ? .min : .max) : product
+            }
+            return switch self {
+            case .seconds(let n): times(n, 1_000_000_000)
+            case .milliseconds(let n): times(n, 1_000_000)
+            case .microseconds(let n): times(n, 1_000)
             case .nanoseconds(let n): Int64(n)
             }
         }
+
+        /// The same span, whatever the unit: `.seconds(1) == .milliseconds(1000)`.
+        public static func == (a: Interval, b: Interval) -> Bool { a.nanoseconds == b.nanoseconds }
     }
 
     /// The deadline at that reading of the clock (`uptimeNanoseconds`).
@@ -41,8 +49,11 @@ public struct Deadline: Comparable, Sendable {
     }
 
     /// `seconds` later (fractions included), as the overlay's `DispatchTime + Double`.
+    /// Saturates, as the overlay's: an infinite or too large span is never.
     public static func + (deadline: Deadline, seconds: Double) -> Deadline {
-        deadline + .nanoseconds(Int(seconds * 1_000_000_000))
+        let nanoseconds = seconds * 1_000_000_000
+        guard nanoseconds.isFinite, nanoseconds < Double(Int64.max) else { return .distantFuture }
+        return Deadline(rawValue: dispatch_time(deadline.rawValue, nanoseconds.isNaN ? 0 : Int64(max(nanoseconds, Double(Int64.min)))))
     }
 
     public static func < (a: Deadline, b: Deadline) -> Bool { a.rawValue < b.rawValue }

@@ -7,8 +7,10 @@ internal import Glibc
 /// handler then runs once on the queue, after any event handler under way.
 ///
 /// The handlers are held by libdispatch's object, through its context (released by
-/// its finalizer), so a source stays whole after this wrapper goes, as the Swift
-/// overlay's did.
+/// its finalizer), so they live as long as it does. Cancel a source before the
+/// last reference to it goes: libdispatch unregisters a source released uncancelled
+/// and drops its cancel handler unrun (as with the overlay's sources), so a
+/// descriptor the handler was to close would leak.
 ///
 /// `@unchecked Sendable`: one immutable reference to a dispatch source, whose calls
 /// may be made from any thread; the handlers are set before `resume`, once.

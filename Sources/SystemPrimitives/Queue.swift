@@ -20,10 +20,23 @@ internal import CDispatch
 public final class Queue: @unchecked Sendable {
     let raw: dispatch_queue_t
 
+    /// How much of the CPU a queue's work asks for: libdispatch runs the work of
+    /// a queue below the default on threads of a higher nice value (utility 2,
+    /// background 10), so that it gives way to the serving queue's callers.
+    public enum Priority: UInt32, Sendable {
+        // libdispatch's QOS_CLASS_* values, which its Linux headers do not name.
+        case background = 0x09
+        case utility = 0x11
+        case `default` = 0x15
+    }
+
     /// A queue of its own; `label` names its threads in debuggers and `ps -L`.
     /// `target`: a queue whose threads (and order) this one's work shares.
-    public init(label: String, concurrent: Bool = false, target: Queue? = nil) {
-        let attributes = concurrent ? DispatchSymbols.concurrentAttribute : nil
+    public init(label: String, priority: Priority = .default, concurrent: Bool = false, target: Queue? = nil) {
+        var attributes = concurrent ? DispatchSymbols.concurrentAttribute : nil
+        if priority != .default {
+            attributes = dispatch_queue_attr_make_with_qos_class(attributes, priority.rawValue, 0)
+        }
         raw = dispatch_queue_create(label, attributes)
         if let target { dispatch_set_target_queue(dispatch_object_t(_dq: raw), target.raw) }
     }

@@ -90,33 +90,52 @@ import Testing
         #expect(timer.isCancelled)
     }
 
-    /// The handlers belong to libdispatch's object: a source whose wrapper is gone
-    /// still reads its descriptor and still runs its cancel handler.
-    @Test func aReadSourceOutlivesItsWrapper() throws {
+    /// A read source runs its handler for each byte written, and once cancelled
+    /// its cancel handler, which closes the descriptor, as the daemon's do.
+    @Test func aReadSourceReadsUntilCancelledThenClosesItsDescriptor() throws {
         var fds: [Int32] = [0, 0]
         #expect(pipe(&fds) == 0)
         let queue = Queue(label: "test.read")
         let read = Semaphore(value: 0), closed = Semaphore(value: 0)
         let got = Locked([UInt8]())
-        var cancel: (() -> Void)?
-        do {
-            let source = ReadSource(fileDescriptor: fds[0], queue: queue)
-            source.setEventHandler {
-                var byte: UInt8 = 0
-                if Glibc.read(fds[0], &byte, 1) == 1 { got.withLock { $0.append(byte) } }
-                read.signal()
-            }
-            source.setCancelHandler { close(fds[0]); closed.signal() }
-            source.resume()
-            cancel = { source.cancel() }
+        let source = ReadSource(fileDescriptor: fds[0], queue: queue)
+        source.setEventHandler {
+            var byte: UInt8 = 0
+            if Glibc.read(fds[0], &byte, 1) == 1 { got.withLock { $0.append(byte) } }
+            read.signal()
         }
-        var byte: UInt8 = 0x2a
-        #expect(write(fds[1], &byte, 1) == 1)
-        #expect(read.wait(timeout: .now() + 10) == .success)
-        #expect(got.withLock { $0 } == [0x2a])
-        cancel?()
-        cancel = nil
+        source.setCancelHandler { close(fds[0]); closed.signal() }
+        source.resume()
+        for value: UInt8 in [0x2a, 0x2b] {
+            var byte = value
+            #expect(write(fds[1], &byte, 1) == 1)
+            #expect(read.wait(timeout: .now() + 10) == .success)
+        }
+        #expect(got.withLock { $0 } == [0x2a, 0x2b])
+        source.cancel()
         #expect(closed.wait(timeout: .now() + 10) == .success)
+        #expect(fcntl(fds[0], F_GETFD) == -1, "the cancel handler closed the read end")
         close(fds[1])
+    }
+
+    @Test func intervalsCompareBySpanAndSaturate() {
+        #expect(Deadline.Interval.seconds(1) == .milliseconds(1000))
+        #expect(Deadline.Interval.seconds(Int.max).nanoseconds == Int64.max)
+        #expect(Deadline.now() + Double.infinity == .distantFuture)
+        #expect(Deadline.now() + 1e300 == .distantFuture)
+    }
+
+    /// A background queue's work runs on a thread of a higher nice value than the
+    /// default's: what keeps the configuration reader behind the callers.
+    @Test func aBackgroundQueueRunsAtALowerPriority() {
+        // async, not sync: sync runs its work on the calling thread.
+        func niceOfWork(on queue: Queue) -> Int32? {
+            let nice = Locked<Int32?>(nil), done = Semaphore(value: 0)
+            // 0: the calling thread (on Linux a nice value is per thread).
+            queue.async { nice.withLock { $0 = getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0) }; done.signal() }
+            return done.wait(timeout: .now() + 10) == .success ? nice.withLock { $0 } : nil
+        }
+        #expect(niceOfWork(on: Queue(label: "test.background", priority: .background)) == 10)
+        #expect(niceOfWork(on: Queue(label: "test.default")) == 0)
     }
 }

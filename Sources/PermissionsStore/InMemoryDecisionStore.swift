@@ -7,7 +7,8 @@ package import PermissionsModel
 /// What is "stored" is every row of every owner; what is "in memory" is the
 /// unassigned rows and those of the users loaded. A user is loaded by `load`, and
 /// by a write of theirs (`set`, `commit`: a test's starting state, as the service
-/// loads an owner before it writes), and let go by `evict`; a read of a user not
+/// loads an owner before it writes), but not by a reset (which the service makes
+/// of a user whose load failed too), and let go by `evict`; a read of a user not
 /// loaded finds nothing, as in the daemon.
 ///
 /// Not thread-safe: used on one queue, as the service uses its store.
@@ -73,6 +74,12 @@ package final class InMemoryDecisionStore: DecisionStoring {
         switch write {
         case .set(let row): own(row.uid)
         case .remove(let row): own(row.uid)
+        case .reset(let uid, _, _) where uid.map({ !resident.contains($0) }) ?? false:
+            // A user not loaded (their load failed: the reset of rows that cannot
+            // be read): the rows go, and the user stays unloaded, as
+            // `DecisionStore` removes them from the file alone.
+            guard stored.isLoaded(uid) else { return finish(.success(0)) }
+            return finish(.success(stored.apply(write)))
         case .reset(let uid, _, _): own(uid)
         case .assign(_, _, let uid): own(uid)
         }

@@ -83,4 +83,22 @@ import DBusKit
         #expect(outcomes == ["4242: false", "4343: true", "4242: true"])
         #expect(loads.loadsFailed == 1)
     }
+
+    /// The reset of a user whose load fails removes their rows and leaves them
+    /// unloaded, as the daemon's store does: the next read still fails to load.
+    @Test func aResetOfAUserWhoCannotBeLoadedLeavesThemUnloaded() throws {
+        try store.set(DecisionKey(uid: 4242, "org.example.A", "location"), decision: .denied, setBy: "test")
+        store.evict(uid: 4242)
+        store.failLoads = [4242]
+        var removed: Result<Int, any Error>?
+        store.commit(.reset(uid: 4242, app: "org.example.A", permissions: ["location"])) { { removed = $0 } }
+        #expect((try? removed?.get()) == 1)
+        #expect(!store.isLoaded(uid: 4242))
+        var loaded: Bool?
+        store.load(uid: 4242) { loaded = (try? $0.get()) != nil }
+        #expect(loaded == false)
+        store.failLoads = []
+        store.load(uid: 4242) { _ in }
+        #expect(store.decision(DecisionKey(uid: 4242, "org.example.A", "location"), now: 0) == nil)
+    }
 }

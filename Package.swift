@@ -20,7 +20,7 @@ let commonSwiftSettings: [SwiftSetting] = [
 /// _Concurrency` or `import _StringProcessing`, so that neither library (nor
 /// _RegexParser, which _StringProcessing needs) is loaded, relocated and kept
 /// resident at every start for code that uses neither (doc/performance.md, "The
-/// Swift Dispatch overlay"). Queues come from libdispatch's C API
+/// Swift Dispatch overlay, dropped"). Queues come from libdispatch's C API
 /// (`SystemPrimitives/Queue.swift`), not from the Dispatch overlay, which needs both.
 let withoutConcurrencyOrRegex: [SwiftSetting] = [
     .unsafeFlags(["-Xfrontend", "-disable-implicit-concurrency-module-import",

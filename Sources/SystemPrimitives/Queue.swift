@@ -5,8 +5,9 @@ internal import CDispatch
 // _Concurrency, _StringProcessing and _RegexParser, so the overlay alone makes every
 // program and plugin that uses a queue load, relocate and register those three
 // libraries at each start, and keep 1.6 MiB of them resident (doc/performance.md,
-// "The Swift Dispatch overlay"). The daemon and the plugins use queues, semaphores,
-// groups and three kinds of source; this file and its neighbours wrap those.
+// "The Swift Dispatch overlay, dropped"). The daemon and the plugins use queues,
+// semaphores, groups and three kinds of source; this file and its neighbours wrap
+// those.
 //
 // Work is handed to libdispatch as a context pointer and a C function (the `_f`
 // calls): an escaping closure is boxed and retained across the call, a `sync`

@@ -49,11 +49,18 @@ public struct Deadline: Comparable, Sendable {
     }
 
     /// `seconds` later (fractions included), as the overlay's `DispatchTime + Double`.
-    /// Saturates, as the overlay's: an infinite or too large span is never.
+    /// Saturates, as the overlay's: a span too large (or NaN) is never, one too far
+    /// back is the earliest deadline there is (already passed).
     public static func + (deadline: Deadline, seconds: Double) -> Deadline {
         let nanoseconds = seconds * 1_000_000_000
-        guard nanoseconds.isFinite, nanoseconds < Double(Int64.max) else { return .distantFuture }
-        return Deadline(rawValue: dispatch_time(deadline.rawValue, nanoseconds.isNaN ? 0 : Int64(max(nanoseconds, Double(Int64.min)))))
+        let delta: Int64 = if nanoseconds.isNaN || nanoseconds >= Double(Int64.max) {
+            .max
+        } else if nanoseconds <= Double(Int64.min) {
+            .min
+        } else {
+            Int64(nanoseconds)
+        }
+        return delta == .max ? .distantFuture : Deadline(rawValue: dispatch_time(deadline.rawValue, delta))
     }
 
     public static func < (a: Deadline, b: Deadline) -> Bool { a.rawValue < b.rawValue }

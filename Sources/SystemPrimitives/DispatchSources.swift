@@ -23,6 +23,17 @@ public class Source: @unchecked Sendable {
         handlers = Handlers()
         dispatch_set_context(object, Unmanaged.passRetained(handlers).toOpaque())
         dispatch_set_finalizer_f(object) { context in Unmanaged<Handlers>.fromOpaque(context!).release() }
+        // Always a cancel handler, whether or not one is set: once cancelled, the
+        // handlers are dropped (no event handler runs after the cancel handler), as
+        // libdispatch drops the overlay's blocks, so a handler that holds its own
+        // source is not a cycle that outlives the cancel.
+        dispatch_source_set_cancel_handler_f(raw) { context in
+            let handlers = Unmanaged<Handlers>.fromOpaque(context!).takeUnretainedValue()
+            let cancel = handlers.cancel
+            handlers.event = nil
+            handlers.cancel = nil
+            cancel?()
+        }
     }
 
     deinit { DispatchSymbols.release(object) }
@@ -38,17 +49,14 @@ public class Source: @unchecked Sendable {
 
     public func setCancelHandler(handler: @escaping () -> Void) {
         handlers.cancel = handler
-        dispatch_source_set_cancel_handler_f(raw) { context in
-            Unmanaged<Handlers>.fromOpaque(context!).takeUnretainedValue().cancel?()
-        }
     }
 
     public func resume() { dispatch_resume(object) }
     public func cancel() { dispatch_source_cancel(raw) }
     public var isCancelled: Bool { dispatch_source_testcancel(raw) != 0 }
 
-    /// `@unchecked Sendable`: written before the source is resumed, read only by
-    /// its handlers after, on its queue. The handlers need not be `Sendable` (as
+    /// `@unchecked Sendable`: written before the source is resumed, read (and, at
+    /// the cancel, cleared) only by its handlers after, on its queue. The handlers need not be `Sendable` (as
     /// with the overlay's sources): whoever makes a source sets them and then runs
     /// only on the source's queue what they touch, which serialises every use.
     private final class Handlers: @unchecked Sendable {

@@ -123,6 +123,38 @@ import Testing
         #expect(Deadline.Interval.seconds(Int.max).nanoseconds == Int64.max)
         #expect(Deadline.now() + Double.infinity == .distantFuture)
         #expect(Deadline.now() + 1e300 == .distantFuture)
+        #expect(Deadline.now() + Double.nan == .distantFuture)
+        // Too far back is already passed, never "never".
+        #expect(Deadline.now() + (-Double.infinity) < .now())
+        #expect(Deadline.now() + (-1e300) < .now())
+        let queue = Queue(label: "test.past"), ran = Semaphore(value: 0)
+        queue.asyncAfter(deadline: .now() + (-Double.infinity)) { ran.signal() }
+        #expect(ran.wait(timeout: .now() + 10) == .success)
+    }
+
+    /// A handler that holds its own source is let go once the source is
+    /// cancelled, with or without a cancel handler of its own: each captured
+    /// object says when it goes, and every one must.
+    @Test func aCancelledSourceLetsGoOfItsHandlers() {
+        final class Tracked: Sendable {
+            let freed: SystemPrimitives.Semaphore
+            init(_ freed: SystemPrimitives.Semaphore) { self.freed = freed }
+            deinit { freed.signal() }
+        }
+        let queue = Queue(label: "test.cycle")
+        let freed = Semaphore(value: 0), cancelled = Semaphore(value: 0)
+        for i in 0..<100 {
+            let tracked = Tracked(freed)
+            let timer = TimerSource(queue: queue)
+            timer.setEventHandler { _ = tracked; timer.cancel() }
+            if i.isMultiple(of: 2) { timer.setCancelHandler { cancelled.signal() } }
+            timer.schedule(deadline: .now())
+            timer.resume()
+        }
+        for _ in 0..<50 { #expect(cancelled.wait(timeout: .now() + 10) == .success) }
+        var gone = 0
+        while gone < 100, freed.wait(timeout: .now() + 10) == .success { gone += 1 }
+        #expect(gone == 100, "only \(gone) of 100 handlers were let go")
     }
 
     /// A background queue's work runs on a thread of a higher nice value than the

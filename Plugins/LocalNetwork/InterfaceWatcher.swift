@@ -12,7 +12,7 @@ final class InterfaceWatcher: @unchecked Sendable {
     private let queue: Queue
     private let onChange: ([LocalInterface]) -> Void
     private let log: (String) -> Void
-    private var source: (ReadSource)?
+    private var source: ReadSource?
     private var last: [LocalInterface]?
 
     // From <linux/netlink.h> and <linux/rtnetlink.h>, which Glibc's module does not

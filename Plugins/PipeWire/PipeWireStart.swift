@@ -147,7 +147,7 @@ final class SocketWait: @unchecked Sendable {
     private let fd: Int32
     private let directories: UserRuntimeDirectories?
     private let queue = Queue(label: "org.example.Permissions.pipewire-wait")
-    private var source: (Source)?
+    private var source: Source?
     static let pollSeconds = 2
 
     private init(socket: String?, fd: Int32, directories: UserRuntimeDirectories?) {

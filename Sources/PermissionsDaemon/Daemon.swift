@@ -152,9 +152,10 @@ public final class Daemon {
         }
         signal(SIGPIPE, SIG_IGN)
         queue.async { me.value.start() }
-        // Not dispatch_main() (`runDispatchMain`): it parks this thread in sigsuspend with an empty mask,
-        // which unblocks SIGTERM here until the signal sources are registered; a
-        // signal then would take its default action. This thread keeps them blocked.
+        // Not dispatch_main() (`runDispatchMain`): it parks this thread in sigsuspend
+        // with an empty mask, which unblocks SIGTERM here until the signal sources
+        // are registered; a signal then would take its default action. This thread
+        // keeps them blocked.
         while true { pause() }
     }
 

@@ -66,7 +66,7 @@ package final class PermissionsService {
     /// Subscribed connections (unique name) and the stream each is told.
     var subscribers: [String: Stream] = [:]
     /// Fires at the next decision expiry.
-    var expiryTimer: (TimerSource)?
+    var expiryTimer: TimerSource?
     /// True while expired decisions are being removed (their commit runs): they are
     /// still in memory, so the next expiry must not be taken from it until then.
     var expiring = false

@@ -10,7 +10,7 @@ package import SystemPrimitives
 /// everything they watch (`onOverflow`).
 package final class InotifyWatcher {
     private let fd: Int32
-    private var source: (ReadSource)?
+    private var source: ReadSource?
     private var directories: [Int32: String] = [:]
     /// Called on the queue for each event.
     package var onEvent: ((String, String, UInt32) -> Void)?

@@ -56,9 +56,10 @@ public class Source: @unchecked Sendable {
     public var isCancelled: Bool { dispatch_source_testcancel(raw) != 0 }
 
     /// `@unchecked Sendable`: written before the source is resumed, read (and, at
-    /// the cancel, cleared) only by its handlers after, on its queue. The handlers need not be `Sendable` (as
-    /// with the overlay's sources): whoever makes a source sets them and then runs
-    /// only on the source's queue what they touch, which serialises every use.
+    /// the cancel, cleared) only by its handlers after, on its queue. The handlers
+    /// need not be `Sendable` (as with the overlay's sources): whoever makes a
+    /// source sets them and then runs only on the source's queue what they touch,
+    /// which serialises every use.
     private final class Handlers: @unchecked Sendable {
         var event: (() -> Void)?
         var cancel: (() -> Void)?
@@ -68,7 +69,7 @@ public class Source: @unchecked Sendable {
 /// Fires when `fileDescriptor` is readable.
 public final class ReadSource: Source, @unchecked Sendable {
     public init(fileDescriptor: Int32, queue: Queue) {
-        super.init(type: DispatchSymbols.sourceType(.read), handle: UInt(fileDescriptor), queue: queue)
+        super.init(type: DispatchSymbols.readType, handle: UInt(fileDescriptor), queue: queue)
     }
 }
 
@@ -76,14 +77,14 @@ public final class ReadSource: Source, @unchecked Sendable {
 /// must be blocked or ignored for its default action not to run).
 public final class SignalSource: Source, @unchecked Sendable {
     public init(signal: Int32, queue: Queue) {
-        super.init(type: DispatchSymbols.sourceType(.signal), handle: UInt(signal), queue: queue)
+        super.init(type: DispatchSymbols.signalType, handle: UInt(signal), queue: queue)
     }
 }
 
 /// Fires at a deadline, once or then every interval.
 public final class TimerSource: Source, @unchecked Sendable {
     public init(queue: Queue) {
-        super.init(type: DispatchSymbols.sourceType(.timer), handle: 0, queue: queue)
+        super.init(type: DispatchSymbols.timerType, handle: 0, queue: queue)
     }
 
     /// Once, at `deadline`.
@@ -107,24 +108,14 @@ enum DispatchSymbols {
     static func release(_ object: dispatch_object_t) { releaseFunction(object) }
 
     private typealias ReleaseFunction = @convention(c) (dispatch_object_t) -> Void
+    // nonisolated(unsafe), here and below: each is written once, by its lazy
+    // initialisation (which Swift runs once, under its own lock), and only read after.
     nonisolated(unsafe) private static let releaseFunction = unsafeBitCast(find("dispatch_release"),
                                                                            to: ReleaseFunction.self)
 
-    enum Kind: String { case read, timer, signal }
-
-    static func sourceType(_ kind: Kind) -> dispatch_source_type_t {
-        switch kind {
-        case .read: read
-        case .timer: timer
-        case .signal: signal
-        }
-    }
-
-    // nonisolated(unsafe): each is written once, by its lazy initialisation (which
-    // Swift runs once, under its own lock), and only read after.
-    nonisolated(unsafe) private static let read = find("_dispatch_source_type_read")
-    nonisolated(unsafe) private static let timer = find("_dispatch_source_type_timer")
-    nonisolated(unsafe) private static let signal = find("_dispatch_source_type_signal")
+    nonisolated(unsafe) static let readType = find("_dispatch_source_type_read")
+    nonisolated(unsafe) static let timerType = find("_dispatch_source_type_timer")
+    nonisolated(unsafe) static let signalType = find("_dispatch_source_type_signal")
     nonisolated(unsafe) static let concurrentAttribute = find("_dispatch_queue_attr_concurrent")
 
     private static func find(_ symbol: String) -> OpaquePointer {

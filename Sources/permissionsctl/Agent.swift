@@ -20,7 +20,7 @@ final class TerminalAgent: @unchecked Sendable {
     let print: (String) -> Void
     private var pending: [(id: String, call: MethodCall)] = []
     private var input: [UInt8] = []
-    private var stdinSource: (ReadSource)?
+    private var stdinSource: ReadSource?
     /// The service instance (its unique name) the last registration reached, and
     /// whether a registration is on its way. An owner the bus announces is
     /// registered with only if it is neither: the first RegisterAgent may be what

@@ -34,7 +34,7 @@ final class HandleRequest: @unchecked Sendable {
     /// can send a unicast signal), and where Close goes.
     private var owner: String?
     private var responseWatch: Int?
-    private var interruptSource: (SignalSource)?
+    private var interruptSource: SignalSource?
     private var closing = false
     private var done: ((Outcome) -> Void)?
 

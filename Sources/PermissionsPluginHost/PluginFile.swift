@@ -84,24 +84,18 @@ struct PluginFile {
         if let known, let stamp, stamp == known.stamp {
             return .success(PluginFile(copy: nil, hash: known.hash, stamp: stamp))
         }
-        // Copied by the kernel straight into the memfd the library will be mapped
-        // from: no buffer of our own to fill, copy again and free (megabytes per
-        // plugin, at every start). Only what dlopen maps: a build's debug
+        // Copied into the memfd the library will be mapped from, and hashed on the
+        // way (PrivateCopy.make). Only what dlopen maps: a build's debug
         // information, often more than half the file, is neither copied nor hashed.
         let copy: PrivateCopy
         switch PrivateCopy.make(from: fd, size: ELFCheck.loadedExtent(fd, fileSize: Int(st.st_size)), name: name) {
         case .failure(let failure): return .failure(failure)
         case .success(let made): copy = made
         }
-        let checked = copy.withBytes { raw -> Result<UInt64, Failure> in
-            if let problem = ELFCheck.problem(raw) { return .failure(.refused("not a loadable library (\(problem))")) }
-            return .success(ContentHash.of(raw))
+        if let problem = ELFCheck.problem(copy.fd, size: copy.size) {
+            return .failure(.refused("not a loadable library (\(problem))"))
         }
-        switch checked {
-        case nil: return .failure(.refused("cannot map the private copy: \(errnoName(errno))"))
-        case .failure(let failure)?: return .failure(failure)
-        case .success(let hash)?: return .success(PluginFile(copy: copy, hash: hash, stamp: stamp))
-        }
+        return .success(PluginFile(copy: copy, hash: copy.hash, stamp: stamp))
     }
 
     /// Follows the links from `path`, one at a time, and checks the directory each
@@ -161,22 +155,44 @@ enum ContentHash {
     }
 
     static func of(_ raw: UnsafeRawBufferPointer) -> UInt64 {
-        let prime: UInt64 = 0x100_0000_01b3
-        let basis: UInt64 = 0xcbf2_9ce4_8422_2325
-        var lanes = (basis, basis ^ 1, basis ^ 2, basis ^ 3)
-        func word(_ i: Int) -> UInt64 { UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: i * 8, as: UInt64.self)) }
-        let blocks = raw.count / 32
-        for b in 0..<blocks {
-            lanes.0 = (lanes.0 ^ word(b * 4)) &* prime
-            lanes.1 = (lanes.1 ^ word(b * 4 + 1)) &* prime
-            lanes.2 = (lanes.2 ^ word(b * 4 + 2)) &* prime
-            lanes.3 = (lanes.3 ^ word(b * 4 + 3)) &* prime
+        var stream = Stream()
+        stream.add(raw)
+        return stream.value
+    }
+
+    /// The same hash over bytes that come in pieces (a file copied through a buffer):
+    /// every piece but the last a whole number of 32-byte blocks, so that the lanes
+    /// see the words as they would in one piece.
+    struct Stream {
+        private static let prime: UInt64 = 0x100_0000_01b3
+        private static let basis: UInt64 = 0xcbf2_9ce4_8422_2325
+        private var lanes = (basis, basis ^ 1, basis ^ 2, basis ^ 3)
+        private var count = 0
+        private var ended = false
+
+        mutating func add(_ raw: UnsafeRawBufferPointer) {
+            guard !raw.isEmpty else { return }
+            precondition(!ended, "ContentHash.Stream: a piece after one that was not whole blocks")
+            let prime = Self.prime
+            func word(_ i: Int) -> UInt64 { UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: i * 8, as: UInt64.self)) }
+            let blocks = raw.count / 32
+            for b in 0..<blocks {
+                lanes.0 = (lanes.0 ^ word(b * 4)) &* prime
+                lanes.1 = (lanes.1 ^ word(b * 4 + 1)) &* prime
+                lanes.2 = (lanes.2 ^ word(b * 4 + 2)) &* prime
+                lanes.3 = (lanes.3 ^ word(b * 4 + 3)) &* prime
+            }
+            for i in (blocks * 4)..<(raw.count / 8) { lanes.0 = (lanes.0 ^ word(i)) &* prime }
+            for i in (raw.count / 8 * 8)..<raw.count { lanes.0 = (lanes.0 ^ UInt64(raw[i])) &* prime }
+            count += raw.count
+            ended = raw.count % 32 != 0
         }
-        for i in (blocks * 4)..<(raw.count / 8) { lanes.0 = (lanes.0 ^ word(i)) &* prime }
-        for i in (raw.count / 8 * 8)..<raw.count { lanes.0 = (lanes.0 ^ UInt64(raw[i])) &* prime }
-        var hash = basis
-        for lane in [lanes.0, lanes.1, lanes.2, lanes.3] { hash = (hash ^ lane) &* prime }
-        return (hash ^ UInt64(raw.count)) &* prime
+
+        var value: UInt64 {
+            var hash = Self.basis
+            for lane in [lanes.0, lanes.1, lanes.2, lanes.3] { hash = (hash ^ lane) &* Self.prime }
+            return (hash ^ UInt64(count)) &* Self.prime
+        }
     }
 }
 
@@ -232,12 +248,40 @@ enum ELFCheck {
 
     /// `programHeaders` false: the ELF header's own checks only (its first 64 bytes).
     static func problem(_ raw: UnsafeRawBufferPointer, programHeaders: Bool = true) -> String? {
+        problem(raw, fileSize: raw.count, programHeaders: programHeaders)
+    }
+
+    /// The same checks on the `size` bytes behind `fd` (a sealed private copy), of
+    /// which only the headers are read: the ELF header, then the program header table.
+    static func problem(_ fd: Int32, size: Int) -> String? {
+        func prefix(_ count: Int) -> [UInt8]? {
+            var bytes = [UInt8](repeating: 0, count: count)
+            return pread(fd, &bytes, count, 0) == count ? bytes : nil
+        }
+        guard let header = prefix(min(size, 64)) else { return "cannot read its headers: \(errnoName(errno))" }
+        if let problem = header.withUnsafeBytes({ problem($0, fileSize: size, programHeaders: false) }) {
+            return problem
+        }
+        let (phoff, entrySize, count) = header.withUnsafeBytes(programHeaderTable)
+        guard entrySize >= 56, phoff <= UInt64(size), entrySize * count <= size - Int(phoff) else {
+            return "truncated: program headers past the end"
+        }
+        guard let headers = prefix(Int(phoff) + entrySize * count) else {
+            return "cannot read its headers: \(errnoName(errno))"
+        }
+        return headers.withUnsafeBytes { problem($0, fileSize: size, programHeaders: true) }
+    }
+
+    /// `raw`: the first bytes of a file of `fileSize` bytes, as far as its program
+    /// header table when that lies inside the file.
+    private static func problem(_ raw: UnsafeRawBufferPointer, fileSize: Int, programHeaders: Bool) -> String? {
         guard raw.count >= 64, raw[0..<4].elementsEqual([0x7f, 0x45, 0x4c, 0x46]) else { return "not an ELF file" }
         guard raw[4] == 2, raw[5] == 1 else { return "not a 64-bit little-endian ELF file" }
         guard programHeaders else { return nil }
-        let size = UInt64(raw.count)
+        let size = UInt64(fileSize)
         let (phoff, entrySize, count) = programHeaderTable(raw)
-        guard entrySize >= 56, phoff <= size, UInt64(entrySize * count) <= size - phoff else {
+        guard entrySize >= 56, phoff <= size, UInt64(entrySize * count) <= size - phoff,
+              Int(phoff) + entrySize * count <= raw.count else {
             return "truncated: program headers past the end"
         }
         for (offset, fileSize) in loads(raw, at: Int(phoff), entrySize: entrySize, count: count)

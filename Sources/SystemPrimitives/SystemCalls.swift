@@ -21,9 +21,14 @@ public func valueOrErrno<Value: FixedWidthInteger>(_ call: () -> Value) -> Resul
 /// may have set it) that is full answers EAGAIN: then poll(2) waits for room, as a
 /// blocking write would have, rather than leaving the bytes half written.
 public func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Result<Void, Errno> {
+    bytes.withUnsafeBytes { writeAll(fd, $0) }
+}
+
+/// `writeAll` of bytes that are not an array (a buffer being reused).
+public func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Result<Void, Errno> {
     var done = 0
     while done < bytes.count {
-        let result = valueOrErrno { bytes.withUnsafeBytes { write(fd, $0.baseAddress! + done, $0.count - done) } }
+        let result = valueOrErrno { write(fd, bytes.baseAddress! + done, bytes.count - done) }
         switch result {
         case .failure(let error) where error.rawValue == EAGAIN || error.rawValue == EWOULDBLOCK:
             var room = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)

@@ -36,6 +36,40 @@ import Testing
         #expect(ContentHash.of([]) != ContentHash.of([0]))
     }
 
+    /// The copy is hashed a chunk at a time (PrivateCopy.make): pieces of whole
+    /// 32-byte blocks and a last piece of any length hash as the bytes in one piece.
+    @Test func theHashInPiecesIsTheHashInOne() {
+        let bytes = (0..<1000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) }
+        for split in [0, 32, 64, 992, 1000] {
+            for end in [split, 999, 1000] where end >= split {
+                var stream = ContentHash.Stream()
+                bytes.withUnsafeBytes { raw in
+                    stream.add(UnsafeRawBufferPointer(rebasing: raw[0..<split]))
+                    stream.add(UnsafeRawBufferPointer(rebasing: raw[split..<end]))
+                }
+                #expect(stream.value == ContentHash.of(Array(bytes[0..<end])), "split at \(split), end \(end)")
+            }
+        }
+    }
+
+    /// The check of the sealed copy reads its headers only, and says what the
+    /// check of the whole bytes says.
+    @Test func theCheckOfADescriptorIsTheCheckOfTheBytes() throws {
+        try #require(Self.library.count > 4096)
+        let cases: [[UInt8]] = [Self.library, Array(Self.library.prefix(8192)), Array(Self.library.prefix(100)),
+                                Array("not a library, just some text that is long enough to have a header".utf8),
+                                Array(Self.library.prefix(10)), []]
+        for bytes in cases {
+            var template = Array(NSTemporaryDirectory().appending("elf-check.XXXXXX").utf8CString)
+            let fd = mkstemp(&template)
+            try #require(fd >= 0)
+            let path = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+            defer { close(fd); unlink(path) }
+            #expect(bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == bytes.count)
+            #expect(ELFCheck.problem(fd, size: bytes.count) == ELFCheck.problem(bytes), "\(bytes.count) bytes")
+        }
+    }
+
     /// A file read before, unchanged, is checked again but not copied or hashed
     /// (the rescan after start-up); a stamp is not trusted for a file changed in
     /// the last 2 seconds, nor taken for another file's.

@@ -35,8 +35,9 @@ final class PrivateCopy {
     /// Through a buffer of our own, hashed while it is in the cache, rather than by
     /// sendfile and a mapping of the copy to hash it: the mapping's set-up and
     /// tear-down (a TLB flush on every CPU the daemon's threads ran on) cost more
-    /// than the second copy of each chunk (doc/performance.md). The bytes hashed are
-    /// the bytes written, and only this process writes the memfd until it is sealed.
+    /// than the second copy of each chunk (doc/performance.md, "Plugin copies
+    /// without a mapping"). The bytes hashed are the bytes written, and only this
+    /// process writes the memfd until it is sealed.
     static func make(from source: Int32, size: Int, name: String) -> Result<PrivateCopy, PluginFile.Failure> {
         let fd = cshims_memfd_create(name)
         guard fd >= 0 else { return .failure(.refused("cannot make a private copy: \(errnoName(errno))")) }

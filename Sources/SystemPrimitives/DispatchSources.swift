@@ -98,25 +98,42 @@ public final class TimerSource: Source, @unchecked Sendable {
     }
 }
 
-/// What of libdispatch Swift cannot import, looked up once in the loaded library:
+/// What of libdispatch Swift cannot import, looked up in the loaded library:
 /// - the constants its headers give as addresses of variables of an incomplete type
 ///   (`DISPATCH_SOURCE_TYPE_READ` is `&_dispatch_source_type_read`);
 /// - `dispatch_release`, which the header marks unavailable in Swift (for the
 ///   overlay's objects, which release themselves).
+///
+/// All at once, when the first queue is made (`Queue.init` asks for them), never
+/// one by one at first use: dlsym takes the dynamic loader's lock, which a plugin's
+/// constructor that never returns holds for good inside dlopen. Looked up later, a
+/// first source or a first release (a stop's) would wait on that lock forever. The
+/// daemon makes its queue before it loads a plugin.
 enum DispatchSymbols {
     /// Drops the reference an object was made with (a `_create` call's).
-    static func release(_ object: dispatch_object_t) { releaseFunction(object) }
+    static func release(_ object: dispatch_object_t) { found.release(object) }
+
+    static var readType: OpaquePointer { found.readType }
+    static var timerType: OpaquePointer { found.timerType }
+    static var signalType: OpaquePointer { found.signalType }
+    static var concurrentAttribute: OpaquePointer { found.concurrentAttribute }
+
+    /// Looks every symbol up, if that was not done yet.
+    static func resolve() { _ = found }
 
     private typealias ReleaseFunction = @convention(c) (dispatch_object_t) -> Void
-    // nonisolated(unsafe), here and below: each is written once, by its lazy
-    // initialisation (which Swift runs once, under its own lock), and only read after.
-    nonisolated(unsafe) private static let releaseFunction = unsafeBitCast(find("dispatch_release"),
-                                                                           to: ReleaseFunction.self)
 
-    nonisolated(unsafe) static let readType = find("_dispatch_source_type_read")
-    nonisolated(unsafe) static let timerType = find("_dispatch_source_type_timer")
-    nonisolated(unsafe) static let signalType = find("_dispatch_source_type_signal")
-    nonisolated(unsafe) static let concurrentAttribute = find("_dispatch_queue_attr_concurrent")
+    private struct Found {
+        let release = unsafeBitCast(find("dispatch_release"), to: ReleaseFunction.self)
+        let readType = find("_dispatch_source_type_read")
+        let timerType = find("_dispatch_source_type_timer")
+        let signalType = find("_dispatch_source_type_signal")
+        let concurrentAttribute = find("_dispatch_queue_attr_concurrent")
+    }
+
+    // nonisolated(unsafe): written once, by its lazy initialisation (which Swift
+    // runs once, under its own lock), and only read after.
+    nonisolated(unsafe) private static let found = Found()
 
     private static func find(_ symbol: String) -> OpaquePointer {
         guard let address = dlsym(UnsafeMutableRawPointer(bitPattern: 0), symbol) else {

@@ -34,6 +34,7 @@ public final class Queue: @unchecked Sendable {
     /// A queue of its own; `label` names its threads in debuggers and `ps -L`.
     /// `target`: a queue whose threads (and order) this one's work shares.
     public init(label: String, priority: Priority = .default, concurrent: Bool = false, target: Queue? = nil) {
+        DispatchSymbols.resolve()  // before any plugin can hold the loader's lock (DispatchSymbols)
         var attributes = concurrent ? DispatchSymbols.concurrentAttribute : nil
         if priority != .default {
             attributes = dispatch_queue_attr_make_with_qos_class(attributes, priority.rawValue, 0)
@@ -42,7 +43,10 @@ public final class Queue: @unchecked Sendable {
         if let target { dispatch_set_target_queue(dispatch_object_t(_dq: raw), target.raw) }
     }
 
-    private init(global raw: dispatch_queue_t) { self.raw = raw }
+    private init(global raw: dispatch_queue_t) {
+        DispatchSymbols.resolve()
+        self.raw = raw
+    }
 
     deinit { DispatchSymbols.release(dispatch_object_t(_dq: raw)) }
 

@@ -14,7 +14,10 @@ public enum WaitResult: Sendable {
 public final class Semaphore: @unchecked Sendable {
     private let raw: dispatch_semaphore_t
 
-    public init(value: Int) { raw = dispatch_semaphore_create(value) }
+    public init(value: Int) {
+        DispatchSymbols.resolve()  // its deinit's release, looked up now (DispatchSymbols)
+        raw = dispatch_semaphore_create(value)
+    }
     deinit { DispatchSymbols.release(dispatch_object_t(_dsema: raw)) }
 
     public func signal() { _ = dispatch_semaphore_signal(raw) }
@@ -32,7 +35,10 @@ public final class Semaphore: @unchecked Sendable {
 public final class Group: @unchecked Sendable {
     private let raw: dispatch_group_t
 
-    public init() { raw = dispatch_group_create() }
+    public init() {
+        DispatchSymbols.resolve()
+        raw = dispatch_group_create()
+    }
     deinit { DispatchSymbols.release(dispatch_object_t(_dg: raw)) }
 
     public func enter() { dispatch_group_enter(raw) }

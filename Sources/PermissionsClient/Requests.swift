@@ -11,8 +11,8 @@ extension PermissionsClient {
     /// signal, so no call waits on the prompt; a service without it gets `Request`.
     ///
     /// Cancelling the calling task cancels the prompt: the request's handle is
-    /// closed (`Close`; before the handle exists, the request's connection leaves
-    /// the bus), the service tells the agent `Cancel` and stores nothing, and
+    /// closed (`Close`, sent when the handle comes if the task was cancelled
+    /// before it did), the service tells the agent `Cancel` and stores nothing, and
     /// this throws `CancellationError` (at once, without asking, if the task was
     /// cancelled already). When the service leaves the bus while this waits,
     /// it throws `.serviceRestarted` and does not ask again (a second request could
@@ -198,6 +198,10 @@ final class PendingRequest: @unchecked Sendable {
     /// (path, service): what Close is sent to when the task is cancelled.
     private var responseWatch: Int?
     private var handle: (path: String, service: String)?
+    /// A StartRequest sent and not yet answered; and a cancellation that came
+    /// meanwhile, whose Close waits for the handle the reply brings.
+    private var startInFlight = false
+    private var closeWhenStarted = false
     /// The handle tokens of this request's connection: one request at a time uses
     /// it, and a number never comes back, so no token is ever in use twice.
     private var nextToken: Int {
@@ -291,11 +295,19 @@ final class PendingRequest: @unchecked Sendable {
             }
         }
         if let owner = owner() { subscribe(owner) }
+        startInFlight = true
         connection.callService("StartRequest", [.strings([permission]), .dictionary(
             keySignature: "s", valueSignature: "v", options.map { DBusValue.DictEntry(.string($0.0), $0.1) })],
                                // Answered at once; no timeout all the same, so that no
                                // clock (a busy machine, a test's) can give up on it.
                                destination: owner() ?? BusNames.busName, timeout: Int32.max) { [self] result in
+            startInFlight = false
+            if closeWhenStarted {
+                // Cancelled before the handle came (the task has thrown already): the
+                // handle is closed now, as it would have been then.
+                guard case .success = result else { return link.closeNow() }
+                return closeHandle((path, owner() ?? BusNames.busName), on: link)
+            }
             switch result {
             case .success:
                 guard !finished else { return }
@@ -349,6 +361,10 @@ final class PendingRequest: @unchecked Sendable {
             // prompt unless another request waits for it, and stores nothing.
             self.handle = nil
             closeHandle(handle, on: link)
+        } else if case .cancelled = outcome, startInFlight {
+            // Its handle is on its way: Close it when it comes (startRequest), rather
+            // than leave the bus, so that the service is told the same way either way.
+            closeWhenStarted = true
         } else if case .answered = outcome {
             if let ownerWatch { link.connection.unsubscribe(ownerWatch) }
             client.idleRequestConnections.withLock { $0.append(link) }

@@ -180,6 +180,62 @@ import SystemPrimitives
         }
     }
 
+    /// A task cancelled while its StartRequest has not been answered yet throws at
+    /// once; the handle the late reply brings is closed (Close), as it would have
+    /// been had the reply come first. A stand-in service in Python holds its reply
+    /// until told, so the cancellation always comes first.
+    @Test func aTaskCancelledBeforeItsHandleCameClosesTheHandleWhenItComes() async throws {
+        try await onOwnThreads {
+            let bus = try TestBus()
+            let script = """
+                import sys, dbus, dbus.service, dbus.mainloop.glib
+                from gi.repository import GLib
+                dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
+                bus = dbus.bus.BusConnection("\(bus.address)")
+                held = []
+                class Service(dbus.service.Object):
+                    @dbus.service.method("org.example.Permissions", in_signature="asa{sv}", out_signature="o",
+                                         sender_keyword="sender", async_callbacks=("ok", "err"))
+                    def StartRequest(self, permissions, options, sender, ok, err):
+                        token = str(options["handle_token"])
+                        path = "/org/example/Permissions/request/" + sender[1:].replace(".", "_") + "/" + token
+                        held.append((ok, path))
+                        print("StartRequest", path, flush=True)
+                class Handles(dbus.service.FallbackObject):
+                    @dbus.service.method("org.example.Permissions.RequestHandle", in_signature="", out_signature="",
+                                         rel_path_keyword="path")
+                    def Close(self, path):
+                        print("Close", "/org/example/Permissions/request" + path, flush=True)
+                Service(bus, "/org/example/Permissions")
+                Handles(bus, "/org/example/Permissions/request")
+                name = dbus.service.BusName("org.example.Permissions", bus)  # kept: released when collected
+                def release(source, condition):
+                    sys.stdin.readline()
+                    for ok, path in held: ok(dbus.ObjectPath(path))
+                    return True
+                GLib.io_add_watch(sys.stdin, GLib.IO_IN, release)
+                print("ready", flush=True)
+                GLib.MainLoop().run()
+                """
+            let service = try RunningProgram("/usr/bin/python3", ["-c", script])
+            _ = try service.lines.next { $0 == "ready" }
+            let client = try PermissionsClient(bus: .address(bus.address))
+            let answer = Task(executorPreference: testTasks) { try await client.request(.location) }
+            let started = try service.lines.next { $0.hasPrefix("StartRequest ") }
+            answer.cancel()
+            do {
+                _ = try await answer.value
+                Issue.record("a cancelled request answered")
+            } catch {
+                #expect(error is CancellationError, "\(error)")
+            }
+            service.answer("reply")
+            let path = String(started.dropFirst("StartRequest ".count))
+            let closed = try service.lines.next { $0.hasPrefix("Close ") }
+            #expect(closed == "Close " + path)
+        }
+    }
+
     /// A task cancelled before it asks throws at once, and no prompt comes.
     @Test func aTaskCancelledAlreadyThrowsCancellationErrorWithoutAsking() async throws {
         try await onOwnThreads {

@@ -135,23 +135,14 @@ import SystemPrimitives
     @Test func requestFallsBackToRequestOnAServiceWithoutStartRequest() async throws {
         try await onOwnThreads {
             let bus = try TestBus()
-            let script = """
-                import dbus, dbus.service, dbus.mainloop.glib
-                from gi.repository import GLib
-                dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
-                bus = dbus.bus.BusConnection("\(bus.address)")
+            let old = try standInService(on: bus, """
                 class Old(dbus.service.Object):
                     @dbus.service.method("org.example.Permissions", in_signature="sa{sv}", out_signature="s")
                     def Request(self, permission, options):
                         print("Request", permission, flush=True)
                         return "authorized"
                 Old(bus, "/org/example/Permissions")
-                name = dbus.service.BusName("org.example.Permissions", bus)  # kept: released when collected
-                print("ready", flush=True)
-                GLib.MainLoop().run()
-                """
-            let old = try RunningProgram("/usr/bin/python3", ["-c", script])
-            _ = try old.lines.next { $0 == "ready" }
+                """)
             let client = try PermissionsClient(bus: .address(bus.address))
             #expect(try await client.request(.location) == .authorized)
             #expect(old.lines.all.contains("Request location"), "\(old.lines.all)")
@@ -164,13 +155,7 @@ import SystemPrimitives
             let client = client
             let answer = Task(executorPreference: testTasks) { try await client.request(.location) }
             let prompt = try await prompt(agent)
-            answer.cancel()
-            do {
-                _ = try await answer.value
-                Issue.record("a cancelled request answered")
-            } catch {
-                #expect(error is CancellationError, "\(error)")
-            }
+            await cancelExpectingCancellation(answer)
             let id = prompt.id
             try await offPool { try agent.waitForCancel(id) }
             // Through the handle's Close (the request was a StartRequest), not by leaving the bus.
@@ -187,11 +172,7 @@ import SystemPrimitives
     @Test func aTaskCancelledBeforeItsHandleCameClosesTheHandleWhenItComes() async throws {
         try await onOwnThreads {
             let bus = try TestBus()
-            let script = """
-                import sys, dbus, dbus.service, dbus.mainloop.glib
-                from gi.repository import GLib
-                dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
-                bus = dbus.bus.BusConnection("\(bus.address)")
+            let service = try standInService(on: bus, """
                 held = []
                 class Service(dbus.service.Object):
                     @dbus.service.method("org.example.Permissions", in_signature="asa{sv}", out_signature="o",
@@ -208,27 +189,16 @@ import SystemPrimitives
                         print("Close", "/org/example/Permissions/request" + path, flush=True)
                 Service(bus, "/org/example/Permissions")
                 Handles(bus, "/org/example/Permissions/request")
-                name = dbus.service.BusName("org.example.Permissions", bus)  # kept: released when collected
                 def release(source, condition):
                     sys.stdin.readline()
                     for ok, path in held: ok(dbus.ObjectPath(path))
                     return True
                 GLib.io_add_watch(sys.stdin, GLib.IO_IN, release)
-                print("ready", flush=True)
-                GLib.MainLoop().run()
-                """
-            let service = try RunningProgram("/usr/bin/python3", ["-c", script])
-            _ = try service.lines.next { $0 == "ready" }
+                """)
             let client = try PermissionsClient(bus: .address(bus.address))
             let answer = Task(executorPreference: testTasks) { try await client.request(.location) }
             let started = try service.lines.next { $0.hasPrefix("StartRequest ") }
-            answer.cancel()
-            do {
-                _ = try await answer.value
-                Issue.record("a cancelled request answered")
-            } catch {
-                #expect(error is CancellationError, "\(error)")
-            }
+            await cancelExpectingCancellation(answer)
             service.answer("reply")
             let path = String(started.dropFirst("StartRequest ".count))
             let closed = try service.lines.next { $0.hasPrefix("Close ") }
@@ -475,6 +445,37 @@ func prompt(_ agent: TestAgent, _ count: Int = 1) async throws -> TestAgent.Prom
 struct Unchecked<T>: @unchecked Sendable {
     let value: T
     init(_ value: T) { self.value = value }
+}
+
+/// Cancels `task`, a request under way, and expects it to throw CancellationError.
+private func cancelExpectingCancellation<T: Sendable>(_ task: Task<T, any Error>) async {
+    task.cancel()
+    do {
+        _ = try await task.value
+        Issue.record("a cancelled request answered")
+    } catch {
+        #expect(error is CancellationError, "\(error)")
+    }
+}
+
+/// A stand-in for the service, in Python (dbus-python on GLib's main loop):
+/// `body` runs at the script's top level with `bus`, the test bus, and registers
+/// its objects; the stand-in then takes the service's name, prints "ready" (waited
+/// for here) and runs until it is killed.
+private func standInService(on bus: TestBus, _ body: String) throws -> RunningProgram {
+    let script = """
+        import sys, dbus, dbus.service, dbus.mainloop.glib
+        from gi.repository import GLib
+        dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
+        bus = dbus.bus.BusConnection("\(bus.address)")
+        \(body)
+        name = dbus.service.BusName("org.example.Permissions", bus)  # kept: released when collected
+        print("ready", flush=True)
+        GLib.MainLoop().run()
+        """
+    let program = try RunningProgram("/usr/bin/python3", ["-c", script])
+    _ = try program.lines.next { $0 == "ready" }
+    return program
 }
 
 /// Runs a blocking wait on a dispatch thread, so that it holds no thread of the

@@ -181,8 +181,10 @@ enum RequestOutcome: Sendable {
     case cancelled
 }
 
-/// `@unchecked Sendable`: `shared` is behind its lock; `finished` and
-/// `ownerWatch` are used only on the link's queue.
+/// `@unchecked Sendable`: `shared` is behind its lock; `done` is set, and every
+/// other `var` (`finished`, the watches, `handle`, `startInFlight`,
+/// `closeWhenStarted`) used, only on the link's queue, where the connection's
+/// replies and signals and `cancel`'s finish run.
 final class PendingRequest: @unchecked Sendable {
     typealias Done = @Sendable (RequestOutcome) -> Void
     private let client: PermissionsClient

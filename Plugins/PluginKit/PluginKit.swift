@@ -9,7 +9,9 @@ internal import Glibc
 
 /// Builds the static descriptor a plugin's entry point returns. Call it once, from
 /// a global `let` (Swift initialises globals exactly once, thread-safely). The
-/// strings are copied and live as long as the library.
+/// strings are copied and live as long as the library. It also looks up this
+/// library's libdispatch symbols (`resolveDispatchSymbols`): in the plugin's turn
+/// to open, not at its first queue, which another plugin's dlopen could make wait.
 public func makeDescriptor(
     name: String, version: String, description: String, permissions: [String],
     initialize: @convention(c) (UnsafePointer<permissions_host>?, UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> Int32,
@@ -18,6 +20,7 @@ public func makeDescriptor(
     validate: (@convention(c) (UnsafeMutableRawPointer?, UnsafePointer<permissions_config>?) -> Int32)? = nil,
     enforcement: Enforcement? = nil
 ) -> UnsafePointer<permissions_plugin> {
+    resolveDispatchSymbols()
     let d = UnsafeMutablePointer<permissions_plugin>.allocate(capacity: 1)
     d.initialize(to: permissions_plugin(
         abi_version: PERMISSIONS_PLUGIN_ABI_VERSION,

@@ -98,6 +98,14 @@ public final class TimerSource: Source, @unchecked Sendable {
     }
 }
 
+/// Looks up, now, the libdispatch symbols that queues and sources need
+/// (DispatchSymbols), if that was not done yet. Every library with a copy of its
+/// own of this module (each plugin) has its own lookup: a plugin calls this from
+/// its entry point (PluginKit's `makeDescriptor`), which the host calls in the
+/// plugin's own turn to open, before the next plugin's dlopen, whose constructor
+/// may hold the loader's lock for good.
+public func resolveDispatchSymbols() { DispatchSymbols.resolve() }
+
 /// What of libdispatch Swift cannot import, looked up in the loaded library:
 /// - the constants its headers give as addresses of variables of an incomplete type
 ///   (`DISPATCH_SOURCE_TYPE_READ` is `&_dispatch_source_type_read`);
@@ -108,7 +116,8 @@ public final class TimerSource: Source, @unchecked Sendable {
 /// one by one at first use: dlsym takes the dynamic loader's lock, which a plugin's
 /// constructor that never returns holds for good inside dlopen. Looked up later, a
 /// first source or a first release (a stop's) would wait on that lock forever. The
-/// daemon makes its queue before it loads a plugin.
+/// daemon makes its queue before it loads a plugin; a plugin calls
+/// `resolveDispatchSymbols` from its entry point.
 enum DispatchSymbols {
     /// Drops the reference an object was made with (a `_create` call's).
     static func release(_ object: dispatch_object_t) { found.release(object) }

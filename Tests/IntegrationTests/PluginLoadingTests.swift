@@ -89,6 +89,40 @@ import PermissionsTestSupport
         #expect(plugins.stdout.contains("junk                    unavailable"), "\(plugins.stdout)")
     }
 
+    /// A plugin whose constructor never returns holds the dynamic loader's lock for
+    /// good, inside dlopen: it is abandoned at its deadline, and costs no other
+    /// plugin. Those opened before it had looked up what they need from the loader
+    /// in their own turn (PluginKit's `makeDescriptor`), so their init, made after
+    /// its dlopen began, does not wait on that lock.
+    @Test func aPluginStuckInItsConstructorCostsOnlyItself() throws {
+        let dir = try makeTemporaryDirectory("stuck-plugin")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try Self.compile("""
+            #include <unistd.h>
+            #include "permissions-plugin.h"
+            __attribute__((constructor)) static void stall(void) { for (;;) pause(); }
+            const struct permissions_plugin *permissions_plugin_entry_v1(void) { return 0; }
+            """, into: dir, file: "libpermissions-stuck.so")
+        let plugins = ["bluetooth", "local-network", "location", "notifications", "pipewire"]
+        let every = pluginDirectory("every-plugin", with: plugins)
+        defer { try? FileManager.default.removeItem(atPath: every) }
+        // No PipeWire socket yet: the PipeWire plugin's init waits for one (libpipewire
+        // itself is loaded only when it comes, and that dlopen would wait too).
+        let runtime = try makeTemporaryDirectory("runtime")
+        defer { try? FileManager.default.removeItem(atPath: runtime) }
+        chmod(runtime, 0o700)
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, pluginDirectories: [every, dir],
+                                         environment: ["XDG_RUNTIME_DIR": runtime])
+        #expect(daemon.log.contains("libpermissions-stuck.so: skipped: opening did not return within the deadline"),
+                "\(daemon.log)")
+        for plugin in plugins {
+            #expect(daemon.log.contains("plugin \(plugin) 1."), "\(plugin): \(daemon.log)")
+        }
+        #expect(!daemon.log.contains("init did not return"), "\(daemon.log)")
+        #expect(try daemon.gdbusCall("GetAll").stdout.contains("'camera'"))
+    }
+
     @Test func noPluginsAtAllStillServes() throws {
         let dir = try makeTemporaryDirectory("plugins")
         defer { try? FileManager.default.removeItem(atPath: dir) }

@@ -39,7 +39,7 @@ public func run(_ executable: String, _ arguments: [String], asNobody: Bool = fa
     let group = DispatchGroup()
     nonisolated(unsafe) var errData = Data()
     group.enter()
-    DispatchQueue.global().async {
+    runBlocking {
         errData = err.fileHandleForReading.readDataToEndOfFile()
         group.leave()
     }

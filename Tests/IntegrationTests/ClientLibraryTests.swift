@@ -417,13 +417,13 @@ final class Consumed: Sendable {
 /// pool has one thread per core (2 here), and the suite's synchronous tests hold
 /// them while they wait for processes; a task whose progress a test waits for
 /// with a deadline (a stream's consumer, a request) must not queue behind them.
+/// Nor behind the blocked threads of a concurrent dispatch queue (`runBlocking`
+/// says why): each job runs as blocking work.
 final class DispatchTaskExecutor: TaskExecutor {
-    private let queue = DispatchQueue(label: "test-tasks", attributes: .concurrent)
-
     func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
         let executor = asUnownedTaskExecutor()
-        queue.async { job.runSynchronously(on: executor) }
+        runBlocking { job.runSynchronously(on: executor) }
     }
 }
 
@@ -478,10 +478,10 @@ private func standInService(on bus: TestBus, _ body: String) throws -> RunningPr
     return program
 }
 
-/// Runs a blocking wait on a dispatch thread, so that it holds no thread of the
-/// cooperative pool (on which the streams and the test itself run).
+/// Runs a blocking wait on a thread of its own (`runBlocking`), so that it holds
+/// no thread of the cooperative pool (on which the synchronous tests run).
 func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { done in
-        DispatchQueue.global().async { done.resume(with: Result { try body() }) }
+        runBlocking { done.resume(with: Result { try body() }) }
     }
 }

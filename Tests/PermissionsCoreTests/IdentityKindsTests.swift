@@ -1,4 +1,5 @@
 import Foundation
+import PermissionsTestSupport
 import Testing
 @testable import PermissionsIdentity
 
@@ -174,7 +175,7 @@ struct IdentityKindsTests {
         let done = DispatchSemaphore(value: 0)
         nonisolated(unsafe) var result: Result<AppIdentity, IdentityReader.Failure>?
         let reader = self.reader
-        DispatchQueue.global().async {
+        runBlocking {
             result = reader.identify(pid: 111, uid: 1000)
             done.signal()
         }

@@ -219,7 +219,7 @@ final class PendingRequest {
         let handle = out.fileHandleForReading
         // Written by the reader before it signals `exited`, read here only after.
         nonisolated(unsafe) var data = Data()
-        DispatchQueue.global().async {
+        runBlocking {
             data = handle.readDataToEndOfFile()
             exited.signal()
         }

@@ -16,6 +16,12 @@ internal import CDispatch
 /// A dispatch queue: serial unless made concurrent. Work runs on libdispatch's
 /// threads, one item at a time on a serial queue, in the order it was submitted.
 ///
+/// Work that may block belongs on a serial queue (one per piece of work that may
+/// block beside others). Serial queues run on libdispatch's overcommit pool, which
+/// gives a queue with work an idle thread or a new one at once. Concurrent
+/// queues (and the global ones) share a pool of one thread per core that grows
+/// by about one thread a second while all of its threads are blocked.
+///
 /// `@unchecked Sendable`: it holds one immutable reference to a dispatch queue, and
 /// libdispatch's queue calls may be made from any thread.
 public final class Queue: @unchecked Sendable {
@@ -43,15 +49,7 @@ public final class Queue: @unchecked Sendable {
         if let target { dispatch_set_target_queue(dispatch_object_t(_dq: raw), target.raw) }
     }
 
-    private init(global raw: dispatch_queue_t) {
-        DispatchSymbols.resolve()
-        self.raw = raw
-    }
-
     deinit { DispatchSymbols.release(dispatch_object_t(_dq: raw)) }
-
-    /// libdispatch's concurrent queue of the default priority, shared by the process.
-    public static let global = Queue(global: dispatch_get_global_queue(0, 0))
 
     /// Runs `work` on the queue later; returns at once.
     public func async(execute work: @escaping @Sendable () -> Void) {

@@ -52,13 +52,18 @@ package final class LoadedPlugin: @unchecked Sendable {
     private var functions: (initialize: PluginInit, configure: PluginConfigure?, fini: PluginFini?,
                             validate: PluginConfigure?)?
     /// ABI 1.3's open_remote and remote_status, when the plugin has both (set in
-    /// `open`, before init; read on callQueue, and by open_remote on remoteQueue
+    /// `open`, before init; read on callQueue, and by open_remote on its own queue
     /// through `shared.opener`).
     private var enforcement: (open: PluginOpenRemote, status: PluginRemoteStatus)?
-    /// open_remote runs here, off callQueue: it may wait up to 1.5 s on one user's
-    /// backend, which must delay neither the plugin's other calls nor other users'
-    /// opens (the service bounds how many run at once).
-    let remoteQueue: Queue
+    /// A queue for one open_remote call, off callQueue: the call may wait up to
+    /// 1.5 s on one user's backend, which must delay neither the plugin's other
+    /// calls nor other users' opens (the service bounds how many run at once).
+    /// Serial, one per call: serial queues run on libdispatch's overcommit pool,
+    /// which gives each an idle thread or a new one at once. A concurrent queue's
+    /// work shares a pool of one thread per core that grows by about one thread a
+    /// second while all are blocked: on 2 cores, two hung opens held every other
+    /// user's open back.
+    func openRemoteQueue() -> Queue { Queue(label: "plugin.\(name).open-remote") }
     /// The open_remote calls under way: fini waits for them (they return in 1.5 s).
     let remoteCalls = Group()
     private var state: UnsafeMutableRawPointer?
@@ -86,14 +91,14 @@ package final class LoadedPlugin: @unchecked Sendable {
         /// Remotes open_remote opened that have not ended (ABI 1.3).
         var remotes = Set<UInt64>()
         /// open_remote and the plugin's state, from init's success until host calls
-        /// close: what a call on remoteQueue may use.
+        /// close: what an open_remote call may use.
         var opener: Opener?
         /// open_remote calls under way (those `remoteCalls` counts).
         var openCalls = 0
     }
     let shared = Locked(Shared())
 
-    /// open_remote and the state init returned, for calls on remoteQueue.
+    /// open_remote and the state init returned, for open_remote calls.
     /// `@unchecked Sendable`: the state is the plugin's opaque pointer, never
     /// dereferenced by the host; the ABI lets the host pass it to open_remote from
     /// its own threads (the header's THREADS and ENFORCEMENT), and fini, which
@@ -123,7 +128,6 @@ package final class LoadedPlugin: @unchecked Sendable {
         self.daemonQueue = daemonQueue
         self.userSockets = userSockets
         self.callQueue = Queue(label: "plugin.\(name)")
-        self.remoteQueue = Queue(label: "plugin.\(name).remotes", concurrent: true)
         self.info = PluginInfo(name: name, version: "", state: .loading, permissions: [], file: path)
     }
 
@@ -323,7 +327,7 @@ package final class LoadedPlugin: @unchecked Sendable {
         }
     }
 
-    /// open_remote (ABI 1.3), on remoteQueue: a descriptor the caller owns, or a
+    /// open_remote (ABI 1.3), on `openRemoteQueue()`: a descriptor the caller owns, or a
     /// negative errno (-ENOTSUP from a plugin that enforces nothing, -ESHUTDOWN once
     /// it is stopping). fini waits for the calls under way (`remoteCalls`).
     func openRemote(id: UInt64, uid: UInt32, pid: UInt32, app: String, permission: String) -> Int32 {

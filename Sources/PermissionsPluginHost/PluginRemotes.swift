@@ -1,3 +1,4 @@
+internal import PermissionsSupport
 internal import SystemPrimitives
 internal import Glibc
 
@@ -16,23 +17,36 @@ extension PluginHost {
     /// `done` gets, on the daemon queue, the descriptor (the caller's to close) or a
     /// negative errno: -ENOTSUP when no plugin enforces the permission now,
     /// -ETIMEDOUT when the call has not returned within the deadline, counted from
-    /// when it started. It runs on the plugin's remote queue, beside its other
-    /// calls: a slow backend delays this open alone, and a late one costs the
-    /// plugin nothing (its descriptor, when it comes, is closed: the remote ends).
+    /// when it started. It runs on a queue of its own (`openRemoteQueue()`),
+    /// beside the plugin's other calls and opens: a slow backend delays this open
+    /// alone, and a late one costs the plugin nothing (its descriptor, when it
+    /// comes, is closed: the remote ends).
+    /// `returned` is called on the daemon queue once the plugin's call has
+    /// returned, whether it settled the open or came after the deadline.
     package func openRemote(id: UInt64, uid: UInt32, pid: UInt32, app: String, permission: String,
-                            done: @escaping (Int32) -> Void) {
-        guard enforces(permission), let plugin = providers[permission] else { return done(-ENOTSUP) }
+                            done: @escaping (Int32) -> Void, returned: @escaping () -> Void) {
+        guard enforces(permission), let plugin = providers[permission] else {
+            done(-ENOTSUP)
+            return returned()
+        }
         let settle = Self.firstToSettle()
         let confinedDone = QueueConfined(done)
+        let confinedReturned = QueueConfined(returned)
         let deadline = self.deadline
-        plugin.remoteQueue.async {
+        plugin.openRemoteQueue().async {
+            let started = monotonicNanoseconds()
             self.queue.asyncAfter(deadline: .now() + deadline) {
                 if settle.value() { confinedDone.value(-ETIMEDOUT) }
             }
             let fd = plugin.openRemote(id: id, uid: uid, pid: pid, app: app, permission: permission)
+            let took = (monotonicNanoseconds() - started) / 1_000_000
             self.queue.async {
+                defer { confinedReturned.value() }
                 guard settle.value() else {
                     if fd >= 0 { close(fd) }  // given up on: the connection ends, and with it the remote
+                    // Until now it held a thread and counted against the user's opens.
+                    logWarning("plugin \(plugin.name): open_remote of remote \(id) returned after \(took) ms, "
+                               + "past its deadline")
                     return
                 }
                 // The plugin may have been given up meanwhile: what it opened is not kept.

@@ -37,11 +37,14 @@ struct EnforcedRemotes {
     /// PipeWire, which the daemon follows and narrows on every change.
     static let perUser = 64
     /// How many one user, and all users, may have being opened at once: each waits
-    /// on a thread of the plugin's for up to 1.5 s (a hung PipeWire), which must
-    /// not take every thread, nor delay other users' opens.
+    /// on a thread of its own for up to 1.5 s (a hung PipeWire), and a plugin
+    /// slower than the deadline keeps it after the caller was answered, so the
+    /// count is of calls the plugins have not returned from (`inPlugin`).
     static let openingPerUser = 4
     static let openingInAll = 16
     private(set) var byID: [UInt64: EnforcedRemote] = [:]
+    /// open_remote calls that have not returned, by user.
+    private var inPlugin: [UInt32: Int] = [:]
     private var nextID: UInt64 = 1
     /// Denies and resets that could not be stored (a full disk): until a decision
     /// for the key is stored, its remotes are narrowed and no new one is opened,
@@ -49,7 +52,13 @@ struct EnforcedRemotes {
     var held = Set<HeldKey>()
 
     func count(uid: UInt32) -> Int { byID.values.count { $0.uid == uid } }
-    func opening(uid: UInt32?) -> Int { byID.values.count { $0.openedAt == 0 && (uid == nil || $0.uid == uid) } }
+    /// open_remote calls of `uid` (nil: of every user) that have not returned.
+    func opening(uid: UInt32?) -> Int { uid.map { inPlugin[$0, default: 0] } ?? inPlugin.values.reduce(0, +) }
+    mutating func openCallStarted(uid: UInt32) { inPlugin[uid, default: 0] += 1 }
+    mutating func openCallReturned(uid: UInt32) {
+        inPlugin[uid, default: 0] -= 1
+        if inPlugin[uid] == 0 { inPlugin[uid] = nil }
+    }
     /// Users with open remotes, by view: their changes must be computed (StatusTracker.users).
     func users(scripts: Bool) -> [UInt32] {
         Array(Set(byID.values.filter { ($0.audience == .script($0.uid)) == scripts }.map(\.uid))).sorted()
@@ -102,10 +111,11 @@ extension PermissionsService {
             let audience = self.audience(of: identity)
             let id = self.remotes.add(audience: audience, app: identity.appID, permission: permission,
                                       pid: identity.pid)
+            self.remotes.openCallStarted(uid: identity.uid)
             self.plugins.openRemote(id: id, uid: identity.uid, pid: identity.pid, app: identity.appID,
-                                    permission: permission) { [unowned self] fd in
-                self.remoteOpened(id, fd: fd, call: call)
-            }
+                                    permission: permission,
+                                    done: { [unowned self] fd in self.remoteOpened(id, fd: fd, call: call) },
+                                    returned: { [weak self] in self?.remotes.openCallReturned(uid: identity.uid) })
         }
     }
 

@@ -19,8 +19,11 @@ package protocol PluginProviders: SnapshotSource {
     func enforces(_ permission: String) -> Bool
     /// Opens remote `id` for (uid, app) to `permission`'s backend: `done` gets the
     /// descriptor (the caller's) or a negative errno, on the service's queue.
+    /// `returned` is called there once the plugin's call has returned: after
+    /// `done`, and maybe long after a `done` of -ETIMEDOUT. Until then the call
+    /// holds a thread, which the service counts (`EnforcedRemotes.inPlugin`).
     func openRemote(id: UInt64, uid: UInt32, pid: UInt32, app: String, permission: String,
-                    done: @escaping (Int32) -> Void)
+                    done: @escaping (Int32) -> Void, returned: @escaping () -> Void)
     /// Remote `id`'s status is now `status`: its plugin narrows or widens it.
     func remoteStatus(id: UInt64, permission: String, status: String)
 }
@@ -29,7 +32,10 @@ extension PluginProviders {
     // Providers that enforce nothing (unit tests' fakes).
     package func enforces(_ permission: String) -> Bool { false }
     package func openRemote(id: UInt64, uid: UInt32, pid: UInt32, app: String, permission: String,
-                            done: @escaping (Int32) -> Void) { done(-95 /* ENOTSUP */) }
+                            done: @escaping (Int32) -> Void, returned: @escaping () -> Void) {
+        done(-95 /* ENOTSUP */)
+        returned()
+    }
     package func remoteStatus(id: UInt64, permission: String, status: String) {}
 }
 

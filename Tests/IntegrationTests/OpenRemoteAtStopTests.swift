@@ -9,7 +9,9 @@ import PermissionsTestSupport
 /// says whether an open_remote was running.
 @Suite(.serialized) struct OpenRemoteAtStopTests {
     /// A plugin enforcing "slow-open": open_remote hands out a socket at once, or,
-    /// while DIR/block exists, waits (10 s at most) for DIR/release first.
+    /// while DIR/block or DIR/block-UID (the remote's user) exists, marks
+    /// DIR/open-began and DIR/open-began-ID (the remote's id) and waits (10 s at
+    /// most) for DIR/release, then fails with EIO.
     static func plugin(marks: String, version: String) -> String {
         """
         #include <errno.h>
@@ -45,10 +47,14 @@ import PermissionsTestSupport
             mark(atomic_load(&opening) ? "fini-while-opening" : "fini");
         }
         static int plugin_open_remote(void *state, const struct permissions_remote *remote) {
-            (void)state; (void)remote;
-            if (exists("block")) {
+            (void)state;
+            char user_block[64], began[64];
+            snprintf(user_block, sizeof user_block, "block-%u", remote->uid);
+            snprintf(began, sizeof began, "open-began-%llu", (unsigned long long)remote->id);
+            if (exists("block") || exists(user_block)) {
                 atomic_store(&opening, 1);
                 mark("open-began");
+                mark(began);
                 for (int i = 0; i < 1000 && !exists("release"); i++) usleep(10000);
                 atomic_store(&opening, 0);
                 return -EIO;

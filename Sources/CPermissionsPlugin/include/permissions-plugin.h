@@ -162,13 +162,15 @@
  *   open_remote runs on a host thread of its own, not the plugin's: it may wait
  *   on one user's backend, which must not delay the plugin's other calls or other
  *   users' opens. Several may run at once (for different remotes; the host runs
- *   at most 16), beside init, configure, validate and remote_status; fini is
+ *   at most 16, 4 for one user, and counts a call until it returns, even past
+ *   its deadline), beside init, configure, validate and remote_status; fini is
  *   called once every open_remote has returned, never while one runs: one still
  *   running 2 seconds after the stop began means no fini at all (the plugin's
  *   state is left as it is; a copy replaced with remotes open then stops the
  *   daemon, as below for a plugin given up). The host waits 2 seconds for an
  *   open_remote, counted from the call's start; a descriptor returned later is
- *   closed, which ends that remote like any other. From then on the host calls
+ *   closed, which ends that remote like any other, and the late return is
+ *   logged. From then on the host calls
  *   remote_status, on the plugin's thread, each time the status of that
  *   remote's (uid, app, permission) changes: a deny, a reset, an admin lock, the
  *   device state, an expiry. The plugin then narrows or widens what the connection reaches, and must fail

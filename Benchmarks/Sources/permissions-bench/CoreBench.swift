@@ -194,7 +194,7 @@ final class CoreBench {
         // Ctrl-C or SIGTERM: stop the children and remove the directory, then exit.
         for number in [SIGINT, SIGTERM] {
             signal(number, SIG_IGN)
-            let source = SignalSource(signal: number, queue: .global)
+            let source = SignalSource(signal: number, queue: signalQueue)
             source.setEventHandler { fail("interrupted", code: 130) }
             source.resume()
             signalSources.append(source)
@@ -202,6 +202,7 @@ final class CoreBench {
     }
 
     private var signalSources: [SignalSource] = []
+    private let signalQueue = Queue(label: "bench.signals")
 
     func run() {
         setUp()

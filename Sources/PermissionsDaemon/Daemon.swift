@@ -356,6 +356,16 @@ public final class Daemon {
         // Start-up's buffers (plugin files, the store's load) are freed by now, but
         // glibc keeps freed heap resident until told: about 2 MiB of idle RSS.
         _ = cshims_malloc_trim()
+        // Start-up ran code that will not run again (the loader, the runtime's
+        // registration, plugin loading, the store's opening): mapped, it stays
+        // resident, and the kernel keeps mapped code from reclaim. Unmapped here;
+        // what runs again faults back in from the page cache. Off the serving
+        // queue: the walk takes the loader's lock, which a plugin loaded later may
+        // hold in its constructor for good.
+        Queue(label: "org.example.Permissions.code-pages", priority: .utility).async {
+            let released = cshims_release_code_pages()
+            logDebug("start-up over: the mappings of \(released / 1024) KiB of code on disk released")
+        }
     }
 
     /// Answers what waits, stops the plugins and exits with `status` (0; 1 when the

@@ -29,6 +29,14 @@ int cshims_malloc_trim(void);
  * size stay resident in the heap after they are freed. */
 void cshims_fix_mmap_threshold(void);
 
+/* Unmaps the code of every loaded object whose file is on a disk (code_pages.c):
+ * the pages stay in the page cache, and come back at the next fault, from there,
+ * if the code runs again. For code that ran at start-up only, which would
+ * otherwise stay mapped, and so resident and kept from reclaim, for the
+ * daemon's life. Skips tmpfs and memfd files (their pages are memory either way)
+ * and objects with text relocations. The bytes of the ranges unmapped. */
+size_t cshims_release_code_pages(void);
+
 /* Unix sockets (sockets.c), for UserSockets. glibc declares struct ucred, O_PATH,
  * accept4 and MSG_CMSG_CLOEXEC only under _GNU_SOURCE, and the CMSG_* macros that
  * build and walk an SCM_RIGHTS message are macros Swift cannot import. */

@@ -68,17 +68,23 @@ def showing_dialog(name):
     return dialogs[0] if dialogs else None
 
 
+# What AT-SPI answers about an object the application has just removed, as the
+# walk reaches it: the object is gone ("Object does not exist"), or its path no
+# longer carries the interfaces ("No such interface “org.a11y.atspi.Accessible”
+# on object at path ...", GTK having unexported it first).
+VANISHED = ("does not exist", "No such interface")
+
+
 def until(deadline, what, check):
     """Polls `check` (the accessibility tree announces nothing we could wait on
     from here without a main loop of our own) until it gives a value. A check
     that meets an object the application has just removed (the tree changed under
-    the walk: AT-SPI's "Object does not exist") is made again, as one that found
-    nothing yet."""
+    the walk: `VANISHED`) is made again, as one that found nothing yet."""
     while True:
         try:
             value = check()
         except GLib.GError as error:
-            if "does not exist" not in str(error):
+            if not any(words in str(error) for words in VANISHED):
                 raise
             value = None
         if value is not None:

@@ -106,6 +106,8 @@ public final class Daemon {
     private var config: ConfigApplier<PluginHost>!
     /// Reads the configuration files for `config`, on a queue of its own.
     private var configReader: ConfigReader!
+    /// Start-up's blocks are done (`start`): called by the last one.
+    private var startBlocksDone: () -> Void = {}
     /// Who is calling, for the service; made with the bus connection.
     private var callers: CallerCache!
     private var signalSources: [SignalSource] = []
@@ -209,14 +211,16 @@ public final class Daemon {
     private func start() {
         // The plugins load side by side with the rest of start-up (the store, the
         // bus, the service), which they do not need: their files are read and
-        // checked on their own queues meanwhile. Every later step of theirs comes
-        // back to this queue, so it runs after this block, once the host's hooks
-        // below are set. Start-up goes on when both are done.
+        // checked on their own queues meanwhile, and each comes back to this queue
+        // between the three blocks below (this one, the bus, the service) to open
+        // (dlopen, one plugin after another) while the next block runs. Their inits
+        // wait for the last block (holdStarts), once the host's hooks are set.
+        // Start-up goes on when both the plugins and the blocks are done.
         host = PluginHost(queue: queue, userRuntimeRoot: options.resolvedUserRuntimeRoot,
                           connectorSocket: options.resolvedConnectorSocket)
         let directories = options.resolvedPluginDirectories
         let stateDirectory = options.resolvedStateDirectory
-        var startingParts = 2  // the plugins' loading, and this block
+        var startingParts = 2  // the plugins' loading, and the blocks
         let partDone = { [unowned self] in
             startingParts -= 1
             if startingParts == 0 { self.pluginsLoaded(directories: directories, stateDirectory: stateDirectory) }
@@ -225,6 +229,7 @@ public final class Daemon {
         // nothing is announced before the name is owned. Done: every plugin has
         // started (or failed, or passed its deadline); publications made during
         // init were queued before that, so they are in.
+        host.holdStarts()
         host.loadAll(from: directories, config: [], done: partDone)
 
         guard Files.makeDirectories(stateDirectory, mode: 0o700) else {
@@ -244,6 +249,16 @@ public final class Daemon {
         } catch {
             fail("cannot start serving: \(error)")
         }
+        startBlocksDone = partDone
+        let me = QueueConfined(self)
+        queue.async {
+            me.value.connectToBus()
+            me.value.queue.async { me.value.makeService(store: store, stateDirectory: stateDirectory) }
+        }
+    }
+
+    /// Start-up's second block: the connection to the bus (connect, Hello).
+    private func connectToBus() {
         do {
             connection = try Connection.open(options.bus, queue: queue)
         } catch {
@@ -260,7 +275,11 @@ public final class Daemon {
             logInfo("the bus closed the connection; exiting")
             Self.endProcess(0)
         }
+    }
 
+    /// Start-up's third block: the service, the host's hooks into it, and the
+    /// configuration's reader.
+    private func makeService(store: DecisionCommitter, stateDirectory: String) {
         var reader = IdentityReader()
         reader.hostPID = options.resolvedHostPID
         callers = CallerCache(connection: connection, reader: reader)
@@ -307,7 +326,8 @@ public final class Daemon {
             }
         }
         configReader.deliver = { [unowned self] reading in self.config.offer(reading) }
-        partDone()
+        host.releaseStarts()
+        startBlocksDone()
     }
 
     /// The plugins are loaded and the rest of start-up is done: the configuration

@@ -99,6 +99,28 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
     /// the daemon queue.
     package var onConfigurationRefused: ((String) -> Void)?
 
+    /// While set, a copy that has opened waits here before its init runs
+    /// (`holdStarts`): the daemon lets the plugins open while the rest of its
+    /// start-up runs, and start once the hooks above are set.
+    private var heldStarts: [() -> Void]?
+
+    /// Copies that open from now on wait before init until `releaseStarts()`.
+    package func holdStarts() {
+        if heldStarts == nil { heldStarts = [] }
+    }
+
+    /// Runs the inits held since `holdStarts()`, in the order their copies opened.
+    package func releaseStarts() {
+        let held = heldStarts ?? []
+        heldStarts = nil
+        for start in held { start() }
+    }
+
+    /// Runs `start` now, or once `releaseStarts()` is called.
+    func whenStartsAllowed(_ start: @escaping () -> Void) {
+        if heldStarts != nil { heldStarts!.append(start) } else { start() }
+    }
+
     struct Refusal: Equatable {
         let reason: String
         /// The content refused, when it could be read.

@@ -144,7 +144,7 @@ final class PluginResolution {
         host.refusals[copy.path] = nil
         host.starting[name] = copy.plugin
         opened()
-        initialize(copy)
+        host.whenStartsAllowed { self.initialize(copy) }
     }
 
     // MARK: 3. initialize

@@ -127,9 +127,14 @@ final class SettingsSession {
         try runAtspi(["find", "permissions-settings", role, name, String(timeout)] + states, as: pageUser)
     }
 
-    /// Waits until no such object is shown.
+    /// Waits until no such object is shown, by a page that still runs (an
+    /// object is absent from a page that crashed too).
     func absent(_ role: String, _ name: String, timeout: TimeInterval = 5) throws {
         try runAtspi(["absent", "permissions-settings", role, name, String(timeout)], as: pageUser)
+        if let page, !page.isRunning {
+            throw HarnessError(description: "permissions-settings exited (status \(page.terminationStatus)) "
+                               + "while \(role) \(name) was to go; its output:\n\(log.all.joined(separator: "\n"))")
+        }
     }
 
     /// Clicks the shown button named `name`.

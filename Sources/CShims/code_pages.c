@@ -1,5 +1,6 @@
 #define _GNU_SOURCE  /* dl_iterate_phdr */
 #include <elf.h>
+#include <fcntl.h>
 #include <link.h>
 #include <stdint.h>
 #include <string.h>
@@ -24,40 +25,68 @@ static int backed_by_disk(const char *name) {
     return fs.f_type != TMPFS_MAGIC_VALUE && fs.f_type != RAMFS_MAGIC_VALUE;
 }
 
-/* Whether the loader wrote into the object's code (text relocations): those
- * pages are the process's own copies, which unmapping would undo. */
-static int has_text_relocations(const struct dl_phdr_info *info) {
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_DYNAMIC) continue;
-        for (const ElfW(Dyn) *d = (const ElfW(Dyn) *)(info->dlpi_addr + ph->p_vaddr); d->d_tag != DT_NULL; d++) {
-            if (d->d_tag == DT_TEXTREL) return 1;
-            if (d->d_tag == DT_FLAGS && (d->d_un.d_val & DF_TEXTREL)) return 1;
+/* /proc/self/pagemap: one 64-bit entry a page; bit 63 present, bit 61 a page of
+ * a file (or shared memory) rather than the process's own (anonymous). */
+#define PAGEMAP_PRESENT (1ULL << 63)
+#define PAGEMAP_FILE (1ULL << 61)
+
+struct release_walk {
+    int pagemap;
+    uintptr_t page;
+    size_t released;
+};
+
+/* Unmaps the pages of [start, end) that are still the file's. A present page
+ * that is the process's own would be lost (its bytes are no file's): one the
+ * loader wrote (text relocations), a debugger's breakpoint, a probe or a live
+ * patch, code copied into anonymous memory by a large-page remapper. It is
+ * kept. A page written between the read of its entry and the madvise (a
+ * debugger attaching at that moment) is not provided for. */
+static void release_range(struct release_walk *walk, uintptr_t start, uintptr_t end) {
+    uint64_t entries[64];
+    uintptr_t run = start;  /* the first page of the run being gathered */
+    for (uintptr_t at = start; at < end;) {
+        size_t count = (end - at) / walk->page;
+        if (count > 64) count = 64;
+        off_t offset = (off_t)(at / walk->page * sizeof(uint64_t));
+        ssize_t got = pread(walk->pagemap, entries, count * sizeof(uint64_t), offset);
+        if (got <= 0) return;  /* unreadable: nothing more is released */
+        count = (size_t)got / sizeof(uint64_t);
+        for (size_t i = 0; i < count; i++, at += walk->page) {
+            int own = (entries[i] & PAGEMAP_PRESENT) && !(entries[i] & PAGEMAP_FILE);
+            if (!own) continue;
+            if (at > run && madvise((void *)run, at - run, MADV_DONTNEED) == 0) walk->released += at - run;
+            run = at + walk->page;
         }
     }
-    return 0;
+    if (end > run && madvise((void *)run, end - run, MADV_DONTNEED) == 0) walk->released += end - run;
 }
 
 static int release_object(struct dl_phdr_info *info, size_t size, void *data) {
     (void)size;
-    size_t *released = data;
-    if (!backed_by_disk(info->dlpi_name) || has_text_relocations(info)) return 0;
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    struct release_walk *walk = data;
+    if (!backed_by_disk(info->dlpi_name)) return 0;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        /* Code only: executable and never writable, so every page is the file's. */
+        /* Code only: executable and never writable. */
         if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X) || (ph->p_flags & PF_W)) continue;
-        /* Whole pages inside the segment: a page it shares with a neighbour is left. */
-        uintptr_t start = (info->dlpi_addr + ph->p_vaddr + page - 1) & ~(page - 1);
-        uintptr_t end = (info->dlpi_addr + ph->p_vaddr + ph->p_memsz) & ~(page - 1);
-        if (end > start && madvise((void *)start, end - start, MADV_DONTNEED) == 0) *released += end - start;
+        /* Whole pages inside what the file holds (p_filesz): a page shared with a
+         * neighbour is left, and so is the page the loader zero-filled past the
+         * file's bytes (p_memsz beyond p_filesz). */
+        uintptr_t start = (info->dlpi_addr + ph->p_vaddr + walk->page - 1) & ~(walk->page - 1);
+        uintptr_t end = (info->dlpi_addr + ph->p_vaddr + ph->p_filesz) & ~(walk->page - 1);
+        if (end > start) release_range(walk, start, end);
     }
     return 0;
 }
 
 size_t cshims_release_code_pages(void) {
-    size_t released = 0;
+    struct release_walk walk = { .page = (uintptr_t)sysconf(_SC_PAGESIZE) };
+    /* Without the page map, no page can be told to be the file's: none is released. */
+    walk.pagemap = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    if (walk.pagemap < 0) return 0;
     /* Under the loader's lock: no object is unmapped while it is walked. */
-    dl_iterate_phdr(release_object, &released);
-    return released;
+    dl_iterate_phdr(release_object, &walk);
+    close(walk.pagemap);
+    return walk.released;
 }

@@ -34,7 +34,9 @@ void cshims_fix_mmap_threshold(void);
  * if the code runs again. For code that ran at start-up only, which would
  * otherwise stay mapped, and so resident and kept from reclaim, for the
  * daemon's life. Skips tmpfs and memfd files (their pages are memory either way)
- * and objects with text relocations. The bytes of the ranges unmapped. */
+ * and every page that is the process's own, not the file's (/proc/self/pagemap:
+ * relocated, patched, a breakpoint, remapped to anonymous memory). The bytes of
+ * the ranges unmapped; 0 without the page map. */
 size_t cshims_release_code_pages(void);
 
 /* Unix sockets (sockets.c), for UserSockets. glibc declares struct ucred, O_PATH,

@@ -59,7 +59,8 @@ package final class LoadedPlugin: @unchecked Sendable {
     /// 1.5 s on one user's backend, which must delay neither the plugin's other
     /// calls nor other users' opens (the service bounds how many run at once).
     /// Serial, one per call: serial queues run on libdispatch's overcommit pool,
-    /// which gives each an idle thread or a new one at once. A concurrent queue's
+    /// which gives each an idle thread or a new one at once (up to 255 threads;
+    /// the service's bounds keep far below). A concurrent queue's
     /// work shares a pool of one thread per core that grows by about one thread a
     /// second while all are blocked: on 2 cores, two hung opens held every other
     /// user's open back.

@@ -36,15 +36,21 @@ struct EnforcedRemotes {
     /// How many remotes one user may hold at once: each is a client of their own
     /// PipeWire, which the daemon follows and narrows on every change.
     static let perUser = 64
-    /// How many one user, and all users, may have being opened at once: each waits
-    /// on a thread of its own for up to 1.5 s (a hung PipeWire), and a plugin
-    /// slower than the deadline keeps it after the caller was answered, so the
-    /// count is of calls the plugins have not returned from (`inPlugin`).
+    /// How many one user, and all users, may have being opened at once by one
+    /// plugin: each call waits on a thread of its own for up to 1.5 s (a hung
+    /// PipeWire), and a plugin slower than the deadline keeps it after the caller
+    /// was answered, so the count is of calls the plugin has not returned from
+    /// (`inPlugin`). By plugin: one that never returns holds its own opens back,
+    /// not another plugin's.
     static let openingPerUser = 4
     static let openingInAll = 16
     private(set) var byID: [UInt64: EnforcedRemote] = [:]
-    /// open_remote calls that have not returned, by user.
-    private var inPlugin: [UInt32: Int] = [:]
+    /// open_remote calls that have not returned, by plugin and user.
+    private var inPlugin: [OpenCaller: Int] = [:]
+    struct OpenCaller: Hashable {
+        let plugin: String
+        let uid: UInt32
+    }
     private var nextID: UInt64 = 1
     /// Denies and resets that could not be stored (a full disk): until a decision
     /// for the key is stored, its remotes are narrowed and no new one is opened,
@@ -52,12 +58,14 @@ struct EnforcedRemotes {
     var held = Set<HeldKey>()
 
     func count(uid: UInt32) -> Int { byID.values.count { $0.uid == uid } }
-    /// open_remote calls of `uid` (nil: of every user) that have not returned.
-    func opening(uid: UInt32?) -> Int { uid.map { inPlugin[$0, default: 0] } ?? inPlugin.values.reduce(0, +) }
-    mutating func openCallStarted(uid: UInt32) { inPlugin[uid, default: 0] += 1 }
-    mutating func openCallReturned(uid: UInt32) {
-        inPlugin[uid, default: 0] -= 1
-        if inPlugin[uid] == 0 { inPlugin[uid] = nil }
+    /// open_remote calls into `plugin` of `uid` (nil: of every user) that have not returned.
+    func opening(plugin: String, uid: UInt32?) -> Int {
+        inPlugin.reduce(0) { $0 + ($1.key.plugin == plugin && (uid == nil || $1.key.uid == uid) ? $1.value : 0) }
+    }
+    mutating func openCallStarted(_ caller: OpenCaller) { inPlugin[caller, default: 0] += 1 }
+    mutating func openCallReturned(_ caller: OpenCaller) {
+        inPlugin[caller, default: 0] -= 1
+        if inPlugin[caller] == 0 { inPlugin[caller] = nil }
     }
     /// Users with open remotes, by view: their changes must be computed (StatusTracker.users).
     func users(scripts: Bool) -> [UInt32] {
@@ -107,32 +115,36 @@ extension PermissionsService {
                     "\(permission) for \(identity.appID.escapedForMessage): a deny that could not be stored holds "
                         + "until a decision is stored"))
             }
-            if let limit = self.remoteLimit(uid: identity.uid) { return call.fail(limit) }
+            let caller = EnforcedRemotes.OpenCaller(plugin: self.plugins.pluginName(providing: permission) ?? "",
+                                                    uid: identity.uid)
+            if let limit = self.remoteLimit(caller) { return call.fail(limit) }
             let audience = self.audience(of: identity)
             let id = self.remotes.add(audience: audience, app: identity.appID, permission: permission,
                                       pid: identity.pid)
-            self.remotes.openCallStarted(uid: identity.uid)
+            self.remotes.openCallStarted(caller)
             self.plugins.openRemote(id: id, uid: identity.uid, pid: identity.pid, app: identity.appID,
                                     permission: permission,
                                     done: { [unowned self] fd in self.remoteOpened(id, fd: fd, call: call) },
-                                    returned: { [weak self] in self?.remotes.openCallReturned(uid: identity.uid) })
+                                    returned: { [weak self] in self?.remotes.openCallReturned(caller) })
         }
     }
 
-    /// LimitExceeded when user `uid` holds as many remotes as it may, or has (or
-    /// every user has) as many being opened.
-    private func remoteLimit(uid: UInt32) -> BusError? {
+    /// LimitExceeded when the user holds as many remotes as it may, or has (or
+    /// every user has) as many being opened by the plugin.
+    private func remoteLimit(_ caller: EnforcedRemotes.OpenCaller) -> BusError? {
+        let uid = caller.uid
         if remotes.count(uid: uid) >= EnforcedRemotes.perUser {
             return PermissionsError.limitExceeded(
                 "user \(uid) holds \(EnforcedRemotes.perUser) connections; the limit is \(EnforcedRemotes.perUser)")
         }
-        if remotes.opening(uid: uid) >= EnforcedRemotes.openingPerUser {
+        if remotes.opening(plugin: caller.plugin, uid: uid) >= EnforcedRemotes.openingPerUser {
             return PermissionsError.limitExceeded("user \(uid) has \(EnforcedRemotes.openingPerUser) connections being "
-                                                  + "opened; the limit is \(EnforcedRemotes.openingPerUser)")
+                                                  + "opened by plugin \(caller.plugin); the limit is "
+                                                  + "\(EnforcedRemotes.openingPerUser)")
         }
-        if remotes.opening(uid: nil) >= EnforcedRemotes.openingInAll {
-            return PermissionsError.limitExceeded("\(EnforcedRemotes.openingInAll) connections are being opened; the "
-                                                  + "limit is \(EnforcedRemotes.openingInAll)")
+        if remotes.opening(plugin: caller.plugin, uid: nil) >= EnforcedRemotes.openingInAll {
+            return PermissionsError.limitExceeded("\(EnforcedRemotes.openingInAll) connections are being opened by "
+                                                  + "plugin \(caller.plugin); the limit is \(EnforcedRemotes.openingInAll)")
         }
         return nil
     }

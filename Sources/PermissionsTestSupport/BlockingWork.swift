@@ -8,7 +8,7 @@ import Foundation
 /// thread a second while all of them are blocked, so work queued behind a few
 /// dozen blocked waits (the whole suite runs at once) waited more than a minute.
 /// A serial queue of its own runs on the overcommit pool instead, which takes an
-/// idle thread or starts one at once.
+/// idle thread or starts one at once (up to its limit of 255 threads).
 public func runBlocking(_ work: @escaping @Sendable () -> Void) {
     DispatchQueue(label: "test.blocking-work").async(execute: work)
 }

@@ -18,7 +18,8 @@ internal import CDispatch
 ///
 /// Work that may block belongs on a serial queue (one per piece of work that may
 /// block beside others). Serial queues run on libdispatch's overcommit pool, which
-/// gives a queue with work an idle thread or a new one at once. Concurrent
+/// gives a queue with work an idle thread or a new one at once, up to 255 threads
+/// (beyond, work waits for one of them to be done). Concurrent
 /// queues (and the global ones) share a pool of one thread per core that grows
 /// by about one thread a second while all of its threads are blocked.
 ///

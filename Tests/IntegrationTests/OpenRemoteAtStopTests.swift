@@ -8,11 +8,12 @@ import PermissionsTestSupport
 /// open_remote waits for a file the test makes, and its fini leaves a mark that
 /// says whether an open_remote was running.
 @Suite(.serialized) struct OpenRemoteAtStopTests {
-    /// A plugin enforcing "slow-open": open_remote hands out a socket at once, or,
+    /// A plugin NAME (by default "slow-open") enforcing a permission of the same
+    /// name: open_remote hands out a socket at once, or,
     /// while DIR/block or DIR/block-UID (the remote's user) exists, marks
     /// DIR/open-began and DIR/open-began-ID (the remote's id) and waits (10 s at
     /// most) for DIR/release, then fails with EIO.
-    static func plugin(marks: String, version: String) -> String {
+    static func plugin(marks: String, version: String, name: String = "slow-open") -> String {
         """
         #include <errno.h>
         #include <fcntl.h>
@@ -21,7 +22,7 @@ import PermissionsTestSupport
         #include <sys/socket.h>
         #include <unistd.h>
         #include "permissions-plugin.h"
-        static const char *const perms[] = { "slow-open", NULL };
+        static const char *const perms[] = { "\(name)", NULL };
         static atomic_int opening;
         static void mark(const char *name) {
             char path[4096];
@@ -70,7 +71,7 @@ import PermissionsTestSupport
         static const struct permissions_plugin descriptor = {
             .abi_version = PERMISSIONS_PLUGIN_ABI_VERSION,
             .struct_size = sizeof descriptor,
-            .name = "slow-open",
+            .name = "\(name)",
             .version = "\(version)",
             .description = "test plugin",
             .permissions = perms,

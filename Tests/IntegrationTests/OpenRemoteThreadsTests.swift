@@ -3,25 +3,32 @@ import Testing
 import PermissionsTestSupport
 
 /// open_remote may wait on one user's backend (a hung PipeWire), so each call has
-/// a thread of its own, and the service bounds how many run: four a user, sixteen
-/// in all, counted until the plugin returns. The plugin is OpenRemoteAtStopTests'
-/// "slow-open", whose opens for a user wait while DIR/block-UID exists; gdbus,
-/// run as each user, is the app.
+/// a thread of its own, and the service bounds how many run into each plugin:
+/// four a user, sixteen in all, counted until the plugin returns. The plugins are
+/// OpenRemoteAtStopTests' "slow-open", whose opens for a user wait while
+/// DIR/block-UID exists, and the same built as "other-open", with marks of its
+/// own (never blocked); gdbus, run as each user, is the app.
 @Suite(.hangGuard) struct OpenRemoteThreadsTests {
     let marks: String
+    let otherMarks: String
     let plugins: String
     let bus: TestBus
     let daemon: DaemonUnderTest
 
     init() throws {
         marks = try makeTemporaryDirectory("open-remote-marks")
+        otherMarks = try makeTemporaryDirectory("open-remote-other-marks")
         plugins = try makeTemporaryDirectory("open-remote-plugins")
         try PluginLoadingTests.compile(OpenRemoteAtStopTests.plugin(marks: marks, version: "0.1"), into: plugins,
                                        file: "libpermissions-slow-open.so")
+        try PluginLoadingTests.compile(OpenRemoteAtStopTests.plugin(marks: otherMarks, version: "0.1", name: "other-open"),
+                                       into: plugins, file: "libpermissions-other-open.so")
         bus = try TestBus()
         daemon = try DaemonUnderTest(bus: bus, pluginDirectories: [plugins])
-        for uid in 1...4 {
-            #expect(try daemon.ctl("grant", "--user", String(uid), "/usr/bin/gdbus", "slow-open").status == 0)
+        for uid in 1...5 {
+            for permission in ["slow-open", "other-open"] {
+                #expect(try daemon.ctl("grant", "--user", String(uid), "/usr/bin/gdbus", permission).status == 0)
+            }
         }
     }
 
@@ -29,7 +36,7 @@ import PermissionsTestSupport
     private func finish() {
         make("release")
         daemon.stop()
-        for directory in [marks, plugins] { try? FileManager.default.removeItem(atPath: directory) }
+        for directory in [marks, otherMarks, plugins] { try? FileManager.default.removeItem(atPath: directory) }
     }
 
     private func make(_ mark: String) {
@@ -50,10 +57,10 @@ import PermissionsTestSupport
         }
     }
 
-    private func openRemote(asUser uid: UInt32) throws -> RunningProgram {
+    private func openRemote(asUser uid: UInt32, permission: String = "slow-open") throws -> RunningProgram {
         try RunningProgram("/usr/bin/gdbus", ["call", "--address", bus.address, "--dest", "org.example.Permissions",
                                                "--object-path", "/org/example/Permissions", "--method",
-                                               "org.example.Permissions.OpenPipeWireRemote", "slow-open", "{}"],
+                                               "org.example.Permissions.OpenPipeWireRemote", permission, "{}"],
                            asUser: uid, collectingErrors: true)
     }
 
@@ -103,5 +110,28 @@ import PermissionsTestSupport
         #expect(answer != nil, "\(again.errors?.all ?? []) \(daemon.log)")
         withExtendedLifetime(held) {}
         withExtendedLifetime(fifth) {}
+    }
+
+    /// One plugin's calls that do not return hold back that plugin's opens only:
+    /// users 1 to 4 have four held in slow-open each (sixteen, the most one plugin
+    /// may have), user 5 is refused slow-open, and users 5 and 1 open through
+    /// other-open. (Before: the count was of every plugin's calls, and a plugin
+    /// that never returned held every plugin's opens back until a restart. A
+    /// breaker helper's finding.)
+    @Test func heldCallsOfOnePluginHoldNoOtherPluginsOpensBack() throws {
+        defer { finish() }
+        for uid in 1...4 { make("block-\(uid)") }
+        let held = try (1...4).flatMap { uid in try (0..<4).map { _ in try openRemote(asUser: UInt32(uid)) } }
+        try waitUntilBegan(16, within: 10)
+        let refused = try openRemote(asUser: 5)
+        let error = try #require(refused.errors).next(timeout: 10) { $0.contains("Error") }
+        #expect(error.contains("LimitExceeded") && error.contains("16 connections are being opened by plugin slow-open"),
+                "\(error)")
+        for uid: UInt32 in [5, 1] {
+            let other = try openRemote(asUser: uid, permission: "other-open")
+            _ = try other.lines.next(timeout: 5) { $0.hasPrefix("(handle") }  // its descriptor came
+            withExtendedLifetime(other) {}
+        }
+        withExtendedLifetime((held, refused)) {}
     }
 }

@@ -162,8 +162,9 @@
  *   open_remote runs on a host thread of its own, not the plugin's: it may wait
  *   on one user's backend, which must not delay the plugin's other calls or other
  *   users' opens. Several may run at once (for different remotes; the host runs
- *   at most 16, 4 for one user, and counts a call until it returns, even past
- *   its deadline), beside init, configure, validate and remote_status; fini is
+ *   at most 16 into one plugin, 4 for one user, and counts a call until it
+ *   returns, even past its deadline), beside init, configure, validate and
+ *   remote_status; fini is
  *   called once every open_remote has returned, never while one runs: one still
  *   running 2 seconds after the stop began means no fini at all (the plugin's
  *   state is left as it is; a copy replaced with remotes open then stops the

@@ -57,6 +57,16 @@ import PermissionsTestSupport
         }
     }
 
+    /// Four slow-open opens of each of `users` (the most a user may have), held in
+    /// the plugin until finish(); returns once all have begun there.
+    private func holdFourOpens(ofUsers users: ClosedRange<Int>, beganWithin seconds: TimeInterval) throws
+        -> [RunningProgram] {
+        for uid in users { make("block-\(uid)") }
+        let held = try users.flatMap { uid in try (0..<4).map { _ in try openRemote(asUser: UInt32(uid)) } }
+        try waitUntilBegan(held.count, within: seconds)
+        return held
+    }
+
     private func openRemote(asUser uid: UInt32, permission: String = "slow-open") throws -> RunningProgram {
         try RunningProgram("/usr/bin/gdbus", ["call", "--address", bus.address, "--dest", "org.example.Permissions",
                                                "--object-path", "/org/example/Permissions", "--method",
@@ -72,9 +82,7 @@ import PermissionsTestSupport
     /// came after them.)
     @Test func heldOpensOfThreeUsersHoldNoOtherUsersOpenBack() throws {
         defer { finish() }
-        for uid in 1...3 { make("block-\(uid)") }
-        let held = try (1...3).flatMap { uid in try (0..<4).map { _ in try openRemote(asUser: UInt32(uid)) } }
-        try waitUntilBegan(12, within: 5)
+        let held = try holdFourOpens(ofUsers: 1...3, beganWithin: 5)
         let other = try openRemote(asUser: 4)
         _ = try other.lines.next(timeout: 5) { $0.hasPrefix("(handle") }  // its descriptor came
         withExtendedLifetime(other) {}  // gdbus is killed when its RunningProgram goes
@@ -120,9 +128,7 @@ import PermissionsTestSupport
     /// breaker helper's finding.)
     @Test func heldCallsOfOnePluginHoldNoOtherPluginsOpensBack() throws {
         defer { finish() }
-        for uid in 1...4 { make("block-\(uid)") }
-        let held = try (1...4).flatMap { uid in try (0..<4).map { _ in try openRemote(asUser: UInt32(uid)) } }
-        try waitUntilBegan(16, within: 10)
+        let held = try holdFourOpens(ofUsers: 1...4, beganWithin: 10)
         let refused = try openRemote(asUser: 5)
         let error = try #require(refused.errors).next(timeout: 10) { $0.contains("Error") }
         #expect(error.contains("LimitExceeded") && error.contains("16 connections are being opened by plugin slow-open"),

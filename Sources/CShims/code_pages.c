@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <link.h>
 #include <stdint.h>
-#include <string.h>
 #include <sys/mman.h>
 #include <sys/vfs.h>
 #include <unistd.h>

@@ -216,10 +216,9 @@ final class PendingRequest: @unchecked Sendable {
 
     /// Sends `member` and calls `done` once with the answer or the error.
     func start(_ member: String, _ arguments: [DBusValue], done: @escaping Done) {
-        // Taking a connection may connect (a blocking Hello): on a serial queue of
-        // its own, which gets a thread at once, not on the app's shared global
-        // queue, where blocked work holds back whatever the app queued behind it.
-        Queue(label: "permissions-client.request-start").async { [self] in
+        // Taking a connection may connect (a blocking Hello): never on the app's
+        // shared global queue, where it would hold back what the app queued there.
+        Queue.runOnItsOwn(label: "permissions-client.request-start") { [self] in
             if shared.withLock({ $0.cancelled }) { return done(.cancelled) }
             let link: RequestConnection
             do throws(PermissionsClientError) {

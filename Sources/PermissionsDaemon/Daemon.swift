@@ -382,7 +382,7 @@ public final class Daemon {
         // what runs again faults back in from the page cache. Off the serving
         // queue: the walk takes the loader's lock, which a plugin loaded later may
         // hold in its constructor for good.
-        Queue(label: "org.example.Permissions.code-pages", priority: .utility).async {
+        Queue.runOnItsOwn(label: "org.example.Permissions.code-pages", priority: .utility) {
             let released = cshims_release_code_pages()
             logDebug("start-up over: the mappings of \(released / 1024) KiB of code on disk released")
         }

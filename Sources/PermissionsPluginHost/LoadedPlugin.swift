@@ -55,16 +55,6 @@ package final class LoadedPlugin: @unchecked Sendable {
     /// `open`, before init; read on callQueue, and by open_remote on its own queue
     /// through `shared.opener`).
     private var enforcement: (open: PluginOpenRemote, status: PluginRemoteStatus)?
-    /// A queue for one open_remote call, off callQueue: the call may wait up to
-    /// 1.5 s on one user's backend, which must delay neither the plugin's other
-    /// calls nor other users' opens (the service bounds how many run at once).
-    /// Serial, one per call: serial queues run on libdispatch's overcommit pool,
-    /// which gives each an idle thread or a new one at once (up to 255 threads;
-    /// the service's bounds keep far below). A concurrent queue's
-    /// work shares a pool of one thread per core that grows by about one thread a
-    /// second while all are blocked: on 2 cores, two hung opens held every other
-    /// user's open back.
-    func openRemoteQueue() -> Queue { Queue(label: "plugin.\(name).open-remote") }
     /// The open_remote calls under way: fini waits for them (they return in 1.5 s).
     let remoteCalls = Group()
     private var state: UnsafeMutableRawPointer?
@@ -328,7 +318,7 @@ package final class LoadedPlugin: @unchecked Sendable {
         }
     }
 
-    /// open_remote (ABI 1.3), on `openRemoteQueue()`: a descriptor the caller owns, or a
+    /// open_remote (ABI 1.3), off callQueue (PluginHost.openRemote): a descriptor the caller owns, or a
     /// negative errno (-ENOTSUP from a plugin that enforces nothing, -ESHUTDOWN once
     /// it is stopping). fini waits for the calls under way (`remoteCalls`).
     func openRemote(id: UInt64, uid: UInt32, pid: UInt32, app: String, permission: String) -> Int32 {

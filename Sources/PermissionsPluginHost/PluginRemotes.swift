@@ -17,10 +17,11 @@ extension PluginHost {
     /// `done` gets, on the daemon queue, the descriptor (the caller's to close) or a
     /// negative errno: -ENOTSUP when no plugin enforces the permission now,
     /// -ETIMEDOUT when the call has not returned within the deadline, counted from
-    /// when it started. It runs on a queue of its own (`openRemoteQueue()`),
-    /// beside the plugin's other calls and opens: a slow backend delays this open
-    /// alone, and a late one costs the plugin nothing (its descriptor, when it
-    /// comes, is closed: the remote ends).
+    /// when it started. It runs off the plugin's call queue, on a queue of its own
+    /// (`Queue.runOnItsOwn`; the service bounds how many run at once), beside the
+    /// plugin's other calls and opens: a slow backend delays this open alone, and a
+    /// late one costs the plugin nothing (its descriptor, when it comes, is
+    /// closed: the remote ends).
     /// `returned` is called on the daemon queue once the plugin's call has
     /// returned, whether it settled the open or came after the deadline.
     package func openRemote(id: UInt64, uid: UInt32, pid: UInt32, app: String, permission: String,
@@ -33,7 +34,7 @@ extension PluginHost {
         let confinedDone = QueueConfined(done)
         let confinedReturned = QueueConfined(returned)
         let deadline = self.deadline
-        plugin.openRemoteQueue().async {
+        Queue.runOnItsOwn(label: "plugin.\(plugin.name).open-remote") {
             let started = monotonicNanoseconds()
             self.queue.asyncAfter(deadline: .now() + deadline) {
                 if settle.value() { confinedDone.value(-ETIMEDOUT) }

@@ -118,7 +118,7 @@ package final class DecisionCommitter: DecisionStoring, @unchecked Sendable {
         #if DEBUG
         // Held on a thread of its own, not on the writer queue: a load held there
         // holds neither the commits nor the other users' loads.
-        if let gate = Self.loadGate { return Queue(label: "load-gate").async { gate.wait(); read() } }
+        if let gate = Self.loadGate { return Queue.runOnItsOwn(label: "load-gate") { gate.wait(); read() } }
         #endif
         read()
     }

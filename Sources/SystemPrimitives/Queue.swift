@@ -16,12 +16,8 @@ internal import CDispatch
 /// A dispatch queue: serial unless made concurrent. Work runs on libdispatch's
 /// threads, one item at a time on a serial queue, in the order it was submitted.
 ///
-/// Work that may block belongs on a serial queue (one per piece of work that may
-/// block beside others). Serial queues run on libdispatch's overcommit pool, which
-/// gives a queue with work an idle thread or a new one at once, up to 255 threads
-/// (beyond, work waits for one of them to be done). Concurrent
-/// queues (and the global ones) share a pool of one thread per core that grows
-/// by about one thread a second while all of its threads are blocked.
+/// Work that may block beside other work belongs on a serial queue of its own
+/// (`runOnItsOwn`), never on a concurrent queue.
 ///
 /// `@unchecked Sendable`: it holds one immutable reference to a dispatch queue, and
 /// libdispatch's queue calls may be made from any thread.
@@ -51,6 +47,18 @@ public final class Queue: @unchecked Sendable {
     }
 
     deinit { DispatchSymbols.release(dispatch_object_t(_dq: raw)) }
+
+    /// Runs `work`, which may block, on a serial queue of its own; returns at once.
+    /// Serial queues run on libdispatch's overcommit pool, which gives a queue with
+    /// work an idle thread or a new one at once, up to 255 threads (beyond, work
+    /// waits for one of them to be done). Concurrent queues (and the global ones)
+    /// share a pool of one thread per core, which grows by about one thread a
+    /// second while all of its threads are blocked: on 2 cores, two blocked items
+    /// held back everything queued after them.
+    public static func runOnItsOwn(label: String, priority: Priority = .default,
+                                   execute work: @escaping @Sendable () -> Void) {
+        Queue(label: label, priority: priority).async(execute: work)
+    }
 
     /// Runs `work` on the queue later; returns at once.
     public func async(execute work: @escaping @Sendable () -> Void) {

@@ -7,21 +7,20 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 #include "cshims.h"
+#include "memory_fs.h"
 
-/* Filesystems whose pages are memory, not a cache of a disk: their pages stay
- * where they are whether or not this process maps them (a plugin's sealed memfd
- * copy is on tmpfs), so unmapping them would take from the RSS and not from
- * what the machine uses. */
-#define TMPFS_MAGIC_VALUE 0x01021994
-#define RAMFS_MAGIC_VALUE 0x858458f6
-
-/* Whether the object's code pages are a cache of a file on a disk. */
+/* Whether the object's code pages are a cache of a file on a disk. A file system
+ * in memory (tmpfs, and so a plugin's sealed memfd copy) keeps its pages whether
+ * or not this process maps them, so unmapping them would take from the RSS and
+ * not from what the machine uses. A plugin's copy on a disk (an unnamed file in
+ * the state directory, mapped as /proc/self/fd/N, which statfs follows) is
+ * released like any other object. */
 static int backed_by_disk(const char *name) {
     if (name == NULL || name[0] == '\0') name = "/proc/self/exe";  /* the executable */
     if (name[0] != '/') return 0;  /* the vDSO: no file */
     struct statfs fs;
     if (statfs(name, &fs) != 0) return 0;
-    return fs.f_type != TMPFS_MAGIC_VALUE && fs.f_type != RAMFS_MAGIC_VALUE;
+    return !cshims_in_memory(&fs);
 }
 
 /* /proc/self/pagemap: one 64-bit entry a page; bit 63 present, bit 61 a page of

@@ -216,10 +216,14 @@ public final class Daemon {
         // (dlopen, one plugin after another) while the next block runs. Their inits
         // wait for the last block (holdStarts), once the host's hooks are set.
         // Start-up goes on when both the plugins and the blocks are done.
-        host = PluginHost(queue: queue, userRuntimeRoot: options.resolvedUserRuntimeRoot,
-                          connectorSocket: options.resolvedConnectorSocket)
         let directories = options.resolvedPluginDirectories
         let stateDirectory = options.resolvedStateDirectory
+        // Before the plugins: their private copies are made in it (PrivateCopy).
+        guard Files.makeDirectories(stateDirectory, mode: 0o700) else {
+            fail("cannot create the state directory \(stateDirectory): \(errnoName(errno))")
+        }
+        host = PluginHost(queue: queue, userRuntimeRoot: options.resolvedUserRuntimeRoot,
+                          connectorSocket: options.resolvedConnectorSocket, copyDirectory: stateDirectory)
         var startingParts = 2  // the plugins' loading, and the blocks
         let partDone = { [unowned self] in
             startingParts -= 1
@@ -232,9 +236,6 @@ public final class Daemon {
         host.holdStarts()
         host.loadAll(from: directories, config: [], done: partDone)
 
-        guard Files.makeDirectories(stateDirectory, mode: 0o700) else {
-            fail("cannot create the state directory \(stateDirectory): \(errnoName(errno))")
-        }
         let store: DecisionCommitter
         do {
             // Commits run on the store's own queue, so that reads never wait for an fsync.

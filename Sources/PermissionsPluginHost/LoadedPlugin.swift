@@ -112,12 +112,16 @@ package final class LoadedPlugin: @unchecked Sendable {
     /// What connect_user_socket does; nil (and the field NULL) on a daemon that
     /// serves one user.
     let userSockets: UserSocketReach?
+    /// Where its private copy is made (PluginHost.copyDirectory).
+    let copyDirectory: String?
 
-    init(path: String, name: String, daemonQueue: Queue, userSockets: UserSocketReach? = nil) {
+    init(path: String, name: String, daemonQueue: Queue, userSockets: UserSocketReach? = nil,
+         copyDirectory: String? = nil) {
         self.path = path
         self.name = name
         self.daemonQueue = daemonQueue
         self.userSockets = userSockets
+        self.copyDirectory = copyDirectory
         self.callQueue = Queue(label: "plugin.\(name)")
         self.info = PluginInfo(name: name, version: "", state: .loading, permissions: [], file: path)
     }
@@ -129,7 +133,7 @@ package final class LoadedPlugin: @unchecked Sendable {
     func read(known: (stamp: FileStamp, hash: UInt64)?) -> Result<(hash: UInt64, stamp: FileStamp?), PluginFile.Failure> {
         let slash = path.lastIndex(of: "/")!
         switch PluginFile.read(directory: String(path[..<slash]), name: String(path[path.index(after: slash)...]),
-                               known: known) {
+                               known: known, copyDirectory: copyDirectory) {
         case .failure(let failure): return .failure(failure)
         case .success(let file):
             self.file = file
@@ -212,19 +216,26 @@ package final class LoadedPlugin: @unchecked Sendable {
         return nil
     }
 
-    /// Maps the private copy as a library: a sealed memfd (PrivateCopy), so that what
-    /// was checked and hashed is what runs, and every load is a fresh object (its own
-    /// copy of the code and static data, even for a file loaded before or a hard link
-    /// to one).
+    /// Maps the private copy as a library (PrivateCopy: an unnamed file on a disk,
+    /// or a sealed memfd), so that what was checked and hashed is what runs, and
+    /// every load is a fresh object (its own copy of the code and static data, even
+    /// for a file loaded before or a hard link to one).
     ///
     /// glibc finds an object it has loaded before by the name given to dlopen, and a
-    /// library is never unloaded, so each name must be new: the memfd stays open for
+    /// library is never unloaded, so each name must be new: the copy stays open for
     /// the daemon's life, which keeps its number, and "/proc/self/fd/N", from being
     /// used again. One descriptor per library loaded, like the mapping itself.
+    ///
+    /// A copy on a disk that cannot be mapped is tried again from memory: a rule the
+    /// daemon cannot see (a security module's, for files in the state directory)
+    /// may forbid mapping it executable. A library that cannot be loaded at all is
+    /// told by the second dlopen.
     static func load(_ copy: PrivateCopy) -> Mapping {
         guard let handle = dlopen("/proc/self/fd/\(copy.fd)", RTLD_NOW | RTLD_LOCAL) else {
             // Nothing was loaded under its name: the copy closes when dropped.
-            return .refused("not a loadable library (\(dlerror().map { String(cString: $0) } ?? "dlopen failed"))")
+            let reason = "not a loadable library (\(dlerror().map { String(cString: $0) } ?? "dlopen failed"))"
+            if copy.medium != .memory, let again = copy.inMemory() { return load(again) }
+            return .refused(reason)
         }
         _ = copy.keep()
         return .loaded(handle)

@@ -4,7 +4,7 @@ internal import SystemPrimitives
 
 /// A plugin file as the daemon loads it: opened, checked on the opened file (never
 /// the path again, which may name another file by then), what dlopen maps of it
-/// copied into a sealed memfd, and hashed. What was checked is what is loaded: the
+/// copied into a private copy (PrivateCopy), and hashed. What was checked is what is loaded: the
 /// library is mapped from that private copy (LoadedPlugin.open), not from the path.
 ///
 /// Trust, in the style of sshd's StrictModes and PAM: whoever can change the file
@@ -17,7 +17,7 @@ internal import SystemPrimitives
 ///   group or others unless it is sticky (like /tmp: then others cannot remove or
 ///   rename what they do not own).
 struct PluginFile {
-    /// The sealed private copy; closed when dropped unless `PrivateCopy.keep` took it.
+    /// The private copy; closed when dropped unless `PrivateCopy.keep` took it.
     /// Nil when the file was the one already read (`known`): nothing was copied.
     let copy: PrivateCopy?
     /// `ContentHash` of the copy: a file whose loaded content did not change (a
@@ -40,9 +40,10 @@ struct PluginFile {
     /// and reads the file. `known`: the stamp and hash of the copy serving from this
     /// path; a file that still has that stamp passes every check again but is not
     /// copied or hashed (the rescan after start-up, a `touch`: no plugin's megabytes
-    /// read again).
-    static func read(directory: String, name: String,
-                     known: (stamp: FileStamp, hash: UInt64)? = nil) -> Result<PluginFile, Failure> {
+    /// read again). `copyDirectory`: where the copy is made if it can be on a disk
+    /// (PrivateCopy.make).
+    static func read(directory: String, name: String, known: (stamp: FileStamp, hash: UInt64)? = nil,
+                     copyDirectory: String? = nil) -> Result<PluginFile, Failure> {
         let dirFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard dirFD >= 0 else {
             return errno == ENOENT ? .failure(.missing) : .failure(.refused("cannot open its directory: \(errnoName(errno))"))
@@ -84,11 +85,12 @@ struct PluginFile {
         if let known, let stamp, stamp == known.stamp {
             return .success(PluginFile(copy: nil, hash: known.hash, stamp: stamp))
         }
-        // Copied into the memfd the library will be mapped from, and hashed on the
+        // Copied into the private copy the library will be mapped from, and hashed on the
         // way (PrivateCopy.make). Only what dlopen maps: a build's debug
         // information, often more than half the file, is neither copied nor hashed.
         let copy: PrivateCopy
-        switch PrivateCopy.make(from: fd, size: ELFCheck.loadedExtent(fd, fileSize: Int(st.st_size)), name: name) {
+        switch PrivateCopy.make(from: fd, size: ELFCheck.loadedExtent(fd, fileSize: Int(st.st_size)), name: name,
+                                directory: copyDirectory) {
         case .failure(let failure): return .failure(failure)
         case .success(let made): copy = made
         }

@@ -134,8 +134,14 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
     /// on one that serves one user.
     let userSockets: UserSocketReach?
 
-    package init(queue: Queue, userRuntimeRoot: String? = nil, connectorSocket: String? = nil) {
+    /// Where the plugins' private copies are made when it can hold them on a disk
+    /// (PrivateCopy): the state directory. Nil: each copy is a memfd.
+    let copyDirectory: String?
+
+    package init(queue: Queue, userRuntimeRoot: String? = nil, connectorSocket: String? = nil,
+                 copyDirectory: String? = nil) {
         self.queue = queue
+        self.copyDirectory = copyDirectory
         self.userSockets = userRuntimeRoot.map { UserSocketReach(root: $0, connectorSocket: connectorSocket) }
     }
 

@@ -82,7 +82,8 @@ extension PluginHost {
 
     /// A plugin object for one copy, wired to the host.
     func makePlugin(path: String, name: String) -> LoadedPlugin {
-        let plugin = LoadedPlugin(path: path, name: name, daemonQueue: queue, userSockets: userSockets)
+        let plugin = LoadedPlugin(path: path, name: name, daemonQueue: queue, userSockets: userSockets,
+                                  copyDirectory: copyDirectory)
         plugin.infoChanged = { [unowned self] in self.providersCache = nil }
         plugin.drain = { [unowned self] p, batch in
             for publication in batch {

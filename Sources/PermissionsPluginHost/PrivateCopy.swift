@@ -2,23 +2,55 @@ internal import CShims
 internal import Glibc
 internal import SystemPrimitives
 
-/// A plugin file's private copy: a sealed memfd, filled from the opened file and
-/// hashed on the way (ContentHash), that the checks read and dlopen maps
-/// (LoadedPlugin.load). Nothing can change it once sealed, so what was checked is
-/// what runs.
+/// A plugin file's private copy, filled from the opened file and hashed on the way
+/// (ContentHash), that the checks read and dlopen maps (LoadedPlugin.load). Once it
+/// is filled, no descriptor that can write it is left, so what was checked is what
+/// runs.
+///
+/// Where the copy lives (`Medium`):
+/// - on a disk when it can be: a file without a name in the state directory
+///   (O_TMPFILE | O_EXCL: none can ever be given to it), mode 0400, opened again
+///   read-only once filled. Its pages are a cache of the disk: once the code has
+///   run (start-up's code is unmapped once the name is owned, CShims/code_pages.c)
+///   the kernel may reclaim them like any file's, and they come back from the disk
+///   if the code runs again. The file goes when its last descriptor closes, at the
+///   daemon's exit however it ends, and never has a name to be left behind.
+/// - in memory otherwise: a sealed memfd, when there is no such directory, or its
+///   file system cannot make an unnamed file, is mounted noexec, keeps its files in
+///   memory anyway (tmpfs), or is full. Its pages stay in memory for the daemon's
+///   life.
+///
+/// Who can still write a copy on a disk: a process that can reach the daemon's
+/// descriptors through /proc/PID/fd (the kernel's ptrace read check: the daemon's
+/// user or root) and then write a file of the daemon's user with mode 0400 (its
+/// owner, after a chmod, or CAP_DAC_OVERRIDE). Such a process can already rewrite
+/// the plugin file itself, which must be root's or the daemon's user's
+/// (PluginFile), and have that loaded. The memfd's seal keeps even it out.
 ///
 /// The descriptor is closed when the copy is dropped, unless `keep` took it: a
-/// loaded library's memfd stays open for the daemon's life (see LoadedPlugin.load).
+/// loaded library's copy stays open for the daemon's life (see LoadedPlugin.load).
 final class PrivateCopy {
+    enum Medium: Equatable {
+        /// An unnamed file on a disk, in this directory.
+        case disk(String)
+        /// A sealed memfd.
+        case memory
+    }
+
     private(set) var fd: Int32
     let size: Int
     /// `ContentHash` of the bytes written to the copy, which are all it holds.
     let hash: UInt64
+    /// The plugin file's name: the memfd's name, and the name of a copy made again.
+    let name: String
+    let medium: Medium
 
-    private init(fd: Int32, size: Int, hash: UInt64) {
+    private init(fd: Int32, size: Int, hash: UInt64, name: String, medium: Medium) {
         self.fd = fd
         self.size = size
         self.hash = hash
+        self.name = name
+        self.medium = medium
     }
 
     deinit {
@@ -29,16 +61,20 @@ final class PrivateCopy {
     /// 32-byte blocks, small enough to stay in the CPU's cache between the three.
     static let chunk = 64 << 10
 
-    /// Copies `size` bytes of `source` (from its start) into a new sealed memfd named
-    /// after the plugin; why not, as the file's refusal.
+    /// Copies `size` bytes of `source` (from its start) into a new private copy: an
+    /// unnamed file in `directory` when that directory can hold one on a disk, else a
+    /// sealed memfd named after the plugin. Why not, as the file's refusal.
     ///
     /// Through a buffer of our own, hashed while it is in the cache, rather than by
     /// sendfile and a mapping of the copy to hash it: the mapping's set-up and
     /// tear-down (a TLB flush on every CPU the daemon's threads ran on) cost more
     /// than the second copy of each chunk (doc/performance.md, "Plugin copies
     /// without a mapping"). The bytes hashed are the bytes written, and only this
-    /// process writes the memfd until it is sealed.
-    static func make(from source: Int32, size: Int, name: String) -> Result<PrivateCopy, PluginFile.Failure> {
+    /// process writes the copy until it is sealed or opened again read-only.
+    static func make(from source: Int32, size: Int, name: String, directory: String?) -> Result<PrivateCopy, PluginFile.Failure> {
+        if let directory, let copy = onDisk(from: source, size: size, name: name, directory: directory) {
+            return .success(copy)
+        }
         let fd = cshims_memfd_create(name)
         guard fd >= 0 else { return .failure(.refused("cannot make a private copy: \(errnoName(errno))")) }
         switch fill(fd, from: source, size: size) {
@@ -46,11 +82,32 @@ final class PrivateCopy {
             close(fd)
             return .failure(failure)
         case .success(let hash):
-            return .success(PrivateCopy(fd: fd, size: size, hash: hash))
+            guard cshims_memfd_seal(fd) == 0 else {
+                let error = errnoName(errno)
+                close(fd)
+                return .failure(.refused("cannot seal the private copy: \(error)"))
+            }
+            return .success(PrivateCopy(fd: fd, size: size, hash: hash, name: name, medium: .memory))
         }
     }
 
-    /// The copy into `fd` and its seal; the hash of what was written.
+    /// The copy as an unnamed file in `directory`, or nil when the directory cannot
+    /// hold one (see `cshims_unnamed_disk_file`) or it could not be filled: the
+    /// memfd is made then, and a fault of the source itself is told from there.
+    private static func onDisk(from source: Int32, size: Int, name: String, directory: String) -> PrivateCopy? {
+        let fd = cshims_unnamed_disk_file(directory)
+        guard fd >= 0 else { return nil }
+        guard case .success(let hash) = fill(fd, from: source, size: size) else {
+            close(fd)
+            return nil
+        }
+        // No writable descriptor is kept: reopened read-only, and the other closed.
+        let readOnly = cshims_reopen_read_only(fd)
+        guard readOnly >= 0 else { return nil }
+        return PrivateCopy(fd: readOnly, size: size, hash: hash, name: name, medium: .disk(directory))
+    }
+
+    /// The copy into `fd`: the hash of what was written.
     private static func fill(_ fd: Int32, from source: Int32, size: Int) -> Result<UInt64, PluginFile.Failure> {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
         defer { buffer.deallocate() }
@@ -76,10 +133,16 @@ final class PrivateCopy {
             }
             copied += piece
         }
-        guard cshims_memfd_seal(fd) == 0 else {
-            return .failure(.refused("cannot seal the private copy: \(errnoName(errno))"))
-        }
         return .success(hash.value)
+    }
+
+    /// The same bytes again, in a sealed memfd: for a copy on a disk that dlopen
+    /// could not map (LoadedPlugin.load). Nil if it cannot be made or its bytes
+    /// differ.
+    func inMemory() -> PrivateCopy? {
+        guard case .success(let copy) = Self.make(from: fd, size: size, name: name, directory: nil),
+              copy.hash == hash else { return nil }
+        return copy
     }
 
     /// Hands the descriptor over for good (the library mapped from it).

@@ -132,6 +132,6 @@ func parsedOptions() -> DaemonOptions {
     return options
 }
 
+cshims_tune_malloc()  // see cshims.h: before any other thread allocates
 let options = parsedOptions()
-cshims_fix_mmap_threshold()  // see cshims.h: plugin files read whole must not stay resident
 Daemon(options: options).run()

@@ -152,6 +152,75 @@ import Testing
         #expect(reason == "not a loadable library (truncated: a segment ends past the end of the file)")
     }
 
+    /// A copy made in a directory on a disk is a file there without a name, that
+    /// can never be given one, with no descriptor left that can write it: the same
+    /// bytes and hash as a sealed memfd's, which is what a directory on tmpfs, or
+    /// none, gets. `inMemory` makes the memfd from the file.
+    @Test func theCopyIsAnUnnamedFileOnADiskAndASealedMemfdOtherwise() throws {
+        let bin = URL(fileURLWithPath: ProcessInfo.processInfo.environment["PERMISSIONS_BIN_DIR"]
+            ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent().path + "/.build/debug").resolvingSymlinksInPath().path
+        let name = "libpermissions-location.so"
+        var template = Array(NSTemporaryDirectory().appending("plugin-copy.XXXXXX").utf8CString)
+        let disk = String(cString: try #require(mkdtemp(&template)))
+        defer { try? FileManager.default.removeItem(atPath: disk) }
+        try #require(Self.fileSystem(disk) != "tmpfs", "the temporary directory is on tmpfs: set TMPDIR to a disk")
+
+        guard case .success(let onDisk) = PluginFile.read(directory: bin, name: name, copyDirectory: disk),
+              case .success(let inMemory) = PluginFile.read(directory: bin, name: name) else {
+            Issue.record("the built library was refused")
+            return
+        }
+        let file = try #require(onDisk.copy)
+        #expect(file.medium == .disk(disk))
+        let link = Self.link(file.fd)
+        #expect(link.hasPrefix(disk + "/#") && link.hasSuffix(" (deleted)"), "\(link)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: disk).isEmpty)
+        var st = stat()
+        #expect(fstat(file.fd, &st) == 0 && st.st_nlink == 0 && st.st_mode & 0o7777 == 0o400)
+        #expect(fcntl(file.fd, F_GETFL) & O_ACCMODE == O_RDONLY)
+        // O_EXCL: not even its maker can link it into the directory.
+        #expect(linkat(AT_FDCWD, "/proc/self/fd/\(file.fd)", AT_FDCWD, disk + "/named", AT_SYMLINK_FOLLOW) == -1)
+        #expect(!FileManager.default.fileExists(atPath: disk + "/named"))
+
+        let memfd = try #require(inMemory.copy)
+        #expect(memfd.medium == .memory)
+        #expect(Self.link(memfd.fd).hasPrefix("/memfd:\(name)"), "\(Self.link(memfd.fd))")
+        // F_GET_SEALS and F_SEAL_WRITE (linux/fcntl.h), which Glibc does not export.
+        #expect(fcntl(memfd.fd, 1024 + 10) & 0x0008 != 0)
+        #expect(inMemory.hash == onDisk.hash && memfd.size == file.size)
+        let again = try #require(file.inMemory())
+        #expect(again.medium == .memory && again.hash == file.hash)
+
+        // tmpfs is memory anyway: a sealed memfd, and nothing in the directory.
+        try #require(Self.fileSystem("/dev/shm") == "tmpfs", "no tmpfs at /dev/shm")
+        var shmTemplate = Array("/dev/shm/plugin-copy.XXXXXX".utf8CString)
+        let shm = String(cString: try #require(mkdtemp(&shmTemplate)))
+        defer { try? FileManager.default.removeItem(atPath: shm) }
+        guard case .success(let onTmpfs) = PluginFile.read(directory: bin, name: name, copyDirectory: shm) else {
+            Issue.record("the built library was refused")
+            return
+        }
+        #expect(onTmpfs.copy?.medium == .memory)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: shm).isEmpty)
+    }
+
+    private static func link(_ fd: Int32) -> String {
+        (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(fd)")) ?? ""
+    }
+
+    private static func fileSystem(_ path: String) -> String {
+        let stat = Process()
+        stat.executableURL = URL(fileURLWithPath: "/usr/bin/stat")
+        stat.arguments = ["-f", "-c", "%T", path]
+        let out = Pipe()
+        stat.standardOutput = out
+        guard (try? stat.run()) != nil else { return "" }
+        let printed = out.fileHandleForReading.readDataToEndOfFile()
+        stat.waitUntilExit()
+        return String(decoding: printed, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
     /// The end of the last PT_LOAD segment in the file (offset + file size), read
     /// here independently of ELFCheck.
     private func loadEnd(_ bytes: [UInt8]) -> Int {

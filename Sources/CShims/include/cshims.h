@@ -1,8 +1,8 @@
 /* C pieces that Swift cannot use directly, each a small wrapper.
  * getopt's optarg/optind are mutable C globals, which Swift 6 refuses to touch
  * ("not concurrency-safe"); options are parsed once at start-up on one thread.
- * memfd_create and the F_SEAL_* flags are declared by glibc only under
- * _GNU_SOURCE, which Swift's Glibc module does not define. */
+ * memfd_create, the F_SEAL_* flags and O_TMPFILE are declared by glibc only
+ * under _GNU_SOURCE, which Swift's Glibc module does not define. */
 #ifndef CSHIMS_H
 #define CSHIMS_H
 
@@ -15,19 +15,36 @@ int cshims_optind(void);
 /* Restart scanning and silence getopt's own messages (we print ours). */
 void cshims_reset_getopt(void);
 
+/* A plugin's private copy (private_copy.c, for PrivateCopy). */
 /* An anonymous file (memfd_create with MFD_CLOEXEC | MFD_ALLOW_SEALING), or -1. */
 int cshims_memfd_create(const char *name);
 /* Seals a memfd: its size and content can no longer change (0, or -1 with errno). */
 int cshims_memfd_seal(int fd);
+/* A new file without a name in `directory` (O_TMPFILE | O_EXCL, so that none can
+ * ever be given to it; mode 0400; close-on-exec), open for reading and writing;
+ * or -1, with errno, when the directory's file system cannot make one, is
+ * mounted noexec, or keeps its files in memory (tmpfs, ramfs). */
+int cshims_unnamed_disk_file(const char *directory);
+/* Opens the file of `fd` again, read-only (through /proc/self/fd), and closes
+ * `fd`: the new descriptor, or -1 with errno. */
+int cshims_reopen_read_only(int fd);
 
 /* Gives the heap's free pages back to the kernel (glibc's malloc_trim(0), which
  * Swift's Glibc module does not declare); 1 if any memory was released. */
 int cshims_malloc_trim(void);
-/* Fixes glibc's mmap threshold at its default (128 KiB): every larger block is
- * mapped and unmapped on free. Left dynamic, the threshold rises to the size of
- * the first such block freed (a plugin file read whole), and later ones of that
- * size stay resident in the heap after they are freed. */
-void cshims_fix_mmap_threshold(void);
+/* glibc's malloc as the daemon wants it; called first thing, before any thread
+ * allocates (the arena limit is read when the second arena is made).
+ * - The mmap threshold fixed at its default (128 KiB): every larger block is
+ *   mapped and unmapped on free. Left dynamic, the threshold rises to the size
+ *   of the first such block freed (a plugin file read whole), and later ones of
+ *   that size stay resident in the heap after they are freed.
+ * - At most two arenas. glibc gives each new thread an arena of its own, up to
+ *   eight per CPU, and what a thread frees stays in its arena: start-up's
+ *   short-lived worker threads (about 20) left about 0.8 MiB resident in 15
+ *   arenas. The daemon's threads seldom allocate at the same moment (the serving
+ *   queue does nearly all the work), so two are enough to keep them from waiting
+ *   on each other's lock. */
+void cshims_tune_malloc(void);
 
 /* Unmaps the code of every loaded object whose file is on a disk (code_pages.c):
  * the pages stay in the page cache, and come back at the next fault, from there,

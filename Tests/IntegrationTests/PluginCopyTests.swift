@@ -1,0 +1,67 @@
+import Foundation
+import Testing
+import PermissionsTestSupport
+
+/// Where the daemon maps its plugins from (PrivateCopy): an unnamed file in its
+/// state directory when that is on a disk, so that the copy's pages are a disk's
+/// cache, which the kernel may reclaim once start-up's code is released; a sealed
+/// memfd when the state directory is in memory anyway. Either way the path the
+/// plugin came from is never mapped, and no copy ever has a name.
+@Suite struct PluginCopyTests {
+    @Test func thePluginsRunFromUnnamedFilesInTheStateDirectory() throws {
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus)
+        defer { daemon.stop() }
+        try #require(try Self.fileSystem(daemon.stateDirectory) != Self.tmpfs, "the test directory is on tmpfs: set TMPDIR to a disk")
+        _ = try daemon.waitForLog(StartUpCodeTests.released)
+        let maps = try Self.codeMappings(of: daemon)
+        // "STATE/#INODE (deleted)": O_TMPFILE's files, one per plugin (location, notifications).
+        let state = URL(fileURLWithPath: daemon.stateDirectory).resolvingSymlinksInPath().path
+        let copies = Set(maps.filter { $0.hasPrefix(state + "/#") && $0.hasSuffix(" (deleted)") })
+        #expect(copies.count == 2, "\(maps)")
+        #expect(!maps.contains { $0.hasPrefix("/memfd:") }, "\(maps)")
+        #expect(!maps.contains { $0.hasSuffix("libpermissions-location.so") }, "\(maps)")
+        // Nothing with a name was left in the state directory: the store's files only.
+        let names = try FileManager.default.contentsOfDirectory(atPath: daemon.stateDirectory)
+        #expect(names.allSatisfy { $0.hasPrefix("decisions.sqlite") || $0 == "last-good.conf" }, "\(names)")
+        #expect(try daemon.call("GetStatus", "s", "location").stdout == "s \"not-determined\"\n")
+    }
+
+    @Test func aStateDirectoryInMemoryGetsSealedMemfds() throws {
+        let shm = "/dev/shm"
+        try #require(try Self.fileSystem(shm) == Self.tmpfs, "no tmpfs at /dev/shm")
+        var template = Array((shm + "/permissions-state.XXXXXX").utf8CString)
+        let state = String(cString: try #require(mkdtemp(&template)))
+        defer { try? FileManager.default.removeItem(atPath: state) }
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, start: false)
+        daemon.extraArguments = ["--state-dir", state]  // the last one given counts
+        try daemon.start()
+        defer { daemon.stop() }
+        let maps = try Self.codeMappings(of: daemon)
+        #expect(Set(maps.filter { $0.hasPrefix("/memfd:libpermissions-") }).count == 2, "\(maps)")
+        #expect(!maps.contains { $0.hasPrefix(state) }, "\(maps)")
+        #expect(try daemon.call("GetStatus", "s", "location").stdout == "s \"not-determined\"\n")
+    }
+
+    static let tmpfs = "tmpfs"
+
+    /// The type of the file system `path` is on, as stat(1) names it.
+    static func fileSystem(_ path: String) throws -> String {
+        try run("/usr/bin/stat", ["-f", "-c", "%T", path]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// The files of the daemon's executable mappings (/proc/PID/maps).
+    static func codeMappings(of daemon: DaemonUnderTest) throws -> [String] {
+        let pid = try #require(daemon.pid)
+        // Read to its end: its size reads as 0, which String(contentsOfFile:) trusts.
+        let handle = try #require(FileHandle(forReadingAtPath: "/proc/\(pid)/maps"))
+        defer { try? handle.close() }
+        let maps = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
+        return maps.split(separator: "\n").compactMap { line in
+            let fields = line.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: true)
+            guard fields.count == 6, fields[1].contains("x") else { return nil }
+            return fields[5].trimmingCharacters(in: .whitespaces)
+        }
+    }
+}

@@ -369,20 +369,27 @@ public final class Daemon {
         // What came or changed while the plugins were loading: looked at once the
         // watch is set (so nothing falls between the two) and the name owned (it
         // reads and hashes every plugin file again, which no first call needs; a
-        // change it finds is announced like any later one).
-        host.rescan()
+        // change it finds is announced like any later one). Start-up's tail ends
+        // with it.
+        host.rescan(done: { Self.startUpOver() })
         logInfo("serving \(PermissionsService.busName) as \(connection.uniqueName) with "
                 + "\(service.permissions.count) permissions from \(host.plugins.count) plugins; "
                 + "store \(stateDirectory)/decisions.sqlite")
+    }
+
+    /// Once start-up's tail (the rescan) is over, what it leaves resident for
+    /// nothing is given back.
+    private static func startUpOver() {
         // Start-up's buffers (plugin files, the store's load) are freed by now, but
         // glibc keeps freed heap resident until told: about 2 MiB of idle RSS.
         _ = cshims_malloc_trim()
         // Start-up ran code that will not run again (the loader, the runtime's
-        // registration, plugin loading, the store's opening): mapped, it stays
-        // resident, and the kernel keeps mapped code from reclaim. Unmapped here;
-        // what runs again faults back in from the page cache. Off the serving
-        // queue: the walk takes the loader's lock, which a plugin loaded later may
-        // hold in its constructor for good.
+        // registration, plugin loading and the rescan, the store's opening):
+        // mapped, it stays resident, and the kernel keeps mapped code from
+        // reclaim. Unmapped here, after the rescan, so that its code does not fault
+        // straight back in; what runs again later comes back from the page cache.
+        // Off the serving queue: the walk takes the loader's lock, which a plugin
+        // loaded later may hold in its constructor for good.
         Queue.runOnItsOwn(label: "org.example.Permissions.code-pages", priority: .utility) {
             let released = cshims_release_code_pages()
             logDebug("start-up over: the mappings of \(released / 1024) KiB of code on disk released")

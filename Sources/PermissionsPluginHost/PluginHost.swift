@@ -339,12 +339,20 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
     }
 
     /// Every name looked at again: a directory came or went, or inotify lost events.
-    package func rescan() {
+    /// `done` runs once each name's resolution has ended (or, for a name being
+    /// resolved already, has been queued to run again).
+    package func rescan(done: @escaping () -> Void = {}) {
         var names = Set(plugins.map(\.name)).union(starting.keys).union(refusedNames.keys)
         for directory in directories {
             for file in Self.pluginFiles(in: directory) { names.insert(Self.pluginName(file)) }
         }
-        for name in names.sorted() { resolve(name) }
+        var remaining = names.count + 1
+        func settled() {
+            remaining -= 1
+            if remaining == 0 { done() }
+        }
+        for name in names.sorted() { resolve(name, done: settled) }
+        settled()
     }
 
     /// Stops every plugin (fini), before exit: all at once, each on its own call

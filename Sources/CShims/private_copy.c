@@ -14,14 +14,29 @@ int cshims_memfd_seal(int fd) {
     return fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
 }
 
-int cshims_unnamed_disk_file(const char *directory) {
+/* overlayfs: its files may be on any file system below it, tmpfs on a live
+ * system's root among them. */
+#define OVERLAYFS_MAGIC_VALUE 0x794c7630
+
+/* What a copy of `size` bytes must leave available (to others than root) on its
+ * file system: a sixteenth of it, and at least 4 MiB, for the decisions. */
+static int leaves_room(const struct statvfs *vfs, size_t size) {
+    unsigned long long unit = vfs->f_frsize ? vfs->f_frsize : vfs->f_bsize;
+    unsigned long long available = (unsigned long long)vfs->f_bavail * unit;
+    unsigned long long reserve = (unsigned long long)vfs->f_blocks * unit / 16;
+    if (reserve < 4ULL << 20) reserve = 4ULL << 20;
+    return available >= reserve + size;
+}
+
+int cshims_unnamed_disk_file(const char *directory, size_t size) {
     /* O_EXCL: linkat(2) can never give it a name. */
     int fd = open(directory, O_TMPFILE | O_RDWR | O_EXCL | O_CLOEXEC, 0400);
     if (fd < 0) return -1;
     struct statfs fs;
     struct statvfs vfs;
     /* On the descriptor, so that the file checked is the file made. */
-    if (fstatfs(fd, &fs) != 0 || cshims_in_memory(&fs) || fstatvfs(fd, &vfs) != 0 || (vfs.f_flag & ST_NOEXEC)) {
+    if (fstatfs(fd, &fs) != 0 || fstatvfs(fd, &vfs) != 0 || cshims_in_memory(&fs)
+        || fs.f_type == OVERLAYFS_MAGIC_VALUE || (vfs.f_flag & ST_NOEXEC) || !leaves_room(&vfs, size)) {
         int saved = errno;
         close(fd);
         errno = saved;

@@ -155,7 +155,12 @@ package final class LoadedPlugin: @unchecked Sendable {
         let handle: UnsafeMutableRawPointer
         switch Self.load(copy) {
         case .refused(let reason): return reason
-        case .loaded(let loaded): handle = loaded
+        case .loaded(let loaded, let medium):
+            handle = loaded
+            switch medium {
+            case .disk(let directory): logDebug("plugin \(path): mapped from its private copy on the disk, in \(directory)")
+            case .memory: logDebug("plugin \(path): mapped from its private copy in memory")
+            }
         }
         self.handle = handle
         guard let symbol = dlsym(handle, PERMISSIONS_PLUGIN_ENTRY) else {
@@ -238,11 +243,12 @@ package final class LoadedPlugin: @unchecked Sendable {
             return .refused(reason)
         }
         _ = copy.keep()
-        return .loaded(handle)
+        return .loaded(handle, copy.medium)
     }
 
     enum Mapping {
-        case loaded(UnsafeMutableRawPointer)
+        /// The library's handle, and where the copy it was mapped from lives.
+        case loaded(UnsafeMutableRawPointer, PrivateCopy.Medium)
         case refused(String)
     }
 

@@ -9,23 +9,29 @@ internal import SystemPrimitives
 ///
 /// Where the copy lives (`Medium`):
 /// - on a disk when it can be: a file without a name in the state directory
-///   (O_TMPFILE | O_EXCL: none can ever be given to it), mode 0400, opened again
-///   read-only once filled. Its pages are a cache of the disk: once the code has
-///   run (start-up's code is unmapped once the name is owned, CShims/code_pages.c)
-///   the kernel may reclaim them like any file's, and they come back from the disk
-///   if the code runs again. The file goes when its last descriptor closes, at the
-///   daemon's exit however it ends, and never has a name to be left behind.
+///   (O_TMPFILE | O_EXCL: none can ever be given to it), mode 0400, on the disk
+///   (fdatasync) before it is used, and opened again read-only. Its pages are a
+///   cache of the disk: once the code has run (start-up's code is unmapped once
+///   the name is owned, CShims/code_pages.c) the kernel may reclaim them like any
+///   file's, and they come back from the disk if the code runs again. The file
+///   goes when its last descriptor closes, at the daemon's exit however it ends,
+///   and never has a name to be left behind.
 /// - in memory otherwise: a sealed memfd, when there is no such directory, or its
 ///   file system cannot make an unnamed file, is mounted noexec, keeps its files in
-///   memory anyway (tmpfs), or is full. Its pages stay in memory for the daemon's
-///   life.
+///   memory or may (tmpfs, overlayfs), would be left with little room for the
+///   decisions (`cshims_unnamed_disk_file`), or could not take the copy (full, or
+///   a write-back that failed). Its pages stay in memory for the daemon's life.
 ///
 /// Who can still write a copy on a disk: a process that can reach the daemon's
-/// descriptors through /proc/PID/fd (the kernel's ptrace read check: the daemon's
-/// user or root) and then write a file of the daemon's user with mode 0400 (its
-/// owner, after a chmod, or CAP_DAC_OVERRIDE). Such a process can already rewrite
-/// the plugin file itself, which must be root's or the daemon's user's
-/// (PluginFile), and have that loaded. The memfd's seal keeps even it out.
+/// descriptors through /proc/PID/fd (the kernel's ptrace read check: a process
+/// of the daemon's user, or root) and then undo the mode 0400 (its owner, with a
+/// chmod, or CAP_DAC_OVERRIDE). On the system bus the daemon is root, and root can
+/// replace the plugin files anyway. A daemon of another user (a session's) may
+/// load plugins its user cannot write, root's, and a process of that user can then
+/// change the copy, as it can attach to the daemon where ptrace is allowed within
+/// one user: processes of one user are not kept from each other
+/// (doc/threat-model.md, "Across users and within one"). The memfd's seal keeps
+/// even such a process out.
 ///
 /// The descriptor is closed when the copy is dropped, unless `keep` took it: a
 /// loaded library's copy stays open for the daemon's life (see LoadedPlugin.load).
@@ -95,9 +101,13 @@ final class PrivateCopy {
     /// hold one (see `cshims_unnamed_disk_file`) or it could not be filled: the
     /// memfd is made then, and a fault of the source itself is told from there.
     private static func onDisk(from source: Int32, size: Int, name: String, directory: String) -> PrivateCopy? {
-        let fd = cshims_unnamed_disk_file(directory)
+        let fd = cshims_unnamed_disk_file(directory, size)
         guard fd >= 0 else { return nil }
-        guard case .success(let hash) = fill(fd, from: source, size: size) else {
+        // On the disk before it is used: its pages may be reclaimed once written
+        // back, and read again from the disk, so a write-back that fails (thin
+        // storage that ran out, a disk error) would leave other bytes there, and
+        // run them. write(2) succeeding says only that the page cache has them.
+        guard case .success(let hash) = fill(fd, from: source, size: size), fdatasync(fd) == 0 else {
             close(fd)
             return nil
         }

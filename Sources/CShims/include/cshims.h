@@ -21,10 +21,12 @@ int cshims_memfd_create(const char *name);
 /* Seals a memfd: its size and content can no longer change (0, or -1 with errno). */
 int cshims_memfd_seal(int fd);
 /* A new file without a name in `directory` (O_TMPFILE | O_EXCL, so that none can
- * ever be given to it; mode 0400; close-on-exec), open for reading and writing;
- * or -1, with errno, when the directory's file system cannot make one, is
- * mounted noexec, or keeps its files in memory (tmpfs, ramfs). */
-int cshims_unnamed_disk_file(const char *directory);
+ * ever be given to it; mode 0400; close-on-exec), open for reading and writing,
+ * for `size` bytes; or -1 when the directory's file system cannot make one, is
+ * mounted noexec, keeps its files in memory (tmpfs, ramfs) or may (overlayfs),
+ * or would be left with less than a sixteenth of its size, or 4 MiB, available
+ * once the file is written. */
+int cshims_unnamed_disk_file(const char *directory, size_t size);
 /* Opens the file of `fd` again, read-only (through /proc/self/fd), and closes
  * `fd`: the new descriptor, or -1 with errno. */
 int cshims_reopen_read_only(int fd);

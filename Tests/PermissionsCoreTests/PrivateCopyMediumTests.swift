@@ -1,0 +1,93 @@
+import Foundation
+import Testing
+import PermissionsTestSupport
+@testable import PermissionsPluginHost
+
+/// Where a plugin's private copy goes when the state directory's file system is
+/// not simply a disk with room (PrivateCopy): each case on a file system mounted
+/// for the test (root only), where a copy on it would be a fault, and so is made
+/// in memory. Breaker helpers' findings, each failing before its fix:
+/// - write-back that fails (thin storage that ran out): write(2) succeeded into
+///   the page cache, the daemon ran the copy, and once its pages were reclaimed
+///   they read back as zeros (SIGSEGV);
+/// - a file system nearly full: the copies took the room the decisions need;
+/// - overlayfs, whose files may be on tmpfs (a live system's root).
+@Suite(.serialized) struct PrivateCopyMediumTests {
+    static let name = "libpermissions-location.so"
+
+    @Test func aCopyWhoseWriteBackFailsIsMadeInMemory() throws {
+        try #require(geteuid() == 0, "mounts file systems: run as root")
+        let base = try makeTemporaryDirectory("thin-disk")
+        defer { Self.unmountAll(under: base) }
+        // An ext4 file system of 256 MiB whose blocks are a sparse file on a tmpfs
+        // of 24 MiB, filled: nothing written to it reaches its storage any more.
+        try Self.sh("mkdir \(base)/backing \(base)/disk && mount -t tmpfs -o size=24M tmpfs \(base)/backing"
+                    + " && truncate -s 256M \(base)/backing/disk.img"
+                    + " && mkfs.ext4 -q -F -m 0 -E lazy_itable_init=0,lazy_journal_init=0 \(base)/backing/disk.img"
+                    + " && mount -o loop \(base)/backing/disk.img \(base)/disk && mkdir \(base)/disk/state && sync"
+                    + " && (dd if=/dev/zero of=\(base)/backing/fill bs=64k 2>/dev/null || true)")
+        let copy = try Self.copy(into: base + "/disk/state")
+        #expect(copy.medium == .memory)
+    }
+
+    @Test func aCopyThatWouldLeaveTooLittleRoomIsMadeInMemory() throws {
+        try #require(geteuid() == 0, "mounts file systems: run as root")
+        let base = try makeTemporaryDirectory("small-disk")
+        defer { Self.unmountAll(under: base) }
+        try Self.sh("mkdir \(base)/disk && truncate -s 64M \(base)/disk.img"
+                    + " && mkfs.ext4 -q -F -m 0 \(base)/disk.img && mount -o loop \(base)/disk.img \(base)/disk"
+                    + " && mkdir \(base)/disk/state")
+        // Room: on the disk.
+        #expect(try Self.copy(into: base + "/disk/state").medium == .disk(base + "/disk/state"))
+        // 3 MiB left, under the 4 MiB kept for the decisions: in memory.
+        try Self.sh("avail=$(df -B1 --output=avail \(base)/disk | tail -1)"
+                    + " && fallocate -l $((avail - 3 * 1024 * 1024)) \(base)/disk/fill")
+        #expect(try Self.copy(into: base + "/disk/state").medium == .memory)
+    }
+
+    @Test func aCopyOnOverlayfsIsMadeInMemory() throws {
+        try #require(geteuid() == 0, "mounts file systems: run as root")
+        let base = try makeTemporaryDirectory("overlay")
+        defer { Self.unmountAll(under: base) }
+        try Self.sh("mkdir \(base)/memory \(base)/root && mount -t tmpfs tmpfs \(base)/memory"
+                    + " && mkdir \(base)/memory/lower \(base)/memory/upper \(base)/memory/work"
+                    + " && mount -t overlay overlay -o lowerdir=\(base)/memory/lower,upperdir=\(base)/memory/upper,"
+                    + "workdir=\(base)/memory/work \(base)/root && mkdir \(base)/root/state")
+        #expect(try Self.copy(into: base + "/root/state").medium == .memory)
+    }
+
+    /// The built location plugin, read with its copy made in `directory`.
+    static func copy(into directory: String) throws -> PrivateCopy {
+        let bin = URL(fileURLWithPath: binDir).resolvingSymlinksInPath().path
+        guard case .success(let file) = PluginFile.read(directory: bin, name: name, copyDirectory: directory) else {
+            throw HarnessError(description: "the built \(name) was refused")
+        }
+        let copy = try #require(file.copy)
+        // What either medium holds is what was read.
+        #expect(copy.hash == file.hash)
+        return copy
+    }
+
+    static func sh(_ script: String) throws {
+        let result = try run("/bin/sh", ["-c", script])
+        guard result.status == 0 else { throw HarnessError(description: "\(script): \(result.stderr)") }
+    }
+
+    /// Unmounts what the test mounted under `base`, innermost first, and removes it.
+    static func unmountAll(under base: String) {
+        for _ in 0..<3 {
+            // Read to its end: its size reads as 0, which String(contentsOfFile:) trusts.
+            let mounts = String(decoding: FileHandle(forReadingAtPath: "/proc/self/mounts")?.readDataToEndOfFile() ?? Data(),
+                                as: UTF8.self)
+            let points = mounts.split(separator: "\n").compactMap { line -> String? in
+                let fields = line.split(separator: " ")
+                return fields.count > 1 && fields[1].hasPrefix(base) ? String(fields[1]) : nil
+            }
+            if points.isEmpty { break }
+            for point in points.sorted(by: { $0.count > $1.count }) {
+                _ = try? run("/usr/bin/umount", ["-l", point])
+            }
+        }
+        try? FileManager.default.removeItem(atPath: base)
+    }
+}

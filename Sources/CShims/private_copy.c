@@ -18,14 +18,12 @@ int cshims_memfd_seal(int fd) {
  * system's root among them. */
 #define OVERLAYFS_MAGIC_VALUE 0x794c7630
 
-/* What a copy of `size` bytes must leave available (to others than root) on its
- * file system: a sixteenth of it, and at least 4 MiB, for the decisions. */
+/* Whether a copy of `size` bytes leaves 16 MiB available on its file system for
+ * the decisions, besides root's own reserve (f_bavail does not count it). */
 static int leaves_room(const struct statvfs *vfs, size_t size) {
     unsigned long long unit = vfs->f_frsize ? vfs->f_frsize : vfs->f_bsize;
     unsigned long long available = (unsigned long long)vfs->f_bavail * unit;
-    unsigned long long reserve = (unsigned long long)vfs->f_blocks * unit / 16;
-    if (reserve < 4ULL << 20) reserve = 4ULL << 20;
-    return available >= reserve + size;
+    return available >= (16ULL << 20) + size;
 }
 
 int cshims_unnamed_disk_file(const char *directory, size_t size) {

@@ -34,12 +34,12 @@ import PermissionsTestSupport
         try #require(geteuid() == 0, "mounts file systems: run as root")
         let base = try makeTemporaryDirectory("small-disk")
         defer { Self.unmountAll(under: base) }
-        try Self.sh("mkdir \(base)/disk && truncate -s 64M \(base)/disk.img"
+        try Self.sh("mkdir \(base)/disk && truncate -s 96M \(base)/disk.img"
                     + " && mkfs.ext4 -q -F -m 0 \(base)/disk.img && mount -o loop \(base)/disk.img \(base)/disk"
                     + " && mkdir \(base)/disk/state")
         // Room: on the disk.
         #expect(try Self.copy(into: base + "/disk/state").medium == .disk(base + "/disk/state"))
-        // 3 MiB left, under the 4 MiB kept for the decisions: in memory.
+        // 3 MiB left, under the 16 MiB kept for the decisions: in memory.
         try Self.sh("avail=$(df -B1 --output=avail \(base)/disk | tail -1)"
                     + " && fallocate -l $((avail - 3 * 1024 * 1024)) \(base)/disk/fill")
         #expect(try Self.copy(into: base + "/disk/state").medium == .memory)

@@ -24,8 +24,8 @@ int cshims_memfd_seal(int fd);
  * ever be given to it; mode 0400; close-on-exec), open for reading and writing,
  * for `size` bytes; or -1 when the directory's file system cannot make one, is
  * mounted noexec, keeps its files in memory (tmpfs, ramfs) or may (overlayfs),
- * or would be left with less than a sixteenth of its size, or 4 MiB, available
- * once the file is written. */
+ * or would be left with less than 16 MiB available (root's reserve aside) once
+ * the file is written. */
 int cshims_unnamed_disk_file(const char *directory, size_t size);
 /* Opens the file of `fd` again, read-only (through /proc/self/fd), and closes
  * `fd`: the new descriptor, or -1 with errno. */

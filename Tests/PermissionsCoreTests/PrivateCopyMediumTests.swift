@@ -16,44 +16,41 @@ import PermissionsTestSupport
     static let name = "libpermissions-location.so"
 
     @Test func aCopyWhoseWriteBackFailsIsMadeInMemory() throws {
-        try #require(geteuid() == 0, "mounts file systems: run as root")
-        let base = try makeTemporaryDirectory("thin-disk")
-        defer { Self.unmountAll(under: base) }
-        // An ext4 file system of 256 MiB whose blocks are a sparse file on a tmpfs
-        // of 24 MiB, filled: nothing written to it reaches its storage any more.
-        try Self.sh("mkdir \(base)/backing \(base)/disk && mount -t tmpfs -o size=24M tmpfs \(base)/backing"
-                    + " && truncate -s 256M \(base)/backing/disk.img"
-                    + " && mkfs.ext4 -q -F -m 0 -E lazy_itable_init=0,lazy_journal_init=0 \(base)/backing/disk.img"
-                    + " && mount -o loop \(base)/backing/disk.img \(base)/disk && mkdir \(base)/disk/state && sync"
-                    + " && (dd if=/dev/zero of=\(base)/backing/fill bs=64k 2>/dev/null || true)")
-        let copy = try Self.copy(into: base + "/disk/state")
-        #expect(copy.medium == .memory)
+        try Self.mounting("thin-disk") { base in
+            // An ext4 file system of 256 MiB whose blocks are a sparse file on a tmpfs
+            // of 24 MiB, filled: nothing written to it reaches its storage any more.
+            try Self.sh("mkdir \(base)/backing \(base)/disk && mount -t tmpfs -o size=24M tmpfs \(base)/backing"
+                        + " && truncate -s 256M \(base)/backing/disk.img"
+                        + " && mkfs.ext4 -q -F -m 0 -E lazy_itable_init=0,lazy_journal_init=0 \(base)/backing/disk.img"
+                        + " && mount -o loop \(base)/backing/disk.img \(base)/disk && mkdir \(base)/disk/state && sync"
+                        + " && (dd if=/dev/zero of=\(base)/backing/fill bs=64k 2>/dev/null || true)")
+            let copy = try Self.copy(into: base + "/disk/state")
+            #expect(copy.medium == .memory)
+        }
     }
 
     @Test func aCopyThatWouldLeaveTooLittleRoomIsMadeInMemory() throws {
-        try #require(geteuid() == 0, "mounts file systems: run as root")
-        let base = try makeTemporaryDirectory("small-disk")
-        defer { Self.unmountAll(under: base) }
-        try Self.sh("mkdir \(base)/disk && truncate -s 96M \(base)/disk.img"
-                    + " && mkfs.ext4 -q -F -m 0 \(base)/disk.img && mount -o loop \(base)/disk.img \(base)/disk"
-                    + " && mkdir \(base)/disk/state")
-        // Room: on the disk.
-        #expect(try Self.copy(into: base + "/disk/state").medium == .disk(base + "/disk/state"))
-        // 3 MiB left, under the 16 MiB kept for the decisions: in memory.
-        try Self.sh("avail=$(df -B1 --output=avail \(base)/disk | tail -1)"
-                    + " && fallocate -l $((avail - 3 * 1024 * 1024)) \(base)/disk/fill")
-        #expect(try Self.copy(into: base + "/disk/state").medium == .memory)
+        try Self.mounting("small-disk") { base in
+            try Self.sh("mkdir \(base)/disk && truncate -s 96M \(base)/disk.img"
+                        + " && mkfs.ext4 -q -F -m 0 \(base)/disk.img && mount -o loop \(base)/disk.img \(base)/disk"
+                        + " && mkdir \(base)/disk/state")
+            // Room: on the disk.
+            #expect(try Self.copy(into: base + "/disk/state").medium == .disk(base + "/disk/state"))
+            // 3 MiB left, under the 16 MiB kept for the decisions: in memory.
+            try Self.sh("avail=$(df -B1 --output=avail \(base)/disk | tail -1)"
+                        + " && fallocate -l $((avail - 3 * 1024 * 1024)) \(base)/disk/fill")
+            #expect(try Self.copy(into: base + "/disk/state").medium == .memory)
+        }
     }
 
     @Test func aCopyOnOverlayfsIsMadeInMemory() throws {
-        try #require(geteuid() == 0, "mounts file systems: run as root")
-        let base = try makeTemporaryDirectory("overlay")
-        defer { Self.unmountAll(under: base) }
-        try Self.sh("mkdir \(base)/memory \(base)/root && mount -t tmpfs tmpfs \(base)/memory"
-                    + " && mkdir \(base)/memory/lower \(base)/memory/upper \(base)/memory/work"
-                    + " && mount -t overlay overlay -o lowerdir=\(base)/memory/lower,upperdir=\(base)/memory/upper,"
-                    + "workdir=\(base)/memory/work \(base)/root && mkdir \(base)/root/state")
-        #expect(try Self.copy(into: base + "/root/state").medium == .memory)
+        try Self.mounting("overlay") { base in
+            try Self.sh("mkdir \(base)/memory \(base)/root && mount -t tmpfs tmpfs \(base)/memory"
+                        + " && mkdir \(base)/memory/lower \(base)/memory/upper \(base)/memory/work"
+                        + " && mount -t overlay overlay -o lowerdir=\(base)/memory/lower,upperdir=\(base)/memory/upper,"
+                        + "workdir=\(base)/memory/work \(base)/root && mkdir \(base)/root/state")
+            #expect(try Self.copy(into: base + "/root/state").medium == .memory)
+        }
     }
 
     /// The built location plugin, read with its copy made in `directory`.
@@ -66,6 +63,15 @@ import PermissionsTestSupport
         // What either medium holds is what was read.
         #expect(copy.hash == file.hash)
         return copy
+    }
+
+    /// Runs `body` with a new directory to mount file systems under, unmounted
+    /// and removed after it.
+    static func mounting(_ name: String, _ body: (String) throws -> Void) throws {
+        try #require(geteuid() == 0, "mounts file systems: run as root")
+        let base = try makeTemporaryDirectory(name)
+        defer { unmountAll(under: base) }
+        try body(base)
     }
 
     static func sh(_ script: String) throws {

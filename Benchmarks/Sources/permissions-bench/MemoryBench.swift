@@ -134,8 +134,9 @@ struct MemoryGroup {
     var anonymous = 0
 }
 
-/// /proc/PID/smaps grouped by path ([heap], [stack], anonymous as "[anon]"),
-/// largest RSS first.
+/// /proc/PID/smaps grouped by path ([heap], [stack], anonymous as "[anon]"; the
+/// plugins' private copies, unnamed files "DIR/#INODE (deleted)" or memfds
+/// "/memfd:NAME (deleted)", as one group each), largest RSS first.
 func memoryMappings(pid: pid_t) -> [MemoryGroup] {
     // Read to the end: /proc files report size 0, and a read sized from stat stops short.
     guard let data = FileHandle(forReadingAtPath: "/proc/\(pid)/smaps")?.readDataToEndOfFile() else { return [] }
@@ -148,6 +149,13 @@ func memoryMappings(pid: pid_t) -> [MemoryGroup] {
         if first.contains("-"), first.first?.isHexDigit == true, parts.count >= 5 {
             // A mapping's header: range perms offset dev inode [path]
             current = parts.count >= 6 ? parts[5...].joined(separator: " ") : "[anon]"
+            if current.hasSuffix(" (deleted)") {
+                if current.hasPrefix("/memfd:libpermissions-") {
+                    current = "[the plugins' private copies, in memory (memfd)]"
+                } else if current.split(separator: "/").last?.hasPrefix("#") == true {
+                    current = "[the plugins' private copies, unnamed files on the disk]"
+                }
+            }
             if groups[current] == nil { groups[current] = MemoryGroup(name: current) }
             continue
         }

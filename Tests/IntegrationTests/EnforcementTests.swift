@@ -42,6 +42,20 @@ struct EnforcementTests {
         return one
     }
 
+    /// Runs a test's body; when it throws (a wait that ran out, an app that was
+    /// disconnected), the daemon's log goes with the failure, since the test's
+    /// directory, and the log in it, go with the test. (A run in CI once saw an
+    /// app disconnected where its permissions were to be narrowed, and the why was
+    /// in the log.)
+    func withDaemonLog(_ body: () throws -> Void) throws {
+        do {
+            try body()
+        } catch {
+            Issue.record("the daemon's log:\n\(daemon.log)")
+            throw error
+        }
+    }
+
     /// permissionsctl as root: store `decision` for `user`'s pwremote.
     func decide(_ decision: String, _ permission: String = "camera", user: UInt32 = Self.user1) throws {
         let r = try daemon.ctl(decision, "--user", String(user), appID, permission)
@@ -81,152 +95,168 @@ struct EnforcementTests {
     }
 
     @Test func refusedUntilAuthorizedThenItSeesTheCameraAndNothingElse() throws {
-        _ = try startUsers()
-        let refused = try openApp().firstAnswer()
-        #expect(refused.hasPrefix("error org.example.Permissions.Error.NotAuthorized "), "\(refused)")
-        #expect(refused.contains("\"not-determined\""), "\(refused)")
+        try withDaemonLog {
+            _ = try startUsers()
+            let refused = try openApp().firstAnswer()
+            #expect(refused.hasPrefix("error org.example.Permissions.Error.NotAuthorized "), "\(refused)")
+            #expect(refused.contains("\"not-determined\""), "\(refused)")
 
-        try decide("grant")
-        let app = try openApp()
-        #expect(try app.firstAnswer() == "synced")
-        // The camera, and no other device: not the microphone, not user 2's camera.
-        #expect(app.registry.nodeNames == ["cam-one"], "\(app.registry.objects)")
-        // What a client needs to make and link its own stream, and no more.
-        let factories = Set(app.registry.objects.values.filter { $0.type == "Factory" }.compactMap { $0.properties["factory.name"] })
-        #expect(factories == ["client-node", "link-factory"])
-        #expect(Set(app.registry.objects.values.map(\.type)).isSubset(of: ["Core", "Factory", "Node", "Port", "Client"]),
-                "\(app.registry.objects)")
-        // The microphone needs its own grant.
-        let microphone = try openApp("microphone").firstAnswer()
-        #expect(microphone.hasPrefix("error org.example.Permissions.Error.NotAuthorized "), "\(microphone)")
-        // A permission no plugin enforces.
-        let notifications = try openApp("notifications").firstAnswer()
-        #expect(notifications.hasPrefix("error org.example.Permissions.Error.NotSupported "), "\(notifications)")
+            try decide("grant")
+            let app = try openApp()
+            #expect(try app.firstAnswer() == "synced")
+            // The camera, and no other device: not the microphone, not user 2's camera.
+            #expect(app.registry.nodeNames == ["cam-one"], "\(app.registry.objects)")
+            // What a client needs to make and link its own stream, and no more.
+            let factories = Set(app.registry.objects.values.filter { $0.type == "Factory" }.compactMap { $0.properties["factory.name"] })
+            #expect(factories == ["client-node", "link-factory"])
+            #expect(Set(app.registry.objects.values.map(\.type)).isSubset(of: ["Core", "Factory", "Node", "Port", "Client"]),
+                    "\(app.registry.objects)")
+            // The microphone needs its own grant.
+            let microphone = try openApp("microphone").firstAnswer()
+            #expect(microphone.hasPrefix("error org.example.Permissions.Error.NotAuthorized "), "\(microphone)")
+            // A permission no plugin enforces.
+            let notifications = try openApp("notifications").firstAnswer()
+            #expect(notifications.hasPrefix("error org.example.Permissions.Error.NotSupported "), "\(notifications)")
+        }
     }
 
     @Test func aDenyTakesTheCameraAwayWithinASecondAndDestroysTheLinkToIt() throws {
-        let one = try startUsers()
-        try decide("grant")
-        let app = try openApp()
-        #expect(try app.firstAnswer() == "synced")
-        let camera = try #require(app.registry.nodeID("cam-one"))
-        let stream = try app.makeStream()
-        // Its own node's port, which it must see to be linked (AppAccess gives it rwx).
-        try app.waitUntil("the stream's input port") { registry in
-            registry.objects.values.contains { $0.type == "Port" && $0.properties["node.id"] == String(stream) }
-        }
-        let link = try app.link(camera, stream)
-        #expect(try one.list("Link").contains("id \(link),"))
+        try withDaemonLog {
+            let one = try startUsers()
+            try decide("grant")
+            let app = try openApp()
+            #expect(try app.firstAnswer() == "synced")
+            let camera = try #require(app.registry.nodeID("cam-one"))
+            let stream = try app.makeStream()
+            // Its own node's port, which it must see to be linked (AppAccess gives it rwx).
+            try app.waitUntil("the stream's input port") { registry in
+                registry.objects.values.contains { $0.type == "Port" && $0.properties["node.id"] == String(stream) }
+            }
+            let link = try app.link(camera, stream)
+            #expect(try one.list("Link").contains("id \(link),"))
 
-        try decide("deny")
-        try app.waitUntil("the camera gone from the app's registry", timeout: 1) { $0.nodeID("cam-one") == nil }
-        // PipeWire 0.3.65 keeps links when a permission goes: the service destroys it.
-        let deadline = Date().addingTimeInterval(1)
-        while try one.list("Link").contains("id \(link),") {
-            #expect(Date() < deadline, "link \(link) still there a second after the deny")
-            if Date() >= deadline { break }
-        }
+            try decide("deny")
+            try app.waitUntil("the camera gone from the app's registry", timeout: 1) { $0.nodeID("cam-one") == nil }
+            // PipeWire 0.3.65 keeps links when a permission goes: the service destroys it.
+            let deadline = Date().addingTimeInterval(1)
+            while try one.list("Link").contains("id \(link),") {
+                #expect(Date() < deadline, "link \(link) still there a second after the deny")
+                if Date() >= deadline { break }
+            }
 
-        // A grant brings it back, on the same connection.
-        try decide("grant")
-        try app.waitUntil("the camera back") { $0.nodeID("cam-one") != nil }
-        // And a reset (not-determined) takes it away again.
-        let reset = try daemon.ctl("reset", "--user", String(Self.user1), appID, "camera")
-        #expect(reset.status == 0, "\(reset.stderr)")
-        try app.waitUntil("the camera gone after a reset", timeout: 1) { $0.nodeID("cam-one") == nil }
+            // A grant brings it back, on the same connection.
+            try decide("grant")
+            try app.waitUntil("the camera back") { $0.nodeID("cam-one") != nil }
+            // And a reset (not-determined) takes it away again.
+            let reset = try daemon.ctl("reset", "--user", String(Self.user1), appID, "camera")
+            #expect(reset.status == 0, "\(reset.stderr)")
+            try app.waitUntil("the camera gone after a reset", timeout: 1) { $0.nodeID("cam-one") == nil }
+        }
     }
 
     @Test func anAdminLockAndTheDeviceSwitchedOffRevokeToo() throws {
-        _ = try startUsers()
-        try decide("grant")
-        let app = try openApp()
-        #expect(try app.firstAnswer() == "synced")
-        #expect(app.registry.nodeID("cam-one") != nil)
+        try withDaemonLog {
+            _ = try startUsers()
+            try decide("grant")
+            let app = try openApp()
+            #expect(try app.firstAnswer() == "synced")
+            #expect(app.registry.nodeID("cam-one") != nil)
 
-        try daemon.writeConfig("[notifications]\nenabled=true\n[camera]\ndeny=\(appID)\n")
-        try app.waitUntil("the camera gone under an admin lock") { $0.nodeID("cam-one") == nil }
-        try daemon.writeConfig("[notifications]\nenabled=true\n")
-        try app.waitUntil("the camera back without the lock") { $0.nodeID("cam-one") != nil }
-        try daemon.writeConfig("[notifications]\nenabled=true\n[camera]\nenabled=false\n")
-        try app.waitUntil("the camera gone while switched off") { $0.nodeID("cam-one") == nil }
+            try daemon.writeConfig("[notifications]\nenabled=true\n[camera]\ndeny=\(appID)\n")
+            try app.waitUntil("the camera gone under an admin lock") { $0.nodeID("cam-one") == nil }
+            try daemon.writeConfig("[notifications]\nenabled=true\n")
+            try app.waitUntil("the camera back without the lock") { $0.nodeID("cam-one") != nil }
+            try daemon.writeConfig("[notifications]\nenabled=true\n[camera]\nenabled=false\n")
+            try app.waitUntil("the camera gone while switched off") { $0.nodeID("cam-one") == nil }
+        }
     }
 
     @Test func pipeWireRestartingWidensNothingAndTheRemoteEnds() throws {
-        let one = try startUsers()
-        try decide("grant")
-        let app = try openApp()
-        #expect(try app.firstAnswer() == "synced")
-        let listed = try ctl(as: Self.user1, "remotes")
-        #expect(listed.stdout.contains("camera") && listed.stdout.contains(appID), "\(listed.stdout)")
+        try withDaemonLog {
+            let one = try startUsers()
+            try decide("grant")
+            let app = try openApp()
+            #expect(try app.firstAnswer() == "synced")
+            let listed = try ctl(as: Self.user1, "remotes")
+            #expect(listed.stdout.contains("camera") && listed.stdout.contains(appID), "\(listed.stdout)")
 
-        one.kill()
-        _ = try app.program.lines.next { $0 == "disconnected" }
-        _ = try daemon.waitForLog("remote 1: camera for \(appID) of uid 1 closed")
-        let restarted = try root.startPipeWire(Self.user1)
-        try restarted.addCamera("cam-one")
-        try restarted.addMicrophone("mic-one")
-        _ = try daemon.waitForLog("following the registry of user 1's PipeWire", count: 2)
-        // A new connection after the restart sees what the first did: the camera only.
-        let again = try openApp()
-        #expect(try again.firstAnswer() == "synced")
-        try again.waitUntil("the camera listed") { $0.nodeID("cam-one") != nil }
-        #expect(again.registry.nodeNames == ["cam-one"])
+            one.kill()
+            _ = try app.program.lines.next { $0 == "disconnected" }
+            _ = try daemon.waitForLog("remote 1: camera for \(appID) of uid 1 closed")
+            let restarted = try root.startPipeWire(Self.user1)
+            try restarted.addCamera("cam-one")
+            try restarted.addMicrophone("mic-one")
+            _ = try daemon.waitForLog("following the registry of user 1's PipeWire", count: 2)
+            // A new connection after the restart sees what the first did: the camera only.
+            let again = try openApp()
+            #expect(try again.firstAnswer() == "synced")
+            try again.waitUntil("the camera listed") { $0.nodeID("cam-one") != nil }
+            #expect(again.registry.nodeNames == ["cam-one"])
+        }
     }
 
     /// An app that closes its connection (here: exits) ends its remote: the
     /// service holds no copy that would keep it open, so the user's limit is
     /// never used up by connections apps have let go.
     @Test func anAppClosingItsConnectionEndsTheRemote() throws {
-        _ = try startUsers()
-        try decide("grant")
-        for round in 1...3 {
-            let app = try openApp()
-            #expect(try app.firstAnswer() == "synced")
-            app.program.answer("quit")
-            app.program.process.waitUntilExit()
-            _ = try daemon.waitForLog("of uid 1 closed", count: round)
+        try withDaemonLog {
+            _ = try startUsers()
+            try decide("grant")
+            for round in 1...3 {
+                let app = try openApp()
+                #expect(try app.firstAnswer() == "synced")
+                app.program.answer("quit")
+                app.program.process.waitUntilExit()
+                _ = try daemon.waitForLog("of uid 1 closed", count: round)
+            }
+            #expect(try ctl(as: Self.user1, "remotes", "--json").stdout == "[]\n")
         }
-        #expect(try ctl(as: Self.user1, "remotes", "--json").stdout == "[]\n")
     }
 
     @Test func aLogoutEndsTheRemote() throws {
-        _ = try startUsers()
-        try decide("grant")
-        let app = try openApp()
-        #expect(try app.firstAnswer() == "synced")
-        try root.removeUserDirectory(Self.user1)
-        _ = try app.program.lines.next { $0 == "disconnected" }
-        _ = try daemon.waitForLog("remote 1: camera for \(appID) of uid 1 closed")
-        #expect(try ctl(as: Self.user1, "remotes", "--json").stdout == "[]\n")
-        // Without a PipeWire the camera is unsupported: no new connection.
-        let refused = try openApp().firstAnswer()
-        #expect(refused.hasPrefix("error org.example.Permissions.Error.NotAuthorized ") && refused.contains("unsupported"),
-                "\(refused)")
+        try withDaemonLog {
+            _ = try startUsers()
+            try decide("grant")
+            let app = try openApp()
+            #expect(try app.firstAnswer() == "synced")
+            try root.removeUserDirectory(Self.user1)
+            _ = try app.program.lines.next { $0 == "disconnected" }
+            _ = try daemon.waitForLog("remote 1: camera for \(appID) of uid 1 closed")
+            #expect(try ctl(as: Self.user1, "remotes", "--json").stdout == "[]\n")
+            // Without a PipeWire the camera is unsupported: no new connection.
+            let refused = try openApp().firstAnswer()
+            #expect(refused.hasPrefix("error org.example.Permissions.Error.NotAuthorized ") && refused.contains("unsupported"),
+                    "\(refused)")
+        }
     }
 
     @Test func aNewDaemonDestroysTheConnectionsTheOldOneMade() throws {
-        _ = try startUsers()
-        try decide("grant")
-        let app = try openApp()
-        #expect(try app.firstAnswer() == "synced")
-        daemon.kill()
-        // Nobody narrows that connection any more: the next daemon disconnects it.
-        try daemon.start()
-        _ = try app.program.lines.next { $0 == "disconnected" }
-        _ = try daemon.waitForLog("claims this service's access value but is none of its open connections")
+        try withDaemonLog {
+            _ = try startUsers()
+            try decide("grant")
+            let app = try openApp()
+            #expect(try app.firstAnswer() == "synced")
+            daemon.kill()
+            // Nobody narrows that connection any more: the next daemon disconnects it.
+            try daemon.start()
+            _ = try app.program.lines.next { $0 == "disconnected" }
+            _ = try daemon.waitForLog("claims this service's access value but is none of its open connections")
+        }
     }
 
     @Test func remotesAreListedToTheirOwnUserAndToRootOnly() throws {
-        _ = try startUsers()
-        try decide("grant")
-        let app = try openApp()
-        #expect(try app.firstAnswer() == "synced")
-        let own = try ctl(as: Self.user1, "remotes")
-        #expect(own.stdout.contains(appID), "\(own.stdout)")
-        let other = try ctl(as: Self.user2, "remotes")
-        #expect(!other.stdout.contains(appID), "\(other.stdout)")
-        let all = try daemon.ctl("remotes", "--json")
-        #expect(all.stdout.contains("\"uid\":1,\"app\":\"\(appID)\",\"permission\":\"camera\""), "\(all.stdout)")
+        try withDaemonLog {
+            _ = try startUsers()
+            try decide("grant")
+            let app = try openApp()
+            #expect(try app.firstAnswer() == "synced")
+            let own = try ctl(as: Self.user1, "remotes")
+            #expect(own.stdout.contains(appID), "\(own.stdout)")
+            let other = try ctl(as: Self.user2, "remotes")
+            #expect(!other.stdout.contains(appID), "\(other.stdout)")
+            let all = try daemon.ctl("remotes", "--json")
+            #expect(all.stdout.contains("\"uid\":1,\"app\":\"\(appID)\",\"permission\":\"camera\""), "\(all.stdout)")
+        }
     }
 
     /// The library's openPipeWireRemote(for:), as this test process (root, with a

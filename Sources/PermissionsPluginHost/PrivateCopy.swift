@@ -19,8 +19,14 @@ internal import SystemPrimitives
 /// - in memory otherwise: a sealed memfd, when there is no such directory, or its
 ///   file system cannot make an unnamed file, is mounted noexec, keeps its files in
 ///   memory or may (tmpfs, overlayfs), would be left with little room for the
-///   decisions (`cshims_unnamed_disk_file`), or could not take the copy (full, or
-///   a write-back that failed). Its pages stay in memory for the daemon's life.
+///   decisions (`cshims_unnamed_disk_file`, counting the copies being written),
+///   or could not take the copy (full, a write-back that failed) or not in time
+///   (`diskBudget`). Its pages stay in memory for the daemon's life.
+///
+/// A copy on a disk ties the daemon to that disk as its executable is tied to
+/// its own: once its pages were reclaimed, a disk that can no longer be read
+/// makes the next run of that code, or the runtime's next look at its metadata,
+/// a SIGBUS. A state directory mounted noexec keeps the copies in memory.
 ///
 /// Who can still write a copy on a disk: a process that can reach the daemon's
 /// descriptors through /proc/PID/fd (the kernel's ptrace read check: a process
@@ -97,12 +103,73 @@ final class PrivateCopy {
         }
     }
 
+    /// How long a copy may take to reach the disk before it is made in memory
+    /// instead: a quarter of a plugin step's deadline (PluginHost's, 2 s), so that a
+    /// slow disk, a frozen file system (fsfreeze, a backup's snapshot) or thin
+    /// storage that queues its writes costs the plugin a moment, not its start.
+    static let diskBudget: Deadline.Interval = .milliseconds(500)
+
+    /// Bytes of copies being written, by directory: counted against the room each
+    /// new copy must leave (`cshims_unnamed_disk_file`), since the file system
+    /// shows them only once written (the plugins are read side by side).
+    private static let writing = Locked([String: Int]())
+
+    /// How a copy on the disk ended: made, given up (nil), or not waited for any
+    /// more (then whatever comes is closed).
+    private enum Attempt: Sendable {
+        case pending
+        case done((fd: Int32, hash: UInt64)?)
+        case abandoned
+    }
+
     /// The copy as an unnamed file in `directory`, or nil when the directory cannot
-    /// hold one (see `cshims_unnamed_disk_file`) or it could not be filled: the
-    /// memfd is made then, and a fault of the source itself is told from there.
+    /// hold one (see `cshims_unnamed_disk_file`), it could not be written to the
+    /// disk, or that took longer than `diskBudget`: the memfd is made then, and a
+    /// fault of the source itself is told from there. The writing runs on a thread
+    /// of its own, which a frozen file system may hold: given up on, it closes
+    /// what it made when it returns.
     private static func onDisk(from source: Int32, size: Int, name: String, directory: String) -> PrivateCopy? {
-        let fd = cshims_unnamed_disk_file(directory, size)
-        guard fd >= 0 else { return nil }
+        // The source's own descriptor: the caller closes its one when this returns.
+        let own = fcntl(source, F_DUPFD_CLOEXEC, 0)
+        guard own >= 0 else { return nil }
+        // Counted from here until the thread below is done with it, whatever it does.
+        let others = writing.withLock { writing in
+            defer { writing[directory, default: 0] += size }
+            return writing[directory, default: 0]
+        }
+        let attempt = Locked(Attempt.pending)
+        let finished = Semaphore(value: 0)
+        // Everything that touches the directory's file system on that thread: even
+        // making the file waits while the file system is frozen.
+        Queue.runOnItsOwn(label: "org.example.Permissions.plugin-copy") {
+            let fd = cshims_unnamed_disk_file(directory, size + others)
+            let made = fd >= 0 ? onTheDisk(fd, from: own, size: size) : nil
+            close(own)
+            writing.withLock { $0[directory, default: 0] -= size }
+            let taken = attempt.withLock { state -> Bool in
+                guard case .pending = state else { return false }
+                state = .done(made)
+                return true
+            }
+            if !taken, let made { close(made.fd) }
+            finished.signal()
+        }
+        _ = finished.wait(timeout: .now() + diskBudget)
+        let outcome = attempt.withLock { state -> (fd: Int32, hash: UInt64)? in
+            guard case .done(let made) = state else {
+                state = .abandoned
+                return nil
+            }
+            return made
+        }
+        guard let outcome else { return nil }
+        return PrivateCopy(fd: outcome.fd, size: size, hash: outcome.hash, name: name, medium: .disk(directory))
+    }
+
+    /// Fills the unnamed file `fd` from `source`, has it on the disk and opens it
+    /// again read-only: that descriptor and the hash, or nil (every descriptor of
+    /// the file closed).
+    private static func onTheDisk(_ fd: Int32, from source: Int32, size: Int) -> (fd: Int32, hash: UInt64)? {
         // On the disk before it is used: its pages may be reclaimed once written
         // back, and read again from the disk, so a write-back that fails (thin
         // storage that ran out, a disk error) would leave other bytes there, and
@@ -113,8 +180,7 @@ final class PrivateCopy {
         }
         // No writable descriptor is kept: reopened read-only, and the other closed.
         let readOnly = cshims_reopen_read_only(fd)
-        guard readOnly >= 0 else { return nil }
-        return PrivateCopy(fd: readOnly, size: size, hash: hash, name: name, medium: .disk(directory))
+        return readOnly >= 0 ? (readOnly, hash) : nil
     }
 
     /// The copy into `fd`: the hash of what was written.

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import PermissionsTestSupport
+import SystemPrimitives
 @testable import PermissionsPluginHost
 
 /// Where a plugin's private copy goes when the state directory's file system is
@@ -43,6 +44,22 @@ import PermissionsTestSupport
         }
     }
 
+    /// A file system that does not take the copy in time (frozen, as for a
+    /// backup's snapshot) gets it in memory, within the plugin's deadline (2 s).
+    /// (Before: the read waited for the thaw, and the plugin was skipped at its
+    /// deadline, for good.)
+    @Test func aCopyOnAFrozenFileSystemIsMadeInMemoryInTime() throws {
+        try Self.mounting("frozen-disk") { base in
+            try Self.sh("mkdir \(base)/disk && truncate -s 96M \(base)/disk.img"
+                        + " && mkfs.ext4 -q -F -m 0 \(base)/disk.img && mount -o loop \(base)/disk.img \(base)/disk"
+                        + " && mkdir \(base)/disk/state && sync && fsfreeze -f \(base)/disk")
+            defer { _ = try? run("/usr/sbin/fsfreeze", ["-u", base + "/disk"]) }
+            let began = Date()
+            #expect(try Self.copy(into: base + "/disk/state").medium == .memory)
+            #expect(Date().timeIntervalSince(began) < 2, "a plugin step's deadline")
+        }
+    }
+
     @Test func aCopyOnOverlayfsIsMadeInMemory() throws {
         try Self.mounting("overlay") { base in
             try Self.sh("mkdir \(base)/memory \(base)/root && mount -t tmpfs tmpfs \(base)/memory"
@@ -69,7 +86,8 @@ import PermissionsTestSupport
     /// and removed after it.
     static func mounting(_ name: String, _ body: (String) throws -> Void) throws {
         try #require(geteuid() == 0, "mounts file systems: run as root")
-        let base = try makeTemporaryDirectory(name)
+        // As the kernel writes it in /proc/self/mounts (no "//"), for unmountAll.
+        let base = URL(fileURLWithPath: try makeTemporaryDirectory(name)).resolvingSymlinksInPath().path
         defer { unmountAll(under: base) }
         try body(base)
     }
@@ -79,21 +97,36 @@ import PermissionsTestSupport
         guard result.status == 0 else { throw HarnessError(description: "\(script): \(result.stderr)") }
     }
 
-    /// Unmounts what the test mounted under `base`, innermost first, and removes it.
+    /// Unmounts what the test mounted under `base`, and removes it, unless
+    /// something is still mounted there: removing would reach into it. In rounds,
+    /// for up to 10 s: a mount holding another's backing file goes in a later
+    /// round, and one where a copy given up on is still being written once that
+    /// thread has closed it.
     static func unmountAll(under base: String) {
-        for _ in 0..<3 {
-            // Read to its end: its size reads as 0, which String(contentsOfFile:) trusts.
-            let mounts = String(decoding: FileHandle(forReadingAtPath: "/proc/self/mounts")?.readDataToEndOfFile() ?? Data(),
-                                as: UTF8.self)
-            let points = mounts.split(separator: "\n").compactMap { line -> String? in
-                let fields = line.split(separator: " ")
-                return fields.count > 1 && fields[1].hasPrefix(base) ? String(fields[1]) : nil
-            }
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            let points = mounted(under: base)
             if points.isEmpty { break }
             for point in points.sorted(by: { $0.count > $1.count }) {
-                _ = try? run("/usr/bin/umount", ["-l", point])
+                _ = try? run("/usr/bin/umount", [point])
             }
+            if !mounted(under: base).isEmpty { usleep(20_000) }
         }
-        try? FileManager.default.removeItem(atPath: base)
+        let left = mounted(under: base)
+        #expect(left.isEmpty, "still mounted: \(left)")
+        if left.isEmpty { try? FileManager.default.removeItem(atPath: base) }
+    }
+
+    /// The mount points at or under `base`, from /proc/self/mounts.
+    static func mounted(under base: String) -> [String] {
+        // Read to its end: its size reads as 0, which String(contentsOfFile:) trusts.
+        let mounts = String(decoding: FileHandle(forReadingAtPath: "/proc/self/mounts")?.readDataToEndOfFile() ?? Data(),
+                            as: UTF8.self)
+        return mounts.split(separator: "\n").compactMap { line -> String? in
+            let fields = line.split(separator: " ")
+            guard fields.count > 1 else { return nil }
+            let point = String(fields[1])
+            return point == base || point.hasPrefix(base + "/") ? point : nil
+        }
     }
 }

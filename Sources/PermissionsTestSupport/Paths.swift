@@ -50,3 +50,9 @@ public func makeTemporaryDirectory(_ prefix: String = "permissions-test") throws
     guard let made = mkdtemp(&template) else { throw HarnessError(description: "mkdtemp failed") }
     return String(cString: made)
 }
+
+/// The type of the file system `path` is on, as stat(1) names it ("tmpfs",
+/// "overlayfs", "ext2/ext3"): the tests of where the daemon's plugin copies go.
+public func fileSystemType(of path: String) throws -> String {
+    try run("/usr/bin/stat", ["-f", "-c", "%T", path]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+}

@@ -13,7 +13,7 @@ import PermissionsTestSupport
         let daemon = try DaemonUnderTest(bus: bus)
         defer { daemon.stop() }
         // Where the copies go to memory (PrivateCopy): a test directory there cannot show the disk's.
-        try #require(!["tmpfs", "overlayfs"].contains(try Self.fileSystem(daemon.stateDirectory)),
+        try #require(!["tmpfs", "overlayfs"].contains(try fileSystemType(of: daemon.stateDirectory)),
                      "the test directory is on tmpfs or overlayfs: set TMPDIR to a disk with 32 MiB free")
         _ = try daemon.waitForLog(StartUpCodeTests.released)
         let maps = try Self.codeMappings(of: daemon)
@@ -31,7 +31,7 @@ import PermissionsTestSupport
 
     @Test func aStateDirectoryInMemoryGetsSealedMemfds() throws {
         let shm = "/dev/shm"
-        try #require(try Self.fileSystem(shm) == Self.tmpfs, "no tmpfs at /dev/shm")
+        try #require(try fileSystemType(of: shm) == "tmpfs", "no tmpfs at /dev/shm")
         var template = Array((shm + "/permissions-state.XXXXXX").utf8CString)
         let state = String(cString: try #require(mkdtemp(&template)))
         defer { try? FileManager.default.removeItem(atPath: state) }
@@ -46,20 +46,10 @@ import PermissionsTestSupport
         #expect(try daemon.call("GetStatus", "s", "location").stdout == "s \"not-determined\"\n")
     }
 
-    static let tmpfs = "tmpfs"
-
-    /// The type of the file system `path` is on, as stat(1) names it.
-    static func fileSystem(_ path: String) throws -> String {
-        try run("/usr/bin/stat", ["-f", "-c", "%T", path]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-
     /// The files of the daemon's executable mappings (/proc/PID/maps).
     static func codeMappings(of daemon: DaemonUnderTest) throws -> [String] {
         let pid = try #require(daemon.pid)
-        // Read to its end: its size reads as 0, which String(contentsOfFile:) trusts.
-        let handle = try #require(FileHandle(forReadingAtPath: "/proc/\(pid)/maps"))
-        defer { try? handle.close() }
-        let maps = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
+        let maps = try run("/bin/cat", ["/proc/\(pid)/maps"]).stdout  // (Foundation reads /proc files short)
         return maps.split(separator: "\n").compactMap { line in
             let fields = line.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: true)
             guard fields.count == 6, fields[1].contains("x") else { return nil }

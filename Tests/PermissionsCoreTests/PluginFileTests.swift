@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import PermissionsTestSupport
 @testable import PermissionsPluginHost
 
 /// The pure parts of reading a plugin file: the ELF bounds check that keeps a
@@ -157,14 +158,12 @@ import Testing
     /// bytes and hash as a sealed memfd's, which is what a directory on tmpfs, or
     /// none, gets. `inMemory` makes the memfd from the file.
     @Test func theCopyIsAnUnnamedFileOnADiskAndASealedMemfdOtherwise() throws {
-        let bin = URL(fileURLWithPath: ProcessInfo.processInfo.environment["PERMISSIONS_BIN_DIR"]
-            ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-                .deletingLastPathComponent().path + "/.build/debug").resolvingSymlinksInPath().path
+        let bin = URL(fileURLWithPath: binDir).resolvingSymlinksInPath().path
         let name = "libpermissions-location.so"
-        var template = Array(NSTemporaryDirectory().appending("plugin-copy.XXXXXX").utf8CString)
-        let disk = String(cString: try #require(mkdtemp(&template)))
+        // Resolved, as /proc/self/fd shows it.
+        let disk = URL(fileURLWithPath: try makeTemporaryDirectory("plugin-copy")).resolvingSymlinksInPath().path
         defer { try? FileManager.default.removeItem(atPath: disk) }
-        try #require(!["tmpfs", "overlayfs"].contains(Self.fileSystem(disk)),
+        try #require(!["tmpfs", "overlayfs"].contains(try fileSystemType(of: disk)),
                      "the temporary directory is on tmpfs or overlayfs: set TMPDIR to a disk with 32 MiB free")
 
         guard case .success(let onDisk) = PluginFile.read(directory: bin, name: name, copyDirectory: disk),
@@ -194,7 +193,7 @@ import Testing
         #expect(again.medium == .memory && again.hash == file.hash)
 
         // tmpfs is memory anyway: a sealed memfd, and nothing in the directory.
-        try #require(Self.fileSystem("/dev/shm") == "tmpfs", "no tmpfs at /dev/shm")
+        try #require(try fileSystemType(of: "/dev/shm") == "tmpfs", "no tmpfs at /dev/shm")
         var shmTemplate = Array("/dev/shm/plugin-copy.XXXXXX".utf8CString)
         let shm = String(cString: try #require(mkdtemp(&shmTemplate)))
         defer { try? FileManager.default.removeItem(atPath: shm) }
@@ -208,18 +207,6 @@ import Testing
 
     private static func link(_ fd: Int32) -> String {
         (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(fd)")) ?? ""
-    }
-
-    private static func fileSystem(_ path: String) -> String {
-        let stat = Process()
-        stat.executableURL = URL(fileURLWithPath: "/usr/bin/stat")
-        stat.arguments = ["-f", "-c", "%T", path]
-        let out = Pipe()
-        stat.standardOutput = out
-        guard (try? stat.run()) != nil else { return "" }
-        let printed = out.fileHandleForReading.readDataToEndOfFile()
-        stat.waitUntilExit()
-        return String(decoding: printed, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     /// The end of the last PT_LOAD segment in the file (offset + file size), read

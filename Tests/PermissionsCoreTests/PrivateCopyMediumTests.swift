@@ -119,9 +119,7 @@ import SystemPrimitives
 
     /// The mount points at or under `base`, from /proc/self/mounts.
     static func mounted(under base: String) -> [String] {
-        // Read to its end: its size reads as 0, which String(contentsOfFile:) trusts.
-        let mounts = String(decoding: FileHandle(forReadingAtPath: "/proc/self/mounts")?.readDataToEndOfFile() ?? Data(),
-                            as: UTF8.self)
+        let mounts = (try? run("/bin/cat", ["/proc/self/mounts"]).stdout) ?? ""  // (Foundation reads /proc files short)
         return mounts.split(separator: "\n").compactMap { line -> String? in
             let fields = line.split(separator: " ")
             guard fields.count > 1 else { return nil }

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 #include "cshims.h"
@@ -26,21 +27,113 @@ static int leaves_room(const struct statvfs *vfs, size_t size) {
     return available >= (16ULL << 20) + size;
 }
 
-int cshims_unnamed_disk_file(const char *directory, size_t size) {
-    /* O_EXCL: linkat(2) can never give it a name. */
-    int fd = open(directory, O_TMPFILE | O_RDWR | O_EXCL | O_CLOEXEC, 0400);
-    if (fd < 0) return -1;
+/* Whether the file of `fd` may hold a copy: its file system keeps it on a disk
+ * (not tmpfs or ramfs, nor overlayfs, which may be either) and may map it
+ * executable (not noexec); with `size` > 0, also that writing `size` more bytes
+ * leaves room (leaves_room). */
+static int holds_code(int fd, size_t size) {
     struct statfs fs;
     struct statvfs vfs;
-    /* On the descriptor, so that the file checked is the file made. */
-    if (fstatfs(fd, &fs) != 0 || fstatvfs(fd, &vfs) != 0 || cshims_in_memory(&fs)
-        || fs.f_type == OVERLAYFS_MAGIC_VALUE || (vfs.f_flag & ST_NOEXEC) || !leaves_room(&vfs, size)) {
+    if (fstatfs(fd, &fs) != 0 || fstatvfs(fd, &vfs) != 0) return 0;
+    if (cshims_in_memory(&fs) || fs.f_type == OVERLAYFS_MAGIC_VALUE || (vfs.f_flag & ST_NOEXEC)) return 0;
+    return size == 0 || leaves_room(&vfs, size);
+}
+
+/* The kept copies' directory, `name` in `state`, made (mode 0700) when `create`
+ * says so and it is missing; never reached through a symbolic link, and only if
+ * this euid owns it and nobody else may write it. A descriptor, or -1. */
+static int kept_directory(const char *state, const char *name, int create) {
+    int sfd = open(state, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (sfd < 0) return -1;
+    if (create && mkdirat(sfd, name, 0700) != 0 && errno != EEXIST) {
         int saved = errno;
-        close(fd);
+        close(sfd);
         errno = saved;
         return -1;
     }
+    int dfd = openat(sfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int saved = errno;
+    close(sfd);
+    errno = saved;
+    if (dfd < 0) return -1;
+    struct stat st;
+    if (fstat(dfd, &st) != 0 || st.st_uid != geteuid() || (st.st_mode & 022)) {
+        close(dfd);
+        errno = EPERM;
+        return -1;
+    }
+    return dfd;
+}
+
+int cshims_unnamed_disk_file(const char *state, const char *kept, size_t size) {
+    /* The state directory's file system first: nothing is made where no copy can live. */
+    int sfd = open(state, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (sfd < 0) return -1;
+    int suitable = holds_code(sfd, 0);
+    close(sfd);
+    if (!suitable) return -1;
+    int dfd = kept_directory(state, kept, 1);
+    if (dfd < 0) return -1;
+    /* Without O_EXCL: once it is on the disk, it is given its name (cshims_name_copy). */
+    int fd = openat(dfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0400);
+    int saved = errno;
+    close(dfd);
+    if (fd < 0) {
+        errno = saved;
+        return -1;
+    }
+    /* On the descriptor, so that the file checked is the file made. */
+    if (!holds_code(fd, size)) {
+        close(fd);
+        errno = ENOSPC;
+        return -1;
+    }
     return fd;
+}
+
+int cshims_kept_copy_open(const char *state, const char *kept, const char *name, size_t size) {
+    int dfd = kept_directory(state, kept, 0);
+    if (dfd < 0) return -1;
+    /* Without blocking or following a link: whatever is there must be a file we made. */
+    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    int saved = errno;
+    close(dfd);
+    if (fd < 0) {
+        errno = saved;
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 07777) != 0400
+        || st.st_nlink != 1 || st.st_size != (off_t)size || !holds_code(fd, 0)) {
+        close(fd);
+        errno = EINVAL;
+        return -1;
+    }
+    return fd;
+}
+
+int cshims_name_copy(int fd, const char *state, const char *kept, const char *name) {
+    int dfd = kept_directory(state, kept, 0);
+    if (dfd < 0) return -1;
+    char path[32];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    int rc = linkat(AT_FDCWD, path, dfd, name, AT_SYMLINK_FOLLOW);
+    /* What has the name failed the checks (cshims_kept_copy_open) or its hash. */
+    if (rc != 0 && errno == EEXIST && unlinkat(dfd, name, 0) == 0) rc = linkat(AT_FDCWD, path, dfd, name, AT_SYMLINK_FOLLOW);
+    int saved = errno;
+    close(dfd);
+    errno = saved;
+    return rc;
+}
+
+int cshims_remove_kept_copy(const char *state, const char *kept, const char *name) {
+    int dfd = kept_directory(state, kept, 0);
+    if (dfd < 0) return -1;
+    int rc = unlinkat(dfd, name, 0);
+    int saved = errno;
+    close(dfd);
+    errno = saved;
+    return rc;
 }
 
 int cshims_reopen_read_only(int fd) {

@@ -371,7 +371,11 @@ public final class Daemon {
         // reads and hashes every plugin file again, which no first call needs; a
         // change it finds is announced like any later one). Start-up's tail ends
         // with it.
-        host.rescan(done: { Self.startUpOver() })
+        host.rescan(done: { [host] in
+            // The kept copies of plugins no longer here, once the rescan has found the files.
+            host?.removeUnusedCopies()
+            Self.startUpOver()
+        })
         logInfo("serving \(PermissionsService.busName) as \(connection.uniqueName) with "
                 + "\(service.permissions.count) permissions from \(host.plugins.count) plugins; "
                 + "store \(stateDirectory)/decisions.sqlite")

@@ -155,12 +155,9 @@ package final class LoadedPlugin: @unchecked Sendable {
         let handle: UnsafeMutableRawPointer
         switch Self.load(copy) {
         case .refused(let reason): return reason
-        case .loaded(let loaded, let medium):
+        case .loaded(let loaded, let origin):
             handle = loaded
-            switch medium {
-            case .disk(let directory): logDebug("plugin \(path): mapped from its private copy on the disk, in \(directory)")
-            case .memory: logDebug("plugin \(path): mapped from its private copy in memory")
-            }
+            logDebug("plugin \(path): mapped from \(origin)")
         }
         self.handle = handle
         guard let symbol = dlsym(handle, PERMISSIONS_PLUGIN_ENTRY) else {
@@ -243,12 +240,23 @@ package final class LoadedPlugin: @unchecked Sendable {
             return .refused(reason)
         }
         _ = copy.keep()
-        return .loaded(handle, copy.medium)
+        let origin: String
+        switch copy.medium {
+        case .disk(let directory):
+            if let kept = copy.kept {
+                origin = "its kept copy \(directory)/\(PrivateCopy.keptDirectory)/\(kept), "
+                    + (copy.reused ? "made by an earlier start" : "written now")
+            } else {
+                origin = "its private copy on the disk, in \(directory)/\(PrivateCopy.keptDirectory), without a name"
+            }
+        case .memory: origin = "its private copy in memory"
+        }
+        return .loaded(handle, origin)
     }
 
     enum Mapping {
-        /// The library's handle, and where the copy it was mapped from lives.
-        case loaded(UnsafeMutableRawPointer, PrivateCopy.Medium)
+        /// The library's handle, and where the copy it was mapped from lives (for the log).
+        case loaded(UnsafeMutableRawPointer, String)
         case refused(String)
     }
 

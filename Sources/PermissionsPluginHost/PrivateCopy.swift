@@ -1,6 +1,7 @@
 internal import CShims
 internal import Glibc
 internal import SystemPrimitives
+internal import PermissionsSupport
 
 /// A plugin file's private copy, filled from the opened file and hashed on the way
 /// (ContentHash), that the checks read and dlopen maps (LoadedPlugin.load). Once it
@@ -8,14 +9,25 @@ internal import SystemPrimitives
 /// runs.
 ///
 /// Where the copy lives (`Medium`):
-/// - on a disk when it can be: a file without a name in the state directory
-///   (O_TMPFILE | O_EXCL: none can ever be given to it), mode 0400, on the disk
-///   (fdatasync) before it is used, and opened again read-only. Its pages are a
-///   cache of the disk: once the code has run (start-up's code is unmapped once
-///   the name is owned, CShims/code_pages.c) the kernel may reclaim them like any
-///   file's, and they come back from the disk if the code runs again. The file
-///   goes when its last descriptor closes, at the daemon's exit however it ends,
-///   and never has a name to be left behind.
+/// - on a disk when it can be: a kept copy, a file of the state directory's
+///   `plugin-copies` directory (mode 0700) named after the plugin file and the
+///   hash of its content (`libpermissions-location.so.0123456789abcdef`), mode
+///   0400. A start finds the copy an earlier one kept: it checks it (this euid's
+///   regular file, mode 0400, one link, the size, then its bytes hashed again,
+///   which must be the source's) and maps it, with nothing written. Otherwise the
+///   copy is written: a new file without a name in that directory (O_TMPFILE), on
+///   the disk (fdatasync) before it is used, opened again read-only, then given its
+///   name, in place of a file there that failed the checks. Either way its pages
+///   are a cache of the disk: once the code has run (start-up's code is unmapped
+///   once the name is owned, CShims/code_pages.c) the kernel may reclaim them like
+///   any file's, and they come back from the disk if the code runs again. Kept
+///   copies that no plugin of this process was given are removed once start-up is
+///   over (`removeUnused`); a plugin replaced while the daemon runs keeps its old
+///   copy until the next start.
+///   A kept copy is mapped once per process: glibc takes a file it has loaded
+///   before (the same device and inode) for that library again, whatever the path,
+///   and would hand back the old plugin's handle, so content loaded a second time
+///   (a plugin replaced, then put back) gets a copy of its own without a name.
 /// - in memory otherwise: a sealed memfd, when there is no such directory, or its
 ///   file system cannot make an unnamed file, is mounted noexec, keeps its files in
 ///   memory or may (tmpfs, overlayfs), would be left with little room for the
@@ -28,10 +40,10 @@ internal import SystemPrimitives
 /// makes the next run of that code, or the runtime's next look at its metadata,
 /// a SIGBUS. A state directory mounted noexec keeps the copies in memory.
 ///
-/// Who can still write a copy on a disk: a process that can reach the daemon's
-/// descriptors through /proc/PID/fd (the kernel's ptrace read check: a process
-/// of the daemon's user, or root) and then undo the mode 0400 (its owner, with a
-/// chmod, or CAP_DAC_OVERRIDE). On the system bus the daemon is root, and root can
+/// Who can still write a copy on a disk: a process of the daemon's user, or root,
+/// that undoes the mode 0400 (its owner, with a chmod, or CAP_DAC_OVERRIDE), by
+/// its name or through the daemon's descriptors (/proc/PID/fd). A kept copy
+/// changed between two starts fails the next start's hash and is written again. On the system bus the daemon is root, and root can
 /// replace the plugin files anyway. A daemon of another user (a session's) may
 /// load plugins its user cannot write, root's, and a process of that user can then
 /// change the copy, as it can attach to the daemon where ptrace is allowed within
@@ -43,7 +55,7 @@ internal import SystemPrimitives
 /// loaded library's copy stays open for the daemon's life (see LoadedPlugin.load).
 final class PrivateCopy {
     enum Medium: Equatable {
-        /// An unnamed file on a disk, in this directory.
+        /// A file on a disk, in this state directory's `plugin-copies`.
         case disk(String)
         /// A sealed memfd.
         case memory
@@ -56,14 +68,25 @@ final class PrivateCopy {
     /// The plugin file's name: the memfd's name, and the name of a copy made again.
     let name: String
     let medium: Medium
+    /// The kept copy's name in `plugin-copies`, if it has one: found there, or
+    /// given once written. Nil in memory, and for a copy made without one.
+    let kept: String?
+    /// The kept copy was found, made by an earlier start: nothing was written.
+    let reused: Bool
 
-    private init(fd: Int32, size: Int, hash: UInt64, name: String, medium: Medium) {
+    private init(fd: Int32, size: Int, hash: UInt64, name: String, medium: Medium, kept: String? = nil,
+                 reused: Bool = false) {
         self.fd = fd
         self.size = size
         self.hash = hash
         self.name = name
         self.medium = medium
+        self.kept = kept
+        self.reused = reused
     }
+
+    /// The kept copies' directory, in the state directory.
+    static let keptDirectory = "plugin-copies"
 
     deinit {
         if fd >= 0 { close(fd) }
@@ -118,9 +141,20 @@ final class PrivateCopy {
     /// more (then whatever comes is closed).
     private enum Attempt: Sendable {
         case pending
-        case done((fd: Int32, hash: UInt64)?)
+        case done(OnDisk?)
         case abandoned
     }
+
+    private struct OnDisk: Sendable {
+        let fd: Int32
+        let hash: UInt64
+        let kept: String?
+        var reused = false
+    }
+
+    /// The kept copies this process was given (found or named), by path: each is
+    /// mapped at most once (see the type's comment), and `removeUnused` keeps them.
+    private static let handedOut = Locked(Set<String>())
 
     /// The copy as an unnamed file in `directory`, or nil when the directory cannot
     /// hold one (see `cshims_unnamed_disk_file`), it could not be written to the
@@ -142,8 +176,7 @@ final class PrivateCopy {
         // Everything that touches the directory's file system on that thread: even
         // making the file waits while the file system is frozen.
         Queue.runOnItsOwn(label: "org.example.Permissions.plugin-copy") {
-            let fd = cshims_unnamed_disk_file(directory, size + others)
-            let made = fd >= 0 ? onTheDisk(fd, from: own, size: size) : nil
+            let made = keptOrWritten(from: own, size: size, name: name, directory: directory, room: size + others)
             close(own)
             writing.withLock { $0[directory, default: 0] -= size }
             let taken = attempt.withLock { state -> Bool in
@@ -151,11 +184,16 @@ final class PrivateCopy {
                 state = .done(made)
                 return true
             }
-            if !taken, let made { close(made.fd) }
+            if !taken, let made {
+                close(made.fd)
+                if let kept = made.kept {
+                    _ = handedOut.withLock { $0.remove(directory + "/" + keptDirectory + "/" + kept) }
+                }
+            }
             finished.signal()
         }
         _ = finished.wait(timeout: .now() + diskBudget)
-        let outcome = attempt.withLock { state -> (fd: Int32, hash: UInt64)? in
+        let outcome = attempt.withLock { state -> OnDisk? in
             guard case .done(let made) = state else {
                 state = .abandoned
                 return nil
@@ -163,7 +201,105 @@ final class PrivateCopy {
             return made
         }
         guard let outcome else { return nil }
-        return PrivateCopy(fd: outcome.fd, size: size, hash: outcome.hash, name: name, medium: .disk(directory))
+        return PrivateCopy(fd: outcome.fd, size: size, hash: outcome.hash, name: name, medium: .disk(directory),
+                           kept: outcome.kept, reused: outcome.reused)
+    }
+
+    /// The kept copy of `source`'s first `size` bytes when one is there and passes
+    /// the checks, else a copy written (`onTheDisk`) and kept under its name; nil
+    /// when neither can be had.
+    private static func keptOrWritten(from source: Int32, size: Int, name: String, directory: String,
+                                      room: Int) -> OnDisk? {
+        guard case .success(let hash) = hashOf(source, size: size) else { return nil }
+        let keptName = name + "." + hex(hash)
+        let keptPath = directory + "/" + keptDirectory + "/" + keptName
+        // Claimed for this process first: a second load of the same content must
+        // not map the same file (see the type's comment).
+        let first = handedOut.withLock { $0.insert(keptPath).inserted }
+        if first {
+            let fd = cshims_kept_copy_open(directory, keptDirectory, keptName, size)
+            if fd >= 0 {
+                if case .success(hash) = hashOf(fd, size: size) {
+                    return OnDisk(fd: fd, hash: hash, kept: keptName, reused: true)
+                }
+                close(fd)
+            }
+        }
+        let fd = cshims_unnamed_disk_file(directory, keptDirectory, room)
+        guard fd >= 0, let written = onTheDisk(fd, from: source, size: size) else {
+            if first { _ = handedOut.withLock { $0.remove(keptPath) } }
+            return nil
+        }
+        // Named only when this process had not mapped that name already, and when
+        // its bytes are the ones hashed above (the source did not change meanwhile);
+        // a copy that cannot be named is used all the same.
+        guard first, written.hash == hash, cshims_name_copy(written.fd, directory, keptDirectory, keptName) == 0 else {
+            if first { _ = handedOut.withLock { $0.remove(keptPath) } }
+            return OnDisk(fd: written.fd, hash: written.hash, kept: nil)
+        }
+        // Opened again by its name, so that the mapping shows it (/proc/PID/maps):
+        // the descriptor of the unnamed file keeps showing "#INODE (deleted)".
+        return OnDisk(fd: reopened(written.fd, directory: directory, name: keptName, size: size),
+                      hash: written.hash, kept: keptName)
+    }
+
+    /// The kept copy `name` opened by its name when that is still the file of `fd`
+    /// (then `fd` is closed), else `fd`.
+    private static func reopened(_ fd: Int32, directory: String, name: String, size: Int) -> Int32 {
+        let named = cshims_kept_copy_open(directory, keptDirectory, name, size)
+        guard named >= 0 else { return fd }
+        var a = stat()
+        var b = stat()
+        guard fstat(fd, &a) == 0, fstat(named, &b) == 0, a.st_dev == b.st_dev, a.st_ino == b.st_ino else {
+            close(named)
+            return fd
+        }
+        close(fd)
+        return named
+    }
+
+    /// The hash of `fd`'s first `size` bytes, read through a buffer.
+    private static func hashOf(_ fd: Int32, size: Int) -> Result<UInt64, Errno> {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
+        defer { buffer.deallocate() }
+        var hash = ContentHash.Stream()
+        var done = 0
+        while done < size {
+            let piece = min(chunk, size - done)
+            var filled = 0
+            while filled < piece {
+                switch valueOrErrno({ pread(fd, buffer.baseAddress! + filled, piece - filled, off_t(done + filled)) }) {
+                case .failure(let error): return .failure(error)
+                case .success(0): return .failure(Errno(rawValue: EIO))
+                case .success(let count): filled += count
+                }
+            }
+            hash.add(UnsafeRawBufferPointer(rebasing: buffer[0..<piece]))
+            done += piece
+        }
+        return .success(hash.value)
+    }
+
+    private static func hex(_ value: UInt64) -> String {
+        let digits = String(value, radix: 16)
+        return String(repeating: "0", count: 16 - digits.count) + digits
+    }
+
+    /// Removes the kept copies in `directory`'s `plugin-copies` that no plugin of
+    /// this process was given: those of plugins since replaced or removed. On a
+    /// thread of its own (a frozen file system may hold it); what is given out
+    /// meanwhile is kept.
+    static func removeUnused(directory: String) {
+        Queue.runOnItsOwn(label: "org.example.Permissions.plugin-copies", priority: .utility) {
+            var removed = 0
+            let kept = directory + "/" + keptDirectory
+            for name in Files.list(kept) {
+                // Checked name by name: a copy given out meanwhile stays.
+                let unused = handedOut.withLock { !$0.contains(kept + "/" + name) }
+                if unused, cshims_remove_kept_copy(directory, keptDirectory, name) == 0 { removed += 1 }
+            }
+            if removed > 0 { logDebug("removed \(removed) kept plugin copies no plugin uses, from \(directory)/\(keptDirectory)") }
+        }
     }
 
     /// Fills the unnamed file `fd` from `source`, has it on the disk and opens it

@@ -153,11 +153,12 @@ import PermissionsTestSupport
         #expect(reason == "not a loadable library (truncated: a segment ends past the end of the file)")
     }
 
-    /// A copy made in a directory on a disk is a file there without a name, that
-    /// can never be given one, with no descriptor left that can write it: the same
-    /// bytes and hash as a sealed memfd's, which is what a directory on tmpfs, or
-    /// none, gets. `inMemory` makes the memfd from the file.
-    @Test func theCopyIsAnUnnamedFileOnADiskAndASealedMemfdOtherwise() throws {
+    /// A copy made in a directory on a disk is a kept copy there, in
+    /// plugin-copies, named after the file and its hash, mode 0400, with no
+    /// descriptor left that can write it: the same bytes and hash as a sealed
+    /// memfd's, which is what a directory on tmpfs, or none, gets. `inMemory` makes
+    /// the memfd from the file.
+    @Test func theCopyIsAKeptFileOnADiskAndASealedMemfdOtherwise() throws {
         let bin = URL(fileURLWithPath: binDir).resolvingSymlinksInPath().path
         let name = "libpermissions-location.so"
         // Resolved, as /proc/self/fd shows it.
@@ -173,18 +174,17 @@ import PermissionsTestSupport
         }
         let file = try #require(onDisk.copy)
         #expect(file.medium == .disk(disk))
-        let link = Self.link(file.fd)
-        #expect(link.hasPrefix(disk + "/#") && link.hasSuffix(" (deleted)"), "\(link)")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: disk).isEmpty)
+        let kept = name + "." + Self.hex(onDisk.hash)
+        #expect(file.kept == kept && !file.reused)
+        #expect(Self.link(file.fd) == disk + "/plugin-copies/" + kept, "\(Self.link(file.fd))")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: disk + "/plugin-copies") == [kept])
         var st = stat()
-        #expect(fstat(file.fd, &st) == 0 && st.st_nlink == 0 && st.st_mode & 0o7777 == 0o400)
+        #expect(fstat(file.fd, &st) == 0 && st.st_nlink == 1 && st.st_mode & 0o7777 == 0o400)
+        #expect(stat(disk + "/plugin-copies", &st) == 0 && st.st_mode & 0o7777 == 0o700)
         #expect(fcntl(file.fd, F_GETFL) & O_ACCMODE == O_RDONLY)
-        // O_EXCL: not even its maker can link it into the directory.
-        #expect(linkat(AT_FDCWD, "/proc/self/fd/\(file.fd)", AT_FDCWD, disk + "/named", AT_SYMLINK_FOLLOW) == -1)
-        #expect(!FileManager.default.fileExists(atPath: disk + "/named"))
 
         let memfd = try #require(inMemory.copy)
-        #expect(memfd.medium == .memory)
+        #expect(memfd.medium == .memory && memfd.kept == nil)
         #expect(Self.link(memfd.fd).hasPrefix("/memfd:\(name)"), "\(Self.link(memfd.fd))")
         // F_GET_SEALS and F_SEAL_WRITE (linux/fcntl.h), which Glibc does not export.
         #expect(fcntl(memfd.fd, 1024 + 10) & 0x0008 != 0)
@@ -203,6 +203,45 @@ import PermissionsTestSupport
         }
         #expect(onTmpfs.copy?.medium == .memory)
         #expect(try FileManager.default.contentsOfDirectory(atPath: shm).isEmpty)
+    }
+
+    /// Within one process a kept copy is handed out once (glibc would take a second
+    /// mapping of that file for the first library), so the same content read again
+    /// gets a copy of its own, without a name, and the kept one stays.
+    @Test func aKeptCopyIsHandedOutOncePerProcess() throws {
+        let bin = URL(fileURLWithPath: binDir).resolvingSymlinksInPath().path
+        let name = "libpermissions-notifications.so"
+        let disk = URL(fileURLWithPath: try makeTemporaryDirectory("plugin-kept")).resolvingSymlinksInPath().path
+        defer { try? FileManager.default.removeItem(atPath: disk) }
+        try #require(!["tmpfs", "overlayfs"].contains(try fileSystemType(of: disk)),
+                     "the temporary directory is on tmpfs or overlayfs: set TMPDIR to a disk with 32 MiB free")
+        guard case .success(let first) = PluginFile.read(directory: bin, name: name, copyDirectory: disk) else {
+            Issue.record("the built library was refused")
+            return
+        }
+        let kept = try #require(first.copy?.kept)
+        let path = disk + "/plugin-copies/" + kept
+        var st = stat()
+        #expect(stat(path, &st) == 0)
+        let inode = st.st_ino
+
+        // The same process again: a copy of its own, not the kept one.
+        guard case .success(let second) = PluginFile.read(directory: bin, name: name, copyDirectory: disk) else {
+            Issue.record("the built library was refused the second time")
+            return
+        }
+        let own = try #require(second.copy)
+        #expect(own.medium == .disk(disk) && own.kept == nil && second.hash == first.hash)
+        #expect(fstat(own.fd, &st) == 0 && st.st_ino != inode && st.st_nlink == 0)
+        #expect(stat(path, &st) == 0 && st.st_ino == inode)
+
+        // Another start finds it, and one whose bytes changed writes it again:
+        // PluginCopyTests, with the daemon.
+    }
+
+    private static func hex(_ value: UInt64) -> String {
+        let digits = String(value, radix: 16)
+        return String(repeating: "0", count: 16 - digits.count) + digits
     }
 
     private static func link(_ fd: Int32) -> String {

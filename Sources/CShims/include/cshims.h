@@ -20,13 +20,27 @@ void cshims_reset_getopt(void);
 int cshims_memfd_create(const char *name);
 /* Seals a memfd: its size and content can no longer change (0, or -1 with errno). */
 int cshims_memfd_seal(int fd);
-/* A new file without a name in `directory` (O_TMPFILE | O_EXCL, so that none can
- * ever be given to it; mode 0400; close-on-exec), open for reading and writing,
- * for `size` bytes; or -1 when the directory's file system cannot make one, is
- * mounted noexec, keeps its files in memory (tmpfs, ramfs) or may (overlayfs),
- * or would be left with less than 16 MiB available (root's reserve aside) once
- * the file is written. */
-int cshims_unnamed_disk_file(const char *directory, size_t size);
+/* Kept copies: files in `kept`, a directory in the state directory `state` that
+ * is made (mode 0700) when missing, never reached through a symbolic link, and
+ * used only if this euid owns it and nobody else may write it.
+ *
+ * A new file without a name in `kept` (O_TMPFILE; mode 0400; close-on-exec),
+ * open for reading and writing, for `size` bytes; or -1 when the state
+ * directory's file system keeps its files in memory (tmpfs, ramfs) or may
+ * (overlayfs), is mounted noexec or cannot make such a file, or would be left
+ * with less than 16 MiB available (root's reserve aside) once the file is
+ * written. Nothing is made in `state` when its file system is refused. */
+int cshims_unnamed_disk_file(const char *state, const char *kept, size_t size);
+/* The kept copy `name`, read-only, if it is a regular file this euid owns, of
+ * mode 0400, with one link and `size` bytes, on a file system that may hold a
+ * copy (see cshims_unnamed_disk_file): its descriptor, or -1. Its bytes are the
+ * caller's to check. */
+int cshims_kept_copy_open(const char *state, const char *kept, const char *name, size_t size);
+/* Gives the unnamed file `fd` (from cshims_unnamed_disk_file) the name `name`
+ * in `kept`, in place of a file of that name: 0, or -1 with errno. */
+int cshims_name_copy(int fd, const char *state, const char *kept, const char *name);
+/* Removes the kept copy `name`: 0, or -1 with errno. */
+int cshims_remove_kept_copy(const char *state, const char *kept, const char *name);
 /* Opens the file of `fd` again, read-only (through /proc/self/fd), and closes
  * `fd`: the new descriptor, or -1 with errno. */
 int cshims_reopen_read_only(int fd);

@@ -149,20 +149,55 @@ final class PrivateCopy {
         let fd: Int32
         let hash: UInt64
         let kept: String?
-        var reused = false
     }
 
     /// The kept copies this process was given (found or named), by path: each is
     /// mapped at most once (see the type's comment), and `removeUnused` keeps them.
     private static let handedOut = Locked(Set<String>())
 
-    /// The copy as an unnamed file in `directory`, or nil when the directory cannot
-    /// hold one (see `cshims_unnamed_disk_file`), it could not be written to the
-    /// disk, or that took longer than `diskBudget`: the memfd is made then, and a
-    /// fault of the source itself is told from there. The writing runs on a thread
-    /// of its own, which a frozen file system may hold: given up on, it closes
-    /// what it made when it returns.
+    /// The copy on the disk, in `directory`'s `plugin-copies`: the kept copy when
+    /// one is there and passes the checks, else one written; nil when the directory
+    /// cannot hold one (see `cshims_unnamed_disk_file`), it could not be written to
+    /// the disk, or that took longer than `diskBudget`: the memfd is made then, and
+    /// a fault of the source itself is told from there.
+    ///
+    /// The kept copy is looked for here, on the plugin's queue: that only reads, as
+    /// reading the plugin file does. The writing runs on a thread of its own, which
+    /// a frozen file system may hold: given up on, it closes what it made when it
+    /// returns.
     private static func onDisk(from source: Int32, size: Int, name: String, directory: String) -> PrivateCopy? {
+        guard case .success(let hash) = hashOf(source, size: size) else { return nil }
+        let keptName = name + "." + hex(hash)
+        let keptPath = directory + "/" + keptDirectory + "/" + keptName
+        // Claimed for this process first: a second load of the same content must
+        // not map the same file (see the type's comment).
+        let first = handedOut.withLock { $0.insert(keptPath).inserted }
+        if first, let found = found(keptName, directory: directory, size: size, hash: hash) {
+            return PrivateCopy(fd: found, size: size, hash: hash, name: name, medium: .disk(directory),
+                               kept: keptName, reused: true)
+        }
+        let outcome = written(from: source, size: size, directory: directory, kept: first ? keptName : nil, hash: hash)
+        if first, outcome?.kept == nil { _ = handedOut.withLock { $0.remove(keptPath) } }
+        guard let outcome else { return nil }
+        return PrivateCopy(fd: outcome.fd, size: size, hash: outcome.hash, name: name, medium: .disk(directory),
+                           kept: outcome.kept)
+    }
+
+    /// The kept copy `name`, when it passes `cshims_kept_copy_open`'s checks and
+    /// its bytes hash to `hash`: its read-only descriptor.
+    private static func found(_ name: String, directory: String, size: Int, hash: UInt64) -> Int32? {
+        let fd = cshims_kept_copy_open(directory, keptDirectory, name, size)
+        guard fd >= 0 else { return nil }
+        if case .success(hash) = hashOf(fd, size: size) { return fd }
+        close(fd)
+        return nil
+    }
+
+    /// A copy of `source` written to the disk on a thread of its own (`onTheDisk`),
+    /// then named `kept` when given and its bytes hash to `hash` (the source did not
+    /// change since it was hashed); one that cannot be named is used all the same.
+    private static func written(from source: Int32, size: Int, directory: String, kept: String?,
+                                hash: UInt64) -> OnDisk? {
         // The source's own descriptor: the caller closes its one when this returns.
         let own = fcntl(source, F_DUPFD_CLOEXEC, 0)
         guard own >= 0 else { return nil }
@@ -173,10 +208,19 @@ final class PrivateCopy {
         }
         let attempt = Locked(Attempt.pending)
         let finished = Semaphore(value: 0)
-        // Everything that touches the directory's file system on that thread: even
+        // Everything that writes to the directory's file system on that thread: even
         // making the file waits while the file system is frozen.
         Queue.runOnItsOwn(label: "org.example.Permissions.plugin-copy") {
-            let made = keptOrWritten(from: own, size: size, name: name, directory: directory, room: size + others)
+            var made: OnDisk?
+            let fd = cshims_unnamed_disk_file(directory, keptDirectory, size + others)
+            if fd >= 0, let copy = onTheDisk(fd, from: own, size: size) {
+                if let kept, copy.hash == hash, cshims_name_copy(copy.fd, directory, keptDirectory, kept) == 0 {
+                    made = OnDisk(fd: reopened(copy.fd, directory: directory, name: kept, size: size),
+                                  hash: copy.hash, kept: kept)
+                } else {
+                    made = OnDisk(fd: copy.fd, hash: copy.hash, kept: nil)
+                }
+            }
             close(own)
             writing.withLock { $0[directory, default: 0] -= size }
             let taken = attempt.withLock { state -> Bool in
@@ -184,63 +228,18 @@ final class PrivateCopy {
                 state = .done(made)
                 return true
             }
-            if !taken, let made {
-                close(made.fd)
-                if let kept = made.kept {
-                    _ = handedOut.withLock { $0.remove(directory + "/" + keptDirectory + "/" + kept) }
-                }
-            }
+            // Not waited for: closed, and named (if it was) for the next start only.
+            if !taken, let made { close(made.fd) }
             finished.signal()
         }
         _ = finished.wait(timeout: .now() + diskBudget)
-        let outcome = attempt.withLock { state -> OnDisk? in
+        return attempt.withLock { state -> OnDisk? in
             guard case .done(let made) = state else {
                 state = .abandoned
                 return nil
             }
             return made
         }
-        guard let outcome else { return nil }
-        return PrivateCopy(fd: outcome.fd, size: size, hash: outcome.hash, name: name, medium: .disk(directory),
-                           kept: outcome.kept, reused: outcome.reused)
-    }
-
-    /// The kept copy of `source`'s first `size` bytes when one is there and passes
-    /// the checks, else a copy written (`onTheDisk`) and kept under its name; nil
-    /// when neither can be had.
-    private static func keptOrWritten(from source: Int32, size: Int, name: String, directory: String,
-                                      room: Int) -> OnDisk? {
-        guard case .success(let hash) = hashOf(source, size: size) else { return nil }
-        let keptName = name + "." + hex(hash)
-        let keptPath = directory + "/" + keptDirectory + "/" + keptName
-        // Claimed for this process first: a second load of the same content must
-        // not map the same file (see the type's comment).
-        let first = handedOut.withLock { $0.insert(keptPath).inserted }
-        if first {
-            let fd = cshims_kept_copy_open(directory, keptDirectory, keptName, size)
-            if fd >= 0 {
-                if case .success(hash) = hashOf(fd, size: size) {
-                    return OnDisk(fd: fd, hash: hash, kept: keptName, reused: true)
-                }
-                close(fd)
-            }
-        }
-        let fd = cshims_unnamed_disk_file(directory, keptDirectory, room)
-        guard fd >= 0, let written = onTheDisk(fd, from: source, size: size) else {
-            if first { _ = handedOut.withLock { $0.remove(keptPath) } }
-            return nil
-        }
-        // Named only when this process had not mapped that name already, and when
-        // its bytes are the ones hashed above (the source did not change meanwhile);
-        // a copy that cannot be named is used all the same.
-        guard first, written.hash == hash, cshims_name_copy(written.fd, directory, keptDirectory, keptName) == 0 else {
-            if first { _ = handedOut.withLock { $0.remove(keptPath) } }
-            return OnDisk(fd: written.fd, hash: written.hash, kept: nil)
-        }
-        // Opened again by its name, so that the mapping shows it (/proc/PID/maps):
-        // the descriptor of the unnamed file keeps showing "#INODE (deleted)".
-        return OnDisk(fd: reopened(written.fd, directory: directory, name: keptName, size: size),
-                      hash: written.hash, kept: keptName)
     }
 
     /// The kept copy `name` opened by its name when that is still the file of `fd`

@@ -212,10 +212,10 @@ public final class Daemon {
         // The plugins load side by side with the rest of start-up (the store, the
         // bus, the service), which they do not need: their files are read and
         // checked on their own queues meanwhile, and each comes back to this queue
-        // between the three blocks below (this one, the bus, the service) to open
-        // (dlopen, one plugin after another) while the next block runs. Their inits
-        // wait for the last block (holdStarts), once the host's hooks are set.
-        // Start-up goes on when both the plugins and the blocks are done.
+        // to open (dlopen, one plugin after another) while the store is opened and
+        // the bus connected on threads of their own. Their inits wait for the
+        // service (holdStarts), once the host's hooks are set. Start-up goes on when
+        // both the plugins and the service are done.
         let directories = options.resolvedPluginDirectories
         let stateDirectory = options.resolvedStateDirectory
         // Before the plugins: their private copies are made in it (PrivateCopy).
@@ -224,7 +224,7 @@ public final class Daemon {
         }
         host = PluginHost(queue: queue, userRuntimeRoot: options.resolvedUserRuntimeRoot,
                           connectorSocket: options.resolvedConnectorSocket, copyDirectory: stateDirectory)
-        var startingParts = 2  // the plugins' loading, and the blocks
+        var startingParts = 2  // the plugins' loading, and the service
         let partDone = { [unowned self] in
             startingParts -= 1
             if startingParts == 0 { self.pluginsLoaded(directories: directories, stateDirectory: stateDirectory) }
@@ -236,34 +236,64 @@ public final class Daemon {
         host.holdStarts()
         host.loadAll(from: directories, config: [], done: partDone)
 
+        startBlocksDone = partDone
+        // The store and the bus connection wait on the disk and on the bus more than
+        // they compute: each is made on a thread of its own, so that the plugins'
+        // steps, which come back to this queue between theirs, go on meanwhile (held
+        // here, the queue kept the plugins' openings waiting for milliseconds). Each
+        // is handed to this queue once made, and used only here from then on; the
+        // service is made once both are here.
+        let me = QueueConfined(self)
+        let queue = self.queue
+        let bus = options.bus
+        Queue.runOnItsOwn(label: "org.example.Permissions.store-open") {
+            let opened = QueueConfined(Self.openStore(stateDirectory: stateDirectory, queue: queue))
+            queue.async { me.value.storeOpened(opened.value, stateDirectory: stateDirectory) }
+        }
+        Queue.runOnItsOwn(label: "org.example.Permissions.bus-connect") {
+            // Before anything else uses the connection (Connection.open), so on this thread.
+            let connected = QueueConfined(Result { () throws(BusError) -> Connection in
+                try Connection.open(bus, queue: queue)
+            })
+            queue.async { me.value.busConnected(connected.value, stateDirectory: stateDirectory) }
+        }
+    }
+
+    /// The decision store, opened, with this start's serial epoch begun; or why not.
+    private static func openStore(stateDirectory: String, queue: Queue) -> Result<DecisionCommitter, StartFailure> {
         let store: DecisionCommitter
         do {
             // Commits run on the store's own queue, so that reads never wait for an fsync.
             store = DecisionCommitter(try DecisionStore(path: stateDirectory + "/decisions.sqlite"), queue: queue)
         } catch {
-            fail("cannot open the decision store: \(error)")
+            return .failure(StartFailure(message: "cannot open the decision store: \(error)"))
         }
-        self.store = store
         do {
             // Stored while the plugins load; waited for before serving (StartEpoch).
             try store.beginStartEpoch(clockSeconds: currentMicroseconds() / 1_000_000)
         } catch {
-            fail("cannot start serving: \(error)")
+            return .failure(StartFailure(message: "cannot start serving: \(error)"))
         }
-        startBlocksDone = partDone
-        let me = QueueConfined(self)
-        queue.async {
-            me.value.connectToBus()
-            me.value.queue.async { me.value.makeService(store: store, stateDirectory: stateDirectory) }
-        }
+        return .success(store)
     }
 
-    /// Start-up's second block: the connection to the bus (connect, Hello).
-    private func connectToBus() {
-        do {
-            connection = try Connection.open(options.bus, queue: queue)
-        } catch {
-            fail("cannot connect to the bus: \(error)")
+    private struct StartFailure: Error {
+        let message: String
+    }
+
+    private func storeOpened(_ opened: Result<DecisionCommitter, StartFailure>, stateDirectory: String) {
+        switch opened {
+        case .failure(let failure): fail(failure.message)
+        case .success(let store): self.store = store
+        }
+        makeServiceOnceReady(stateDirectory: stateDirectory)
+    }
+
+    /// The connection to the bus (connect, Hello) is made.
+    private func busConnected(_ connected: Result<Connection, BusError>, stateDirectory: String) {
+        switch connected {
+        case .failure(let error): fail("cannot connect to the bus: \(error)")
+        case .success(let made): connection = made
         }
         connection.onError = { logWarning("D-Bus: \($0.message)") }
         connection.onDisconnect = { [unowned self] in
@@ -276,9 +306,15 @@ public final class Daemon {
             logInfo("the bus closed the connection; exiting")
             Self.endProcess(0)
         }
+        makeServiceOnceReady(stateDirectory: stateDirectory)
     }
 
-    /// Start-up's third block: the service, the host's hooks into it, and the
+    private func makeServiceOnceReady(stateDirectory: String) {
+        guard let store, connection != nil else { return }
+        makeService(store: store, stateDirectory: stateDirectory)
+    }
+
+    /// Start-up's last block: the service, the host's hooks into it, and the
     /// configuration's reader.
     private func makeService(store: DecisionCommitter, stateDirectory: String) {
         var reader = IdentityReader()

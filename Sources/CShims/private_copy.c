@@ -57,7 +57,13 @@ static int kept_directory(const char *state, const char *name, int create) {
     errno = saved;
     if (dfd < 0) return -1;
     struct stat st;
-    if (fstat(dfd, &st) != 0 || st.st_uid != geteuid() || (st.st_mode & 022)) {
+    if (fstat(dfd, &st) != 0 || st.st_uid != geteuid()) {
+        close(dfd);
+        errno = EPERM;
+        return -1;
+    }
+    /* Ours, but others may write it (a restore that lost its mode): made 0700 again. */
+    if ((st.st_mode & 077) && fchmod(dfd, 0700) != 0) {
         close(dfd);
         errno = EPERM;
         return -1;
@@ -71,7 +77,10 @@ int cshims_unnamed_disk_file(const char *state, const char *kept, size_t size) {
     if (sfd < 0) return -1;
     int suitable = holds_code(sfd, 0);
     close(sfd);
-    if (!suitable) return -1;
+    if (!suitable) {
+        errno = EXDEV;
+        return -1;
+    }
     int dfd = kept_directory(state, kept, 1);
     if (dfd < 0) return -1;
     /* Without O_EXCL: once it is on the disk, it is given its name (cshims_name_copy). */
@@ -119,7 +128,9 @@ int cshims_name_copy(int fd, const char *state, const char *kept, const char *na
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     int rc = linkat(AT_FDCWD, path, dfd, name, AT_SYMLINK_FOLLOW);
     /* What has the name failed the checks (cshims_kept_copy_open) or its hash. */
-    if (rc != 0 && errno == EEXIST && unlinkat(dfd, name, 0) == 0) rc = linkat(AT_FDCWD, path, dfd, name, AT_SYMLINK_FOLLOW);
+    if (rc != 0 && errno == EEXIST
+        && (unlinkat(dfd, name, 0) == 0 || (errno == EISDIR && unlinkat(dfd, name, AT_REMOVEDIR) == 0)))
+        rc = linkat(AT_FDCWD, path, dfd, name, AT_SYMLINK_FOLLOW);
     int saved = errno;
     close(dfd);
     errno = saved;
@@ -130,6 +141,8 @@ int cshims_remove_kept_copy(const char *state, const char *kept, const char *nam
     int dfd = kept_directory(state, kept, 0);
     if (dfd < 0) return -1;
     int rc = unlinkat(dfd, name, 0);
+    /* An empty directory planted under a copy's name goes too. */
+    if (rc != 0 && errno == EISDIR) rc = unlinkat(dfd, name, AT_REMOVEDIR);
     int saved = errno;
     close(dfd);
     errno = saved;

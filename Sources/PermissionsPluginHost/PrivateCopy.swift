@@ -13,17 +13,21 @@ internal import PermissionsSupport
 ///   `plugin-copies` directory (mode 0700) named after the plugin file and the
 ///   hash of its content (`libpermissions-location.so.0123456789abcdef`), mode
 ///   0400. A start finds the copy an earlier one kept: it checks it (this euid's
-///   regular file, mode 0400, one link, the size, then its bytes hashed again,
-///   which must be the source's) and maps it, with nothing written. Otherwise the
+///   regular file, mode 0400, one link, the size, then its bytes compared with the
+///   source's, byte for byte) and maps it, with nothing written. Otherwise the
 ///   copy is written: a new file without a name in that directory (O_TMPFILE), on
-///   the disk (fdatasync) before it is used, opened again read-only, then given its
-///   name, in place of a file there that failed the checks. Either way its pages
-///   are a cache of the disk: once the code has run (start-up's code is unmapped
-///   once the name is owned, CShims/code_pages.c) the kernel may reclaim them like
-///   any file's, and they come back from the disk if the code runs again. Kept
-///   copies that no plugin of this process was given are removed once start-up is
-///   over (`removeUnused`); a plugin replaced while the daemon runs keeps its old
-///   copy until the next start.
+///   the disk (fdatasync) before it is used, and opened again read-only; it is
+///   given its name (`keep`, in place of a file there that failed the checks)
+///   only once the library is mapped, so that a file refused before that leaves
+///   nothing behind. Either way its pages are a cache of the disk: once the code
+///   has run (start-up's code is unmapped once the name is owned,
+///   CShims/code_pages.c) the kernel may reclaim them like any file's, and they
+///   come back from the disk if the code runs again. Kept copies that no plugin of
+///   this process was given are removed once start-up is over (`removeUnused`); a
+///   plugin replaced while the daemon runs keeps its old copy until the next
+///   start. A kept copy written in place while the daemon maps it (truncated,
+///   rewritten) stops the daemon with SIGBUS at its next fault, as for any
+///   library: the state directory is the daemon's (doc/admin.md).
 ///   A kept copy is mapped once per process: glibc takes a file it has loaded
 ///   before (the same device and inode) for that library again, whatever the path,
 ///   and would hand back the old plugin's handle, so content loaded a second time
@@ -43,7 +47,7 @@ internal import PermissionsSupport
 /// Who can still write a copy on a disk: a process of the daemon's user, or root,
 /// that undoes the mode 0400 (its owner, with a chmod, or CAP_DAC_OVERRIDE), by
 /// its name or through the daemon's descriptors (/proc/PID/fd). A kept copy
-/// changed between two starts fails the next start's hash and is written again. On the system bus the daemon is root, and root can
+/// changed between two starts differs from the plugin file and is written again. On the system bus the daemon is root, and root can
 /// replace the plugin files anyway. A daemon of another user (a session's) may
 /// load plugins its user cannot write, root's, and a process of that user can then
 /// change the copy, as it can attach to the daemon where ptrace is allowed within
@@ -69,13 +73,20 @@ final class PrivateCopy {
     let name: String
     let medium: Medium
     /// The kept copy's name in `plugin-copies`, if it has one: found there, or
-    /// given once written. Nil in memory, and for a copy made without one.
+    /// given once the library is mapped (`keep`). Nil in memory, and for a copy
+    /// made without one.
     let kept: String?
     /// The kept copy was found, made by an earlier start: nothing was written.
     let reused: Bool
+    /// The kept copy's path, claimed in `handedOut` for this process: let go if the
+    /// copy is dropped unmapped.
+    private let claimed: String?
+    /// Where a copy written now gets its name once the library is mapped: only a
+    /// copy that loads is kept for the next start.
+    private let toName: String?
 
     private init(fd: Int32, size: Int, hash: UInt64, name: String, medium: Medium, kept: String? = nil,
-                 reused: Bool = false) {
+                 reused: Bool = false, claimed: String? = nil, toName: String? = nil) {
         self.fd = fd
         self.size = size
         self.hash = hash
@@ -83,13 +94,19 @@ final class PrivateCopy {
         self.medium = medium
         self.kept = kept
         self.reused = reused
+        self.claimed = claimed
+        self.toName = toName
     }
 
     /// The kept copies' directory, in the state directory.
     static let keptDirectory = "plugin-copies"
 
     deinit {
-        if fd >= 0 { close(fd) }
+        guard fd >= 0 else { return }
+        close(fd)
+        // Never mapped: nothing of this process holds that name, which the removal
+        // after start-up may take.
+        if let claimed { _ = Self.handedOut.withLock { $0.remove(claimed) } }
     }
 
     /// How much is read, hashed and written at a time: a multiple of the hash's
@@ -148,7 +165,6 @@ final class PrivateCopy {
     private struct OnDisk: Sendable {
         let fd: Int32
         let hash: UInt64
-        let kept: String?
     }
 
     /// The kept copies this process was given (found or named), by path: each is
@@ -172,32 +188,62 @@ final class PrivateCopy {
         // Claimed for this process first: a second load of the same content must
         // not map the same file (see the type's comment).
         let first = handedOut.withLock { $0.insert(keptPath).inserted }
-        if first, let found = found(keptName, directory: directory, size: size, hash: hash) {
+        if first, let found = found(keptName, directory: directory, source: source, size: size) {
             return PrivateCopy(fd: found, size: size, hash: hash, name: name, medium: .disk(directory),
-                               kept: keptName, reused: true)
+                               kept: keptName, reused: true, claimed: keptPath)
         }
-        let outcome = written(from: source, size: size, directory: directory, kept: first ? keptName : nil, hash: hash)
-        if first, outcome?.kept == nil { _ = handedOut.withLock { $0.remove(keptPath) } }
-        guard let outcome else { return nil }
+        // Named once mapped, and only when its bytes are the ones hashed above (the
+        // source did not change since).
+        let outcome = written(from: source, size: size, directory: directory)
+        guard let outcome, first, outcome.hash == hash else {
+            if first { _ = handedOut.withLock { $0.remove(keptPath) } }
+            return outcome.map { PrivateCopy(fd: $0.fd, size: size, hash: $0.hash, name: name, medium: .disk(directory)) }
+        }
         return PrivateCopy(fd: outcome.fd, size: size, hash: outcome.hash, name: name, medium: .disk(directory),
-                           kept: outcome.kept)
+                           kept: keptName, claimed: keptPath, toName: directory)
     }
 
     /// The kept copy `name`, when it passes `cshims_kept_copy_open`'s checks and
-    /// its bytes hash to `hash`: its read-only descriptor.
-    private static func found(_ name: String, directory: String, size: Int, hash: UInt64) -> Int32? {
+    /// holds `source`'s first `size` bytes: its read-only descriptor. Compared byte
+    /// for byte, not by hash: ContentHash tells a change, it does not resist one
+    /// made to keep it (its lanes can be set back by one block chosen afterwards).
+    private static func found(_ name: String, directory: String, source: Int32, size: Int) -> Int32? {
         let fd = cshims_kept_copy_open(directory, keptDirectory, name, size)
         guard fd >= 0 else { return nil }
-        if case .success(hash) = hashOf(fd, size: size) { return fd }
+        if sameBytes(fd, source, size: size) { return fd }
         close(fd)
         return nil
     }
 
-    /// A copy of `source` written to the disk on a thread of its own (`onTheDisk`),
-    /// then named `kept` when given and its bytes hash to `hash` (the source did not
-    /// change since it was hashed); one that cannot be named is used all the same.
-    private static func written(from source: Int32, size: Int, directory: String, kept: String?,
-                                hash: UInt64) -> OnDisk? {
+    /// Whether the first `size` bytes of `a` and `b` are the same.
+    private static func sameBytes(_ a: Int32, _ b: Int32, size: Int) -> Bool {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 2 * chunk, alignment: 16)
+        defer { buffer.deallocate() }
+        var done = 0
+        while done < size {
+            let piece = min(chunk, size - done)
+            guard readFully(a, into: buffer.baseAddress!, count: piece, at: done),
+                  readFully(b, into: buffer.baseAddress! + chunk, count: piece, at: done),
+                  memcmp(buffer.baseAddress!, buffer.baseAddress! + chunk, piece) == 0 else { return false }
+            done += piece
+        }
+        return true
+    }
+
+    private static func readFully(_ fd: Int32, into base: UnsafeMutableRawPointer, count: Int, at offset: Int) -> Bool {
+        var filled = 0
+        while filled < count {
+            switch valueOrErrno({ pread(fd, base + filled, count - filled, off_t(offset + filled)) }) {
+            case .failure, .success(0): return false
+            case .success(let read): filled += read
+            }
+        }
+        return true
+    }
+
+    /// A copy of `source` written to the disk (`onTheDisk`), without a name, on a
+    /// thread of its own.
+    private static func written(from source: Int32, size: Int, directory: String) -> OnDisk? {
         // The source's own descriptor: the caller closes its one when this returns.
         let own = fcntl(source, F_DUPFD_CLOEXEC, 0)
         guard own >= 0 else { return nil }
@@ -211,16 +257,9 @@ final class PrivateCopy {
         // Everything that writes to the directory's file system on that thread: even
         // making the file waits while the file system is frozen.
         Queue.runOnItsOwn(label: "org.example.Permissions.plugin-copy") {
-            var made: OnDisk?
             let fd = cshims_unnamed_disk_file(directory, keptDirectory, size + others)
-            if fd >= 0, let copy = onTheDisk(fd, from: own, size: size) {
-                if let kept, copy.hash == hash, cshims_name_copy(copy.fd, directory, keptDirectory, kept) == 0 {
-                    made = OnDisk(fd: reopened(copy.fd, directory: directory, name: kept, size: size),
-                                  hash: copy.hash, kept: kept)
-                } else {
-                    made = OnDisk(fd: copy.fd, hash: copy.hash, kept: nil)
-                }
-            }
+            if fd < 0 { noteKeptDirectoryProblem(errno, directory: directory) }
+            let made = fd >= 0 ? onTheDisk(fd, from: own, size: size).map { OnDisk(fd: $0.fd, hash: $0.hash) } : nil
             close(own)
             writing.withLock { $0[directory, default: 0] -= size }
             let taken = attempt.withLock { state -> Bool in
@@ -228,7 +267,6 @@ final class PrivateCopy {
                 state = .done(made)
                 return true
             }
-            // Not waited for: closed, and named (if it was) for the next start only.
             if !taken, let made { close(made.fd) }
             finished.signal()
         }
@@ -242,20 +280,21 @@ final class PrivateCopy {
         }
     }
 
-    /// The kept copy `name` opened by its name when that is still the file of `fd`
-    /// (then `fd` is closed), else `fd`.
-    private static func reopened(_ fd: Int32, directory: String, name: String, size: Int) -> Int32 {
-        let named = cshims_kept_copy_open(directory, keptDirectory, name, size)
-        guard named >= 0 else { return fd }
-        var a = stat()
-        var b = stat()
-        guard fstat(fd, &a) == 0, fstat(named, &b) == 0, a.st_dev == b.st_dev, a.st_ino == b.st_ino else {
-            close(named)
-            return fd
+    /// A `plugin-copies` that is not a directory of this user that only it may
+    /// write (a file, a symbolic link, another owner's) keeps every copy in
+    /// memory: said once, at warning level, with what to do.
+    private static func noteKeptDirectoryProblem(_ error: Int32, directory: String) {
+        guard [EPERM, ENOTDIR, ELOOP].contains(error) else { return }
+        let first = keptDirectoryWarned.withLock { warned in
+            defer { warned = true }
+            return !warned
         }
-        close(fd)
-        return named
+        guard first else { return }
+        logWarning("plugin copies are kept in memory: \(directory)/\(keptDirectory) is not a directory of uid "
+                   + "\(geteuid()) that only it may write (\(errnoName(error))); remove it, and the next start makes it")
     }
+
+    private static let keptDirectoryWarned = Locked(false)
 
     /// The hash of `fd`'s first `size` bytes, read through a buffer.
     private static func hashOf(_ fd: Int32, size: Int) -> Result<UInt64, Errno> {
@@ -357,9 +396,20 @@ final class PrivateCopy {
     }
 
     /// Hands the descriptor over for good (the library mapped from it).
-    func keep() -> Int32 {
+    /// A copy written now is given its kept name then, on a thread of its own (a
+    /// frozen file system may hold it); `named` hears whether it was.
+    func keep(named: (@Sendable (Bool) -> Void)? = nil) -> Int32 {
         let kept = fd
         fd = -1
+        if let directory = toName, let name = self.kept {
+            Queue.runOnItsOwn(label: "org.example.Permissions.plugin-copy-name", priority: .utility) {
+                let done = cshims_name_copy(kept, directory, Self.keptDirectory, name) == 0
+                if done { logDebug("plugin copy \(directory)/\(Self.keptDirectory)/\(name) kept for the next start") }
+                named?(done)
+            }
+        } else {
+            named?(false)
+        }
         return kept
     }
 }

@@ -19,20 +19,28 @@ import PermissionsTestSupport
         _ = try daemon.waitForLog(StartUpCodeTests.released)
         let state = URL(fileURLWithPath: daemon.stateDirectory).resolvingSymlinksInPath().path
         let copies = state + "/plugin-copies/"
-        // One per plugin (location, notifications), named after the file and its hash.
-        let kept = try Self.keptCopies(of: daemon, in: copies)
-        #expect(kept.count == 2 && kept.allSatisfy { $0.name.hasPrefix("libpermissions-") && $0.mode == 0o400 }, "\(kept)")
+        // Written now, and named once mapped: one per plugin (location,
+        // notifications), after the file and its hash.
+        #expect(try daemon.waitForLog("written now", count: 2).contains("/plugin-copies/libpermissions-"))
+        _ = try daemon.waitForLog("kept for the next start", count: 2)
+        let written = try FileManager.default.contentsOfDirectory(atPath: copies).sorted().map { name in
+            var st = stat()
+            #expect(stat(copies + name, &st) == 0)
+            return KeptCopy(name: name, inode: UInt64(st.st_ino), mode: st.st_mode & 0o7777)
+        }
+        #expect(written.count == 2 && written.allSatisfy { $0.name.hasPrefix("libpermissions-") && $0.mode == 0o400 },
+                "\(written)")
         let maps = try Self.codeMappings(of: daemon)
+        #expect(Set(maps.filter { $0.hasPrefix(copies) }).count == 2, "\(maps)")
         #expect(!maps.contains { $0.hasPrefix("/memfd:") }, "\(maps)")
         #expect(!maps.contains { $0.hasSuffix("libpermissions-location.so") }, "\(maps)")
-        #expect(try daemon.waitForLog("written now", count: 2).contains("/plugin-copies/libpermissions-"))
         #expect(try daemon.call("GetStatus", "s", "location").stdout == "s \"not-determined\"\n")
 
         // The next start maps the same files: nothing written.
         daemon.stop()
         try daemon.start()
         _ = try daemon.waitForLog(StartUpCodeTests.released)
-        #expect(try Self.keptCopies(of: daemon, in: copies) == kept)
+        #expect(try Self.keptCopies(of: daemon, in: copies) == written)
         #expect(try daemon.waitForLog("made by an earlier start", count: 2).contains("/plugin-copies/libpermissions-"))
         #expect(try daemon.call("GetStatus", "s", "location").stdout == "s \"not-determined\"\n")
     }
@@ -47,6 +55,7 @@ import PermissionsTestSupport
         try #require(!["tmpfs", "overlayfs"].contains(try fileSystemType(of: daemon.stateDirectory)),
                      "the test directory is on tmpfs or overlayfs: set TMPDIR to a disk with 32 MiB free")
         _ = try daemon.waitForLog(StartUpCodeTests.released)
+        _ = try daemon.waitForLog("kept for the next start", count: 2)
         daemon.stop()
         let state = URL(fileURLWithPath: daemon.stateDirectory).resolvingSymlinksInPath().path
         let copies = state + "/plugin-copies/"
@@ -68,11 +77,114 @@ import PermissionsTestSupport
 
         try daemon.start()
         _ = try daemon.waitForLog("removed 1 kept plugin copies no plugin uses")
+        _ = try daemon.waitForLog("libpermissions-location.so.")  // named again
+        #expect(try daemon.waitForLog("kept for the next start").contains("libpermissions-location.so."))
         #expect(try FileManager.default.contentsOfDirectory(atPath: copies).sorted() == before)
         #expect(stat(copies + location, &st) == 0 && st.st_ino != inode && st.st_mode & 0o7777 == 0o400)
         #expect(try daemon.waitForLog("libpermissions-location.so: mapped from").contains("written now"))
         #expect(try daemon.waitForLog("libpermissions-notifications.so: mapped from").contains("made by an earlier start"))
         #expect(try daemon.call("GetStatus", "s", "location").stdout == "s \"not-determined\"\n")
+    }
+
+    /// A kept copy changed so that its ContentHash stays the same (FNV-1a lanes:
+    /// one 32-byte block chosen after the change sets every lane back, no search
+    /// needed) is still not the plugin's bytes: the next start must write it again,
+    /// not map it. (Breaker: the check compares hashes, so these bytes run.)
+    @Test func aKeptCopyChangedWithItsHashKeptIsWrittenAgain() throws {
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus)
+        defer { daemon.stop() }
+        try #require(!["tmpfs", "overlayfs"].contains(try fileSystemType(of: daemon.stateDirectory)),
+                     "the test directory is on tmpfs or overlayfs: set TMPDIR to a disk with 32 MiB free")
+        _ = try daemon.waitForLog(StartUpCodeTests.released)
+        _ = try daemon.waitForLog("kept for the next start", count: 2)
+        daemon.stop()
+        let state = URL(fileURLWithPath: daemon.stateDirectory).resolvingSymlinksInPath().path
+        let copies = state + "/plugin-copies/"
+        let location = try #require(try FileManager.default.contentsOfDirectory(atPath: copies)
+            .first { $0.hasPrefix("libpermissions-location.so.") })
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: copies + location)))
+        // Bytes no segment maps (the padding between the first two PT_LOAD
+        // segments), so that the changed copy still loads: what is shown is that
+        // bytes other than the plugin's pass as its copy.
+        let loads: [(offset: Int, size: Int)] = bytes.withUnsafeBytes { raw in
+            let phoff = Int(raw.loadUnaligned(fromByteOffset: 32, as: UInt64.self))
+            let entry = Int(raw.loadUnaligned(fromByteOffset: 54, as: UInt16.self))
+            let count = Int(raw.loadUnaligned(fromByteOffset: 56, as: UInt16.self))
+            return (0..<count).map { phoff + $0 * entry }
+                .filter { raw.loadUnaligned(fromByteOffset: $0, as: UInt32.self) == 1 }
+                .map { (Int(raw.loadUnaligned(fromByteOffset: $0 + 8, as: UInt64.self)),
+                        Int(raw.loadUnaligned(fromByteOffset: $0 + 32, as: UInt64.self))) }
+        }
+        try #require(loads.count >= 2)
+        let changed = (loads[0].offset + loads[0].size + 31) / 32 * 32, fix = changed + 32
+        try #require(fix + 32 <= loads[1].offset / 4096 * 4096, "no 64 bytes of padding between the segments: \(loads)")
+        // The four lanes' states after each block, as ContentHash.Stream runs them.
+        func lanesAfter(_ b: [UInt8], blocks: Int) -> [UInt64] {
+            let prime: UInt64 = 0x100_0000_01b3, basis: UInt64 = 0xcbf2_9ce4_8422_2325
+            var lanes = [basis, basis ^ 1, basis ^ 2, basis ^ 3]
+            b.withUnsafeBytes { raw in
+                for block in 0..<blocks {
+                    for k in 0..<4 {
+                        let word = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: block * 32 + k * 8, as: UInt64.self))
+                        lanes[k] = (lanes[k] ^ word) &* prime
+                    }
+                }
+            }
+            return lanes
+        }
+        let want = lanesAfter(bytes, blocks: fix / 32 + 1)
+        for i in changed..<(changed + 16) { bytes[i] ^= 0xff }
+        let have = lanesAfter(bytes, blocks: fix / 32)
+        // The inverse of the FNV prime modulo 2^64 (Newton's iteration).
+        var inverse: UInt64 = 0x100_0000_01b3
+        for _ in 0..<6 { inverse = inverse &* (2 &- 0x100_0000_01b3 &* inverse) }
+        for k in 0..<4 {
+            let word = (want[k] &* inverse) ^ have[k]
+            for j in 0..<8 { bytes[fix + k * 8 + j] = UInt8(truncatingIfNeeded: word >> (8 * UInt64(j))) }
+        }
+        #expect(lanesAfter(bytes, blocks: fix / 32 + 1) == want)
+        #expect(chmod(copies + location, 0o600) == 0)
+        try Data(bytes).write(to: URL(fileURLWithPath: copies + location))
+        #expect(chmod(copies + location, 0o400) == 0)
+
+        try daemon.start()
+        #expect(try daemon.waitForLog("libpermissions-location.so: mapped from").contains("written now"))
+    }
+
+    /// A plugin-copies the daemon cannot trust (a symbolic link, here to a
+    /// directory that would do) keeps the copies in memory, and says so once as a
+    /// warning; one of its own that others may write is made 0700 again and used.
+    /// (Breaker: both went to memory, at debug level only.)
+    @Test func aPluginCopiesThatCannotBeTrustedIsToldAndOneLeftOpenIsClosed() throws {
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, start: false)
+        defer { daemon.stop() }
+        try #require(!["tmpfs", "overlayfs"].contains(try fileSystemType(of: daemon.root)),
+                     "the test directory is on tmpfs or overlayfs: set TMPDIR to a disk with 32 MiB free")
+        try FileManager.default.createDirectory(atPath: daemon.stateDirectory, withIntermediateDirectories: false)
+        chmod(daemon.stateDirectory, 0o700)
+        try FileManager.default.createDirectory(atPath: daemon.root + "/elsewhere", withIntermediateDirectories: false)
+        chmod(daemon.root + "/elsewhere", 0o700)
+        try FileManager.default.createSymbolicLink(atPath: daemon.stateDirectory + "/plugin-copies",
+                                                   withDestinationPath: daemon.root + "/elsewhere")
+        try daemon.start()
+        let warning = try daemon.waitForLog("plugin copies are kept in memory")
+        #expect(warning.contains("<4>") && warning.contains("plugin-copies"), "\(warning)")
+        #expect(daemon.logLines(containing: "plugin copies are kept in memory").count == 1)
+        #expect(try daemon.waitForLog("mapped from its private copy in memory", count: 2).contains("libpermissions-"))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: daemon.root + "/elsewhere").isEmpty)
+        daemon.stop()
+
+        try FileManager.default.removeItem(atPath: daemon.stateDirectory + "/plugin-copies")
+        try FileManager.default.createDirectory(atPath: daemon.stateDirectory + "/plugin-copies",
+                                                withIntermediateDirectories: false)
+        chmod(daemon.stateDirectory + "/plugin-copies", 0o777)
+        try daemon.start()
+        _ = try daemon.waitForLog("written now", count: 2)
+        var st = stat()
+        #expect(stat(daemon.stateDirectory + "/plugin-copies", &st) == 0 && st.st_mode & 0o7777 == 0o700)
+        #expect(daemon.logLines(containing: "plugin copies are kept in memory").isEmpty)
     }
 
     @Test func aStateDirectoryInMemoryGetsSealedMemfds() throws {

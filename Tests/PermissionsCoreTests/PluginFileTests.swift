@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import PermissionsTestSupport
+import SystemPrimitives
 @testable import PermissionsPluginHost
 
 /// The pure parts of reading a plugin file: the ELF bounds check that keeps a
@@ -153,9 +154,9 @@ import PermissionsTestSupport
         #expect(reason == "not a loadable library (truncated: a segment ends past the end of the file)")
     }
 
-    /// A copy made in a directory on a disk is a kept copy there, in
-    /// plugin-copies, named after the file and its hash, mode 0400, with no
-    /// descriptor left that can write it: the same bytes and hash as a sealed
+    /// A copy made in a directory on a disk is a file there, in plugin-copies,
+    /// mode 0400, with no descriptor left that can write it, named after the file
+    /// and its hash once it is mapped (`keep`): the same bytes and hash as a sealed
     /// memfd's, which is what a directory on tmpfs, or none, gets. `inMemory` makes
     /// the memfd from the file.
     @Test func theCopyIsAKeptFileOnADiskAndASealedMemfdOtherwise() throws {
@@ -176,12 +177,18 @@ import PermissionsTestSupport
         #expect(file.medium == .disk(disk))
         let kept = name + "." + Self.hex(onDisk.hash)
         #expect(file.kept == kept && !file.reused)
-        #expect(Self.link(file.fd) == disk + "/plugin-copies/" + kept, "\(Self.link(file.fd))")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: disk + "/plugin-copies") == [kept])
+        // No name until it is mapped: a file refused before that leaves nothing.
+        #expect(Self.link(file.fd).hasPrefix(disk + "/plugin-copies/#"), "\(Self.link(file.fd))")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: disk + "/plugin-copies").isEmpty)
         var st = stat()
-        #expect(fstat(file.fd, &st) == 0 && st.st_nlink == 1 && st.st_mode & 0o7777 == 0o400)
+        #expect(fstat(file.fd, &st) == 0 && st.st_nlink == 0 && st.st_mode & 0o7777 == 0o400)
+        let inode = st.st_ino
         #expect(stat(disk + "/plugin-copies", &st) == 0 && st.st_mode & 0o7777 == 0o700)
         #expect(fcntl(file.fd, F_GETFL) & O_ACCMODE == O_RDONLY)
+        let mapped = try Self.kept(file)
+        defer { close(mapped) }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: disk + "/plugin-copies") == [kept])
+        #expect(stat(disk + "/plugin-copies/" + kept, &st) == 0 && st.st_ino == inode && st.st_nlink == 1)
 
         let memfd = try #require(inMemory.copy)
         #expect(memfd.medium == .memory && memfd.kept == nil)
@@ -189,8 +196,6 @@ import PermissionsTestSupport
         // F_GET_SEALS and F_SEAL_WRITE (linux/fcntl.h), which Glibc does not export.
         #expect(fcntl(memfd.fd, 1024 + 10) & 0x0008 != 0)
         #expect(inMemory.hash == onDisk.hash && memfd.size == file.size)
-        let again = try #require(file.inMemory())
-        #expect(again.medium == .memory && again.hash == file.hash)
 
         // tmpfs is memory anyway: a sealed memfd, and nothing in the directory.
         try #require(try fileSystemType(of: "/dev/shm") == "tmpfs", "no tmpfs at /dev/shm")
@@ -219,7 +224,12 @@ import PermissionsTestSupport
             Issue.record("the built library was refused")
             return
         }
-        let kept = try #require(first.copy?.kept)
+        let firstCopy = try #require(first.copy)
+        let kept = try #require(firstCopy.kept)
+        let again = try #require(firstCopy.inMemory())
+        #expect(again.medium == .memory && again.hash == firstCopy.hash)
+        let mapped = try Self.kept(firstCopy)
+        defer { close(mapped) }
         let path = disk + "/plugin-copies/" + kept
         var st = stat()
         #expect(stat(path, &st) == 0)
@@ -237,6 +247,51 @@ import PermissionsTestSupport
 
         // Another start finds it, and one whose bytes changed writes it again:
         // PluginCopyTests, with the daemon.
+    }
+
+    /// A file refused before it is loaded (not an ELF file, a library cut short:
+    /// a copy or download caught half-way) leaves no kept copy behind: nothing will
+    /// ever map it, and doc/admin.md counts on the disk only the versions loaded.
+    /// (Breaker: the copy is named before ELFCheck runs, so it stays in
+    /// plugin-copies, handed out, until a start without that file.)
+    @Test func aRefusedFileLeavesNoKeptCopy() throws {
+        let library = Self.library
+        try #require(library.count > 4096)
+        let disk = URL(fileURLWithPath: try makeTemporaryDirectory("plugin-refused")).resolvingSymlinksInPath().path
+        defer { try? FileManager.default.removeItem(atPath: disk) }
+        try #require(!["tmpfs", "overlayfs"].contains(try fileSystemType(of: disk)),
+                     "the temporary directory is on tmpfs or overlayfs: set TMPDIR to a disk with 32 MiB free")
+        let source = disk + "/plugins"
+        try FileManager.default.createDirectory(atPath: source, withIntermediateDirectories: false)
+        chmod(source, 0o755)
+        func write(_ bytes: [UInt8], _ name: String) throws {
+            try Data(bytes).write(to: URL(fileURLWithPath: source + "/" + name))
+            chmod(source + "/" + name, 0o644)
+        }
+        try write([UInt8](repeating: 0x41, count: 1 << 20), "libpermissions-junk.so")
+        try write(Array(library.prefix(8192)), "libpermissions-cut.so")
+        for name in ["libpermissions-junk.so", "libpermissions-cut.so"] {
+            guard case .failure(.refused) = PluginFile.read(directory: source, name: name, copyDirectory: disk) else {
+                Issue.record("\(name) was not refused")
+                continue
+            }
+        }
+        let left = (try? FileManager.default.contentsOfDirectory(atPath: disk + "/plugin-copies")) ?? []
+        #expect(left.isEmpty, "kept copies of refused files: \(left)")
+    }
+
+    /// Keeps `copy` as LoadedPlugin.load does once the library is mapped, and
+    /// waits (at most 10 s) for it to be given its name: the descriptor kept.
+    private static func kept(_ copy: PrivateCopy) throws -> Int32 {
+        let named = DispatchSemaphore(value: 0)
+        let outcome = Locked(false)
+        let fd = copy.keep { done in
+            outcome.withLock { $0 = done }
+            named.signal()
+        }
+        try #require(named.wait(timeout: .now() + 10) == .success, "the copy was not named within 10 s")
+        try #require(outcome.withLock { $0 }, "the copy could not be named")
+        return fd
     }
 
     private static func hex(_ value: UInt64) -> String {

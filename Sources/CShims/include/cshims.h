@@ -22,14 +22,16 @@ int cshims_memfd_create(const char *name);
 int cshims_memfd_seal(int fd);
 /* Kept copies: files in `kept`, a directory in the state directory `state` that
  * is made (mode 0700) when missing, never reached through a symbolic link, and
- * used only if this euid owns it and nobody else may write it.
+ * used only if this euid owns it (errno EPERM otherwise; ENOTDIR or ELOOP when it
+ * is not a directory), made 0700 again if others may write it.
  *
  * A new file without a name in `kept` (O_TMPFILE; mode 0400; close-on-exec),
  * open for reading and writing, for `size` bytes; or -1 when the state
  * directory's file system keeps its files in memory (tmpfs, ramfs) or may
  * (overlayfs), is mounted noexec or cannot make such a file, or would be left
  * with less than 16 MiB available (root's reserve aside) once the file is
- * written. Nothing is made in `state` when its file system is refused. */
+ * written (errno EXDEV for the file system, ENOSPC for the room). Nothing is
+ * made in `state` when its file system is refused. */
 int cshims_unnamed_disk_file(const char *state, const char *kept, size_t size);
 /* The kept copy `name`, read-only, if it is a regular file this euid owns, of
  * mode 0400, with one link and `size` bytes, on a file system that may hold a
@@ -37,9 +39,11 @@ int cshims_unnamed_disk_file(const char *state, const char *kept, size_t size);
  * caller's to check. */
 int cshims_kept_copy_open(const char *state, const char *kept, const char *name, size_t size);
 /* Gives the unnamed file `fd` (from cshims_unnamed_disk_file) the name `name`
- * in `kept`, in place of a file of that name: 0, or -1 with errno. */
+ * in `kept`, in place of a file or an empty directory of that name: 0, or -1
+ * with errno. */
 int cshims_name_copy(int fd, const char *state, const char *kept, const char *name);
-/* Removes the kept copy `name`: 0, or -1 with errno. */
+/* Removes the kept copy `name` (or an empty directory of that name): 0, or -1
+ * with errno. */
 int cshims_remove_kept_copy(const char *state, const char *kept, const char *name);
 /* Opens the file of `fd` again, read-only (through /proc/self/fd), and closes
  * `fd`: the new descriptor, or -1 with errno. */

@@ -145,7 +145,11 @@ import SystemPrimitives
                 """)
             let client = try PermissionsClient(bus: .address(bus.address))
             #expect(try await client.request(.location) == .authorized)
-            #expect(old.lines.all.contains("Request location"), "\(old.lines.all)")
+            // Printed before the reply went, but read by the collector's own thread:
+            // waited for, not looked at once.
+            let lines = old.lines
+            let asked = try await offPool { try lines.next { $0.hasPrefix("Request ") } }
+            #expect(asked == "Request location", "\(old.lines.all)")
         }
     }
 

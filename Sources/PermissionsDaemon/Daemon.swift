@@ -212,10 +212,11 @@ public final class Daemon {
         // The plugins load side by side with the rest of start-up (the store, the
         // bus, the service), which they do not need: their files are read and
         // checked on their own queues meanwhile, and each comes back to this queue
-        // to open (dlopen, one plugin after another) while the store is opened and
-        // the bus connected on threads of their own. Their inits wait for the
-        // service (holdStarts), once the host's hooks are set. Start-up goes on when
-        // both the plugins and the service are done.
+        // to open (dlopen, one plugin after another) while the store is opened on a
+        // thread of its own, and between the blocks that follow it (the bus, the
+        // service). Their inits wait for the service (holdStarts), once the host's
+        // hooks are set. Start-up goes on when both the plugins and the service are
+        // done.
         let directories = options.resolvedPluginDirectories
         let stateDirectory = options.resolvedStateDirectory
         // Before the plugins: their private copies are made in it (PrivateCopy).
@@ -237,25 +238,19 @@ public final class Daemon {
         host.loadAll(from: directories, config: [], done: partDone)
 
         startBlocksDone = partDone
-        // The store and the bus connection wait on the disk and on the bus more than
-        // they compute: each is made on a thread of its own, so that the plugins'
-        // steps, which come back to this queue between theirs, go on meanwhile (held
-        // here, the queue kept the plugins' openings waiting for milliseconds). Each
-        // is handed to this queue once made, and used only here from then on; the
-        // service is made once both are here.
+        // The store waits on the disk more than it computes: it is opened on a
+        // thread of its own, so that the plugins' steps, which come back to this
+        // queue, go on meanwhile (opened here, it kept their openings waiting for
+        // milliseconds), and handed to this queue once open, to be used only here
+        // from then on. The bus connection comes after it, in a block of its own on
+        // this queue: its handlers must be set before the connection's first
+        // message is routed (a Disconnected routed before them was dropped), and a
+        // store that cannot be opened is said before a bus that cannot be reached.
         let me = QueueConfined(self)
         let queue = self.queue
-        let bus = options.bus
         Queue.runOnItsOwn(label: "org.example.Permissions.store-open") {
             let opened = QueueConfined(Self.openStore(stateDirectory: stateDirectory, queue: queue))
             queue.async { me.value.storeOpened(opened.value, stateDirectory: stateDirectory) }
-        }
-        Queue.runOnItsOwn(label: "org.example.Permissions.bus-connect") {
-            // Before anything else uses the connection (Connection.open), so on this thread.
-            let connected = QueueConfined(Result { () throws(BusError) -> Connection in
-                try Connection.open(bus, queue: queue)
-            })
-            queue.async { me.value.busConnected(connected.value, stateDirectory: stateDirectory) }
         }
     }
 
@@ -281,19 +276,27 @@ public final class Daemon {
         let message: String
     }
 
+    /// The store is open: the bus connection now, then the service in a block of its
+    /// own, so that plugin steps that came meanwhile run between the two.
     private func storeOpened(_ opened: Result<DecisionCommitter, StartFailure>, stateDirectory: String) {
+        let store: DecisionCommitter
         switch opened {
         case .failure(let failure): fail(failure.message)
-        case .success(let store): self.store = store
+        case .success(let made): store = made
         }
-        makeServiceOnceReady(stateDirectory: stateDirectory)
+        self.store = store
+        connectToBus()
+        let me = QueueConfined(self)
+        queue.async { me.value.makeService(store: store, stateDirectory: stateDirectory) }
     }
 
-    /// The connection to the bus (connect, Hello) is made.
-    private func busConnected(_ connected: Result<Connection, BusError>, stateDirectory: String) {
-        switch connected {
-        case .failure(let error): fail("cannot connect to the bus: \(error)")
-        case .success(let made): connection = made
+    /// The connection to the bus (connect, Hello), with its handlers set in the same
+    /// block, before anything it receives is routed.
+    private func connectToBus() {
+        do {
+            connection = try Connection.open(options.bus, queue: queue)
+        } catch {
+            fail("cannot connect to the bus: \(error)")
         }
         connection.onError = { logWarning("D-Bus: \($0.message)") }
         connection.onDisconnect = { [unowned self] in
@@ -306,12 +309,6 @@ public final class Daemon {
             logInfo("the bus closed the connection; exiting")
             Self.endProcess(0)
         }
-        makeServiceOnceReady(stateDirectory: stateDirectory)
-    }
-
-    private func makeServiceOnceReady(stateDirectory: String) {
-        guard let store, connection != nil else { return }
-        makeService(store: store, stateDirectory: stateDirectory)
     }
 
     /// Start-up's last block: the service, the host's hooks into it, and the

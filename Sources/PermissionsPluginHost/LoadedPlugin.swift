@@ -240,18 +240,7 @@ package final class LoadedPlugin: @unchecked Sendable {
             return .refused(reason)
         }
         _ = copy.keep()
-        let origin: String
-        switch copy.medium {
-        case .disk(let directory):
-            if let kept = copy.kept {
-                origin = "its kept copy \(directory)/\(PrivateCopy.keptDirectory)/\(kept), "
-                    + (copy.reused ? "made by an earlier start" : "written now")
-            } else {
-                origin = "its private copy on the disk, in \(directory)/\(PrivateCopy.keptDirectory), without a name"
-            }
-        case .memory: origin = "its private copy in memory"
-        }
-        return .loaded(handle, origin)
+        return .loaded(handle, copy.origin)
     }
 
     enum Mapping {

@@ -338,15 +338,15 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
         resolve(name)
     }
 
-    /// Every name looked at again: a directory came or went, or inotify lost events.
-    /// `done` runs once each name's resolution has ended (or, for a name being
-    /// resolved already, has been queued to run again).
     /// Removes the kept copies (PrivateCopy) of the copy directory that no plugin
     /// of this process was given; once start-up's rescan is over.
     package func removeUnusedCopies() {
         if let copyDirectory { PrivateCopy.removeUnused(directory: copyDirectory) }
     }
 
+    /// Every name looked at again: a directory came or went, or inotify lost events.
+    /// `done` runs once each name's resolution has ended (or, for a name being
+    /// resolved already, has been queued to run again).
     package func rescan(done: @escaping () -> Void = {}) {
         var names = Set(plugins.map(\.name)).union(starting.keys).union(refusedNames.keys)
         for directory in directories {

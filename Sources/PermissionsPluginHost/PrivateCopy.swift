@@ -47,8 +47,9 @@ internal import PermissionsSupport
 /// Who can still write a copy on a disk: a process of the daemon's user, or root,
 /// that undoes the mode 0400 (its owner, with a chmod, or CAP_DAC_OVERRIDE), by
 /// its name or through the daemon's descriptors (/proc/PID/fd). A kept copy
-/// changed between two starts differs from the plugin file and is written again. On the system bus the daemon is root, and root can
-/// replace the plugin files anyway. A daemon of another user (a session's) may
+/// changed between two starts differs from the plugin file and is written again.
+/// On the system bus the daemon is root, and root can replace the plugin files
+/// anyway. A daemon of another user (a session's) may
 /// load plugins its user cannot write, root's, and a process of that user can then
 /// change the copy, as it can attach to the daemon where ptrace is allowed within
 /// one user: processes of one user are not kept from each other
@@ -100,6 +101,19 @@ final class PrivateCopy {
 
     /// The kept copies' directory, in the state directory.
     static let keptDirectory = "plugin-copies"
+
+    /// Where the copy lives, for the log line of the library mapped from it.
+    var origin: String {
+        switch medium {
+        case .disk(let directory):
+            guard let kept else {
+                return "its private copy on the disk, in \(directory)/\(Self.keptDirectory), without a name"
+            }
+            return "its kept copy \(directory)/\(Self.keptDirectory)/\(kept), "
+                + (reused ? "made by an earlier start" : "written now")
+        case .memory: return "its private copy in memory"
+        }
+    }
 
     deinit {
         guard fd >= 0 else { return }
@@ -182,7 +196,7 @@ final class PrivateCopy {
     /// a frozen file system may hold: given up on, it closes what it made when it
     /// returns.
     private static func onDisk(from source: Int32, size: Int, name: String, directory: String) -> PrivateCopy? {
-        guard case .success(let hash) = hashOf(source, size: size) else { return nil }
+        guard let hash = hashOf(source, size: size) else { return nil }
         let keptName = name + "." + hex(hash)
         let keptPath = directory + "/" + keptDirectory + "/" + keptName
         // Claimed for this process first: a second load of the same content must
@@ -222,23 +236,34 @@ final class PrivateCopy {
         var done = 0
         while done < size {
             let piece = min(chunk, size - done)
-            guard readFully(a, into: buffer.baseAddress!, count: piece, at: done),
-                  readFully(b, into: buffer.baseAddress! + chunk, count: piece, at: done),
+            guard case .success = readFully(a, into: buffer.baseAddress!, count: piece, at: done),
+                  case .success = readFully(b, into: buffer.baseAddress! + chunk, count: piece, at: done),
                   memcmp(buffer.baseAddress!, buffer.baseAddress! + chunk, piece) == 0 else { return false }
             done += piece
         }
         return true
     }
 
-    private static func readFully(_ fd: Int32, into base: UnsafeMutableRawPointer, count: Int, at offset: Int) -> Bool {
+    /// Why `readFully` read fewer bytes than asked for.
+    private enum ShortRead: Error {
+        case failed(Errno)
+        /// The file ended first.
+        case ended
+    }
+
+    /// Reads `count` bytes of `fd` from `offset` into `base`, however many preads
+    /// that takes.
+    private static func readFully(_ fd: Int32, into base: UnsafeMutableRawPointer, count: Int,
+                                  at offset: Int) -> Result<Void, ShortRead> {
         var filled = 0
         while filled < count {
             switch valueOrErrno({ pread(fd, base + filled, count - filled, off_t(offset + filled)) }) {
-            case .failure, .success(0): return false
+            case .failure(let error): return .failure(.failed(error))
+            case .success(0): return .failure(.ended)
             case .success(let read): filled += read
             }
         }
-        return true
+        return .success(())
     }
 
     /// A copy of `source` written to the disk (`onTheDisk`), without a name, on a
@@ -296,26 +321,20 @@ final class PrivateCopy {
 
     private static let keptDirectoryWarned = Locked(false)
 
-    /// The hash of `fd`'s first `size` bytes, read through a buffer.
-    private static func hashOf(_ fd: Int32, size: Int) -> Result<UInt64, Errno> {
+    /// The hash of `fd`'s first `size` bytes, read through a buffer; nil if they
+    /// cannot all be read.
+    private static func hashOf(_ fd: Int32, size: Int) -> UInt64? {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
         defer { buffer.deallocate() }
         var hash = ContentHash.Stream()
         var done = 0
         while done < size {
             let piece = min(chunk, size - done)
-            var filled = 0
-            while filled < piece {
-                switch valueOrErrno({ pread(fd, buffer.baseAddress! + filled, piece - filled, off_t(done + filled)) }) {
-                case .failure(let error): return .failure(error)
-                case .success(0): return .failure(Errno(rawValue: EIO))
-                case .success(let count): filled += count
-                }
-            }
+            guard case .success = readFully(fd, into: buffer.baseAddress!, count: piece, at: done) else { return nil }
             hash.add(UnsafeRawBufferPointer(rebasing: buffer[0..<piece]))
             done += piece
         }
-        return .success(hash.value)
+        return hash.value
     }
 
     private static func hex(_ value: UInt64) -> String {
@@ -367,14 +386,11 @@ final class PrivateCopy {
             // A whole chunk unless the end is nearer: every piece hashed but the
             // last is whole blocks.
             let piece = min(chunk, size - copied)
-            var filled = 0
-            while filled < piece {
-                switch valueOrErrno({ pread(source, buffer.baseAddress! + filled, piece - filled, off_t(copied + filled)) }) {
-                case .failure(let error): return .failure(.refused("cannot read: \(error)"))
-                // Shrunk since fstat (being rewritten): not the whole library.
-                case .success(0): return .failure(.refused("not a loadable library (it changed while read)"))
-                case .success(let count): filled += count
-                }
+            switch readFully(source, into: buffer.baseAddress!, count: piece, at: copied) {
+            case .failure(.failed(let error)): return .failure(.refused("cannot read: \(error)"))
+            // Shrunk since fstat (being rewritten): not the whole library.
+            case .failure(.ended): return .failure(.refused("not a loadable library (it changed while read)"))
+            case .success: break
             }
             let bytes = UnsafeRawBufferPointer(rebasing: buffer[0..<piece])
             hash.add(bytes)

@@ -56,3 +56,13 @@ public func makeTemporaryDirectory(_ prefix: String = "permissions-test") throws
 public func fileSystemType(of path: String) throws -> String {
     try run("/usr/bin/stat", ["-f", "-c", "%T", path]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
 }
+
+/// Throws unless `path` is on a disk: on tmpfs or overlayfs the daemon keeps its
+/// plugin copies in memory (PrivateCopy), so a directory there cannot show where
+/// they go on a disk.
+public func requireDisk(_ path: String) throws {
+    let type = try fileSystemType(of: path)
+    guard !["tmpfs", "overlayfs"].contains(type) else {
+        throw HarnessError(description: "\(path) is on \(type): set TMPDIR to a disk with 32 MiB free")
+    }
+}

@@ -13,9 +13,7 @@ import PermissionsTestSupport
         let bus = try TestBus()
         let daemon = try DaemonUnderTest(bus: bus)
         defer { daemon.stop() }
-        // Where the copies go to memory (PrivateCopy): a test directory there cannot show the disk's.
-        try #require(!["tmpfs", "overlayfs"].contains(try fileSystemType(of: daemon.stateDirectory)),
-                     "the test directory is on tmpfs or overlayfs: set TMPDIR to a disk with 32 MiB free")
+        try requireDisk(daemon.stateDirectory)
         _ = try daemon.waitForLog(StartUpCodeTests.released)
         let state = URL(fileURLWithPath: daemon.stateDirectory).resolvingSymlinksInPath().path
         let copies = state + "/plugin-copies/"
@@ -45,32 +43,20 @@ import PermissionsTestSupport
         #expect(try daemon.call("GetStatus", "s", "location").stdout == "s \"not-determined\"\n")
     }
 
-    /// A kept copy whose bytes changed between two starts fails its hash and is
-    /// written again; kept copies no plugin uses (a plugin since removed or
-    /// replaced) are removed once start-up is over.
+    /// A kept copy whose bytes changed between two starts differs from the plugin
+    /// file and is written again; kept copies no plugin uses (a plugin since
+    /// removed or replaced) are removed once start-up is over.
     @Test func aChangedKeptCopyIsWrittenAgainAndUnusedOnesGo() throws {
         let bus = try TestBus()
-        let daemon = try DaemonUnderTest(bus: bus)
+        let (daemon, copies) = try Self.stoppedAfterOneStart(on: bus)
         defer { daemon.stop() }
-        try #require(!["tmpfs", "overlayfs"].contains(try fileSystemType(of: daemon.stateDirectory)),
-                     "the test directory is on tmpfs or overlayfs: set TMPDIR to a disk with 32 MiB free")
-        _ = try daemon.waitForLog(StartUpCodeTests.released)
-        _ = try daemon.waitForLog("kept for the next start", count: 2)
-        daemon.stop()
-        let state = URL(fileURLWithPath: daemon.stateDirectory).resolvingSymlinksInPath().path
-        let copies = state + "/plugin-copies/"
         let before = try FileManager.default.contentsOfDirectory(atPath: copies).sorted()
         let location = try #require(before.first { $0.hasPrefix("libpermissions-location.so.") })
         var st = stat()
         #expect(stat(copies + location, &st) == 0)
         let inode = st.st_ino
-        // Its owner may undo the mode 0400: bytes inside its code changed.
-        #expect(chmod(copies + location, 0o600) == 0)
-        let handle = try #require(FileHandle(forWritingAtPath: copies + location))
-        try handle.seek(toOffset: 8192)
-        try handle.write(contentsOf: Data(repeating: 0xcc, count: 16))
-        try handle.close()
-        #expect(chmod(copies + location, 0o400) == 0)
+        // Bytes inside its code changed.
+        try Self.overwrite(copies + location, with: Data(repeating: 0xcc, count: 16), at: 8192)
         // Left by a plugin that is gone.
         #expect(FileManager.default.createFile(atPath: copies + "libpermissions-gone.so.0123456789abcdef",
                                                contents: Data([1, 2, 3]), attributes: [.posixPermissions: 0o400]))
@@ -92,30 +78,15 @@ import PermissionsTestSupport
     /// not map it. (Breaker: the check compares hashes, so these bytes run.)
     @Test func aKeptCopyChangedWithItsHashKeptIsWrittenAgain() throws {
         let bus = try TestBus()
-        let daemon = try DaemonUnderTest(bus: bus)
+        let (daemon, copies) = try Self.stoppedAfterOneStart(on: bus)
         defer { daemon.stop() }
-        try #require(!["tmpfs", "overlayfs"].contains(try fileSystemType(of: daemon.stateDirectory)),
-                     "the test directory is on tmpfs or overlayfs: set TMPDIR to a disk with 32 MiB free")
-        _ = try daemon.waitForLog(StartUpCodeTests.released)
-        _ = try daemon.waitForLog("kept for the next start", count: 2)
-        daemon.stop()
-        let state = URL(fileURLWithPath: daemon.stateDirectory).resolvingSymlinksInPath().path
-        let copies = state + "/plugin-copies/"
         let location = try #require(try FileManager.default.contentsOfDirectory(atPath: copies)
             .first { $0.hasPrefix("libpermissions-location.so.") })
         var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: copies + location)))
         // Bytes no segment maps (the padding between the first two PT_LOAD
         // segments), so that the changed copy still loads: what is shown is that
         // bytes other than the plugin's pass as its copy.
-        let loads: [(offset: Int, size: Int)] = bytes.withUnsafeBytes { raw in
-            let phoff = Int(raw.loadUnaligned(fromByteOffset: 32, as: UInt64.self))
-            let entry = Int(raw.loadUnaligned(fromByteOffset: 54, as: UInt16.self))
-            let count = Int(raw.loadUnaligned(fromByteOffset: 56, as: UInt16.self))
-            return (0..<count).map { phoff + $0 * entry }
-                .filter { raw.loadUnaligned(fromByteOffset: $0, as: UInt32.self) == 1 }
-                .map { (Int(raw.loadUnaligned(fromByteOffset: $0 + 8, as: UInt64.self)),
-                        Int(raw.loadUnaligned(fromByteOffset: $0 + 32, as: UInt64.self))) }
-        }
+        let loads = loadSegments(of: bytes)
         try #require(loads.count >= 2)
         let changed = (loads[0].offset + loads[0].size + 31) / 32 * 32, fix = changed + 32
         try #require(fix + 32 <= loads[1].offset / 4096 * 4096, "no 64 bytes of padding between the segments: \(loads)")
@@ -144,9 +115,7 @@ import PermissionsTestSupport
             for j in 0..<8 { bytes[fix + k * 8 + j] = UInt8(truncatingIfNeeded: word >> (8 * UInt64(j))) }
         }
         #expect(lanesAfter(bytes, blocks: fix / 32 + 1) == want)
-        #expect(chmod(copies + location, 0o600) == 0)
-        try Data(bytes).write(to: URL(fileURLWithPath: copies + location))
-        #expect(chmod(copies + location, 0o400) == 0)
+        try Self.overwrite(copies + location, with: Data(bytes), at: 0)
 
         try daemon.start()
         #expect(try daemon.waitForLog("libpermissions-location.so: mapped from").contains("written now"))
@@ -160,8 +129,7 @@ import PermissionsTestSupport
         let bus = try TestBus()
         let daemon = try DaemonUnderTest(bus: bus, start: false)
         defer { daemon.stop() }
-        try #require(!["tmpfs", "overlayfs"].contains(try fileSystemType(of: daemon.root)),
-                     "the test directory is on tmpfs or overlayfs: set TMPDIR to a disk with 32 MiB free")
+        try requireDisk(daemon.root)
         try FileManager.default.createDirectory(atPath: daemon.stateDirectory, withIntermediateDirectories: false)
         chmod(daemon.stateDirectory, 0o700)
         try FileManager.default.createDirectory(atPath: daemon.root + "/elsewhere", withIntermediateDirectories: false)
@@ -202,6 +170,29 @@ import PermissionsTestSupport
         #expect(Set(maps.filter { $0.hasPrefix("/memfd:libpermissions-") }).count == 2, "\(maps)")
         #expect(!maps.contains { $0.hasPrefix(state) }, "\(maps)")
         #expect(try daemon.call("GetStatus", "s", "location").stdout == "s \"not-determined\"\n")
+    }
+
+    /// A daemon on `bus` started once, its plugins' copies written and named, then
+    /// stopped; and its plugin-copies directory (resolved, ending in "/").
+    static func stoppedAfterOneStart(on bus: TestBus) throws -> (DaemonUnderTest, copies: String) {
+        let daemon = try DaemonUnderTest(bus: bus)
+        try requireDisk(daemon.stateDirectory)
+        _ = try daemon.waitForLog(StartUpCodeTests.released)
+        _ = try daemon.waitForLog("kept for the next start", count: 2)
+        daemon.stop()
+        let state = URL(fileURLWithPath: daemon.stateDirectory).resolvingSymlinksInPath().path
+        return (daemon, state + "/plugin-copies/")
+    }
+
+    /// Writes `bytes` into the kept copy at `path` from `offset`, as its owner may
+    /// (undoing its mode 0400 for the while).
+    static func overwrite(_ path: String, with bytes: Data, at offset: UInt64) throws {
+        #expect(chmod(path, 0o600) == 0)
+        let handle = try #require(FileHandle(forWritingAtPath: path))
+        try handle.seek(toOffset: offset)
+        try handle.write(contentsOf: bytes)
+        try handle.close()
+        #expect(chmod(path, 0o400) == 0)
     }
 
     /// The kept copies the daemon maps, from `directory` (/proc/PID/maps), with

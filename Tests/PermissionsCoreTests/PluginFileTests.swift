@@ -165,8 +165,7 @@ import SystemPrimitives
         // Resolved, as /proc/self/fd shows it.
         let disk = URL(fileURLWithPath: try makeTemporaryDirectory("plugin-copy")).resolvingSymlinksInPath().path
         defer { try? FileManager.default.removeItem(atPath: disk) }
-        try #require(!["tmpfs", "overlayfs"].contains(try fileSystemType(of: disk)),
-                     "the temporary directory is on tmpfs or overlayfs: set TMPDIR to a disk with 32 MiB free")
+        try requireDisk(disk)
 
         guard case .success(let onDisk) = PluginFile.read(directory: bin, name: name, copyDirectory: disk),
               case .success(let inMemory) = PluginFile.read(directory: bin, name: name) else {
@@ -218,8 +217,7 @@ import SystemPrimitives
         let name = "libpermissions-notifications.so"
         let disk = URL(fileURLWithPath: try makeTemporaryDirectory("plugin-kept")).resolvingSymlinksInPath().path
         defer { try? FileManager.default.removeItem(atPath: disk) }
-        try #require(!["tmpfs", "overlayfs"].contains(try fileSystemType(of: disk)),
-                     "the temporary directory is on tmpfs or overlayfs: set TMPDIR to a disk with 32 MiB free")
+        try requireDisk(disk)
         guard case .success(let first) = PluginFile.read(directory: bin, name: name, copyDirectory: disk) else {
             Issue.record("the built library was refused")
             return
@@ -259,8 +257,7 @@ import SystemPrimitives
         try #require(library.count > 4096)
         let disk = URL(fileURLWithPath: try makeTemporaryDirectory("plugin-refused")).resolvingSymlinksInPath().path
         defer { try? FileManager.default.removeItem(atPath: disk) }
-        try #require(!["tmpfs", "overlayfs"].contains(try fileSystemType(of: disk)),
-                     "the temporary directory is on tmpfs or overlayfs: set TMPDIR to a disk with 32 MiB free")
+        try requireDisk(disk)
         let source = disk + "/plugins"
         try FileManager.default.createDirectory(atPath: source, withIntermediateDirectories: false)
         chmod(source, 0o755)
@@ -306,14 +303,6 @@ import SystemPrimitives
     /// The end of the last PT_LOAD segment in the file (offset + file size), read
     /// here independently of ELFCheck.
     private func loadEnd(_ bytes: [UInt8]) -> Int {
-        bytes.withUnsafeBytes { raw in
-            let phoff = Int(raw.loadUnaligned(fromByteOffset: 32, as: UInt64.self))
-            let size = Int(raw.loadUnaligned(fromByteOffset: 54, as: UInt16.self))
-            let count = Int(raw.loadUnaligned(fromByteOffset: 56, as: UInt16.self))
-            return (0..<count).filter { raw.loadUnaligned(fromByteOffset: phoff + $0 * size, as: UInt32.self) == 1 }
-                .map { Int(raw.loadUnaligned(fromByteOffset: phoff + $0 * size + 8, as: UInt64.self))
-                        + Int(raw.loadUnaligned(fromByteOffset: phoff + $0 * size + 32, as: UInt64.self)) }
-                .max() ?? 0
-        }
+        loadSegments(of: bytes).map { $0.offset + $0.size }.max() ?? 0
     }
 }

@@ -27,6 +27,18 @@ let withoutConcurrencyOrRegex: [SwiftSetting] = [
                   "-Xfrontend", "-disable-implicit-string-processing-module-import"]),
 ]
 
+/// Also for the daemon and the plugins: the metadata of a generic type (a
+/// `[String: Int]`, a `Result<UInt64, Failure>`) comes from a direct call to its
+/// accessor, with the conformances it needs handed over, not from its mangled name
+/// at first use. Made from the name, the runtime demangles it and proves each
+/// requirement (`String: Hashable`) by scanning the conformance records of every
+/// loaded image, the plugins' too: 13 % of the instructions a start with every
+/// plugin ran (doc/performance.md, "Start-up's instructions, counted"). The
+/// accessors cost about 2 % more code.
+let directGenericMetadata: [SwiftSetting] = [
+    .unsafeFlags(["-Xfrontend", "-disable-concrete-type-metadata-mangled-name-accessors"]),
+]
+
 /// The package's root, for the linker script path below.
 let root = String(#filePath.dropLast("/Package.swift".count))
 
@@ -214,5 +226,5 @@ let linkedIntoTheDaemonOrAPlugin = Set([
     "permissionsd", "UserSockets", "CLISupport", "PluginKit", "PipeWireAccess",
 ] + plugins.map(\.1.name))
 for target in package.targets where linkedIntoTheDaemonOrAPlugin.contains(target.name) {
-    target.swiftSettings = (target.swiftSettings ?? []) + withoutConcurrencyOrRegex
+    target.swiftSettings = (target.swiftSettings ?? []) + withoutConcurrencyOrRegex + directGenericMetadata
 }

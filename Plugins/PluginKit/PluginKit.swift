@@ -160,12 +160,32 @@ public struct HostHandle: @unchecked Sendable {
     }
 }
 
-public enum PluginServiceState: Int32, Sendable {
+/// Described in words of its own: a Swift enum without a `description` is put
+/// into a string by reflection (Mirror), which cost a plugin's log line of two
+/// of them over a million instructions at start-up.
+public enum PluginServiceState: Int32, Sendable, CustomStringConvertible {
     case available = 0, disabled = 1, unsupported = 2
+
+    public var description: String {
+        switch self {
+        case .available: "available"
+        case .disabled: "disabled"
+        case .unsupported: "unsupported"
+        }
+    }
 }
 
-public enum PluginPolicy: Int32, Sendable {
+/// In words of its own, like PluginServiceState.
+public enum PluginPolicy: Int32, Sendable, CustomStringConvertible {
     case none = 0, restricted = 1, allow = 2
+
+    public var description: String {
+        switch self {
+        case .none: "none"
+        case .restricted: "restricted"
+        case .allow: "allow"
+        }
+    }
 }
 
 /// A Swift view of `struct permissions_snapshot`.

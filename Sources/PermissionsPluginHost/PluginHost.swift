@@ -193,17 +193,21 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
                 names.append(Self.pluginName(file))
             }
         }
-        // Read and checked side by side (megabytes each), but opened one after
-        // another, in order, so that the first plugin to claim a permission wins;
+        // Read and checked side by side (megabytes each), but mapped one after
+        // another, in order (MappingTurns), and their permissions claimed in that
+        // order, so that the first plugin to claim a permission wins (ClaimTurns);
         // their inits then run side by side.
         var remaining = names.count + 1
         func settled() {
             remaining -= 1
             if remaining == 0 { done() }
         }
-        let turns = OpenTurns()
+        let turns = ClaimTurns()
+        let mappings = MappingTurns()
         for (index, name) in names.enumerated() {
-            resolve(name, turn: { turns.when(index, $0) }, opened: { turns.opened(index) }, done: settled)
+            resolve(name, turn: { turns.when(index, $0) },
+                    mappingTurn: PluginResolution.MappingTurn(turns: mappings, index: index),
+                    opened: { turns.claimed(index) }, done: settled)
         }
         settled()
     }
@@ -238,22 +242,32 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
     /// Runs plugin code on its call queue; `then` runs on the daemon queue with the
     /// result, unless the deadline passed first: then the plugin is made
     /// unavailable and `timedOut` runs instead. Exactly one of them runs.
+    ///
+    /// With `turn`, the call and its deadline wait until `turn` starts them, on
+    /// whatever thread that is, and `returned` runs on the plugin's call queue as
+    /// soon as `body` returns, before `then` is queued (MappingTurns).
     func call<R: Sendable>(_ plugin: LoadedPlugin, _ what: String, _ body: @escaping @Sendable () -> R,
-                           then: @escaping (R) -> Void, timedOut: @escaping () -> Void = {}) {
+                           then: @escaping (R) -> Void, timedOut: @escaping () -> Void = {},
+                           turn: ((@escaping @Sendable () -> Void) -> Void)? = nil,
+                           returned: @escaping @Sendable () -> Void = {}) {
         let settle = Self.firstToSettle()
         let confinedThen = QueueConfined(then)
         let confinedTimedOut = QueueConfined(timedOut)
-        plugin.callQueue.async {
-            let result = body()
-            self.queue.async {
-                if settle.value() { confinedThen.value(result) }
+        let start: @Sendable () -> Void = { [queue, deadline] in
+            plugin.callQueue.async {
+                let result = body()
+                returned()
+                queue.async {
+                    if settle.value() { confinedThen.value(result) }
+                }
+            }
+            queue.asyncAfter(deadline: .now() + deadline) { [weak self] in
+                guard settle.value() else { return }
+                self?.makeUnavailable(plugin, "\(what) did not return within the deadline; plugin abandoned")
+                confinedTimedOut.value()
             }
         }
-        queue.asyncAfter(deadline: .now() + deadline) { [weak self] in
-            guard settle.value() else { return }
-            self?.makeUnavailable(plugin, "\(what) did not return within the deadline; plugin abandoned")
-            confinedTimedOut.value()
-        }
+        if let turn { turn(start) } else { start() }
     }
 
     /// A call's result and its deadline race: this says true to the first of them

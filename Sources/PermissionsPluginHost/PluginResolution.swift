@@ -10,7 +10,8 @@ internal import SystemPrimitives
 /// 1. `read`: the file read and checked (PluginFile), its content hash taken. A
 ///    copy unchanged since it was loaded, or refused before with the same content,
 ///    goes no further.
-/// 2. `open`: dlopen, the descriptor checked, its permissions claimed.
+/// 2. `open`: dlopen and the descriptor checked (in loadAll's mapping order), then
+///    its permissions claimed (in loadAll's claiming order).
 /// 3. `initialize`: init.
 /// 4. `validate`: the configuration in force checked, without applying it.
 /// 5. `configure`: the configuration in force applied; the copy takes over
@@ -40,16 +41,29 @@ final class PluginResolution {
     private var firstRefusal: PluginInfo?
     private let opened: () -> Void
     private let finished: () -> Void
-    /// Runs step 2 when it is this name's turn to open (`OpenTurns`): at once, but
-    /// for the names loadAll resolves side by side.
+    /// Runs the claim of step 2 when it is this name's turn to claim (`ClaimTurns`):
+    /// at once, but for the names loadAll resolves side by side.
     private let turn: (@escaping () -> Void) -> Void
+    /// This name's place among those loadAll maps one after another; nil: it maps at once.
+    private let mappingTurn: MappingTurn?
+
+    /// A name's place in a MappingTurns.
+    struct MappingTurn {
+        let turns: MappingTurns
+        let index: Int
+
+        func when(_ map: @escaping @Sendable () -> Void) { turns.when(index, map) }
+        /// Sendable, to be called on the plugin's call queue.
+        var over: @Sendable () -> Void { { [turns, index] in turns.over(index) } }
+    }
 
     init(host: PluginHost, name: String, candidates: [String], turn: @escaping (@escaping () -> Void) -> Void,
-         opened: @escaping () -> Void, finished: @escaping () -> Void) {
+         mappingTurn: MappingTurn?, opened: @escaping () -> Void, finished: @escaping () -> Void) {
         self.host = host
         self.name = name
         self.candidates = candidates[...]
         self.turn = turn
+        self.mappingTurn = mappingTurn
         self.opened = opened
         self.finished = finished
     }
@@ -119,15 +133,23 @@ final class PluginResolution {
             return refuse(copy, refused.reason, hash: hash)
         }
         plugin.contentHash = hash
-        turn { self.open(copy, hash: hash) }
+        open(copy, hash: hash)
     }
 
     // MARK: 2. open
 
     private func open(_ copy: Copy, hash: UInt64) {
         let plugin = copy.plugin
-        host.call(plugin, "opening", { plugin.open() }, then: { self.wasOpened(copy, hash: hash, refusal: $0) },
-                  timedOut: { self.refuse(copy, "opening did not return within the deadline; plugin abandoned", hash: hash) })
+        var mapWhen: ((@escaping @Sendable () -> Void) -> Void)?
+        var mapped: @Sendable () -> Void = {}
+        if let mappingTurn {
+            mapWhen = { mappingTurn.when($0) }
+            mapped = mappingTurn.over
+        }
+        host.call(plugin, "opening", { plugin.open() },
+                  then: { refusal in self.turn { self.wasOpened(copy, hash: hash, refusal: refusal) } },
+                  timedOut: { self.refuse(copy, "opening did not return within the deadline; plugin abandoned", hash: hash) },
+                  turn: mapWhen, returned: mapped)
     }
 
     private func wasOpened(_ copy: Copy, hash: UInt64, refusal: String?) {

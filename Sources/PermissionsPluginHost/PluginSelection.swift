@@ -29,13 +29,17 @@ extension PluginHost {
     /// Makes `name` served by its first loadable copy. `opened` runs once that copy
     /// was opened (its permissions claimed) or none was found, `done` once it serves,
     /// failed to start, or none was found. Events for a name being resolved are
-    /// handled once the resolution ends. `turn` holds its copies' opening until the
-    /// names before it have opened (`OpenTurns`); by default they open at once.
+    /// handled once the resolution ends. `turn` holds its copies' claims until the
+    /// names before it have claimed theirs (`ClaimTurns`), and `mappingTurn` their
+    /// dlopen until the names before it have had theirs return (`MappingTurns`); by
+    /// default neither waits.
     func resolve(_ name: String, turn: @escaping (@escaping () -> Void) -> Void = { $0() },
+                 mappingTurn: PluginResolution.MappingTurn? = nil,
                  opened: @escaping () -> Void = {}, done: @escaping () -> Void = {}) {
         guard !resolving.contains(name) else {
             resolveAgain.insert(name)
             opened()
+            mappingTurn?.over()
             return done()
         }
         resolving.insert(name)
@@ -45,13 +49,16 @@ extension PluginHost {
                 openedCalled = true
                 opened()
             }
+            // A name that maps nothing (every copy refused at reading, or none
+            // returned from dlopen) passes its mapping turn here.
+            mappingTurn?.over()
         }
         let paths = directories.map { $0 + "/" + Self.fileName(name) }
         let candidates = paths.filter(Files.exists)
         // A file gone is forgotten: the same file refused again later is logged again.
         for path in paths where !candidates.contains(path) { refusals[path] = nil }
         let resolution = PluginResolution(host: self, name: name, candidates: candidates, turn: turn,
-                                          opened: markOpened) {
+                                          mappingTurn: mappingTurn, opened: markOpened) {
             [unowned self] in
             markOpened()
             resolving.remove(name)

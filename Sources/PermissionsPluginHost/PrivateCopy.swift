@@ -125,7 +125,12 @@ final class PrivateCopy {
 
     /// How much is read, hashed and written at a time: a multiple of the hash's
     /// 32-byte blocks, small enough to stay in the CPU's cache between the three.
-    static let chunk = 64 << 10
+    /// Two of them (a comparison's) are one allocation under malloc's mmap
+    /// threshold (128 KiB), so that its pages come from the heap, often already
+    /// touched, rather than from a mapping made, faulted in page by page and
+    /// unmapped for each plugin (doc/performance.md, "Start-up's instructions,
+    /// counted").
+    static let chunk = 32 << 10
 
     /// Copies `size` bytes of `source` (from its start) into a new private copy: an
     /// unnamed file in `directory` when that directory can hold one on a disk, else a
@@ -196,13 +201,16 @@ final class PrivateCopy {
     /// a frozen file system may hold: given up on, it closes what it made when it
     /// returns.
     private static func onDisk(from source: Int32, size: Int, name: String, directory: String) -> PrivateCopy? {
-        guard let hash = hashOf(source, size: size) else { return nil }
+        // One buffer for the hash and the comparison.
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 2 * chunk, alignment: 16)
+        defer { buffer.deallocate() }
+        guard let hash = hashOf(source, size: size, through: buffer) else { return nil }
         let keptName = name + "." + hex(hash)
         let keptPath = directory + "/" + keptDirectory + "/" + keptName
         // Claimed for this process first: a second load of the same content must
         // not map the same file (see the type's comment).
         let first = handedOut.withLock { $0.insert(keptPath).inserted }
-        if first, let found = found(keptName, directory: directory, source: source, size: size) {
+        if first, let found = found(keptName, directory: directory, source: source, size: size, through: buffer) {
             return PrivateCopy(fd: found, size: size, hash: hash, name: name, medium: .disk(directory),
                                kept: keptName, reused: true, claimed: keptPath)
         }
@@ -221,18 +229,19 @@ final class PrivateCopy {
     /// holds `source`'s first `size` bytes: its read-only descriptor. Compared byte
     /// for byte, not by hash: ContentHash tells a change, it does not resist one
     /// made to keep it (its lanes can be set back by one block chosen afterwards).
-    private static func found(_ name: String, directory: String, source: Int32, size: Int) -> Int32? {
+    private static func found(_ name: String, directory: String, source: Int32, size: Int,
+                              through buffer: UnsafeMutableRawBufferPointer) -> Int32? {
         let fd = cshims_kept_copy_open(directory, keptDirectory, name, size)
         guard fd >= 0 else { return nil }
-        if sameBytes(fd, source, size: size) { return fd }
+        if sameBytes(fd, source, size: size, through: buffer) { return fd }
         close(fd)
         return nil
     }
 
-    /// Whether the first `size` bytes of `a` and `b` are the same.
-    private static func sameBytes(_ a: Int32, _ b: Int32, size: Int) -> Bool {
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 2 * chunk, alignment: 16)
-        defer { buffer.deallocate() }
+    /// Whether the first `size` bytes of `a` and `b` are the same, read through
+    /// `buffer` (two chunks).
+    private static func sameBytes(_ a: Int32, _ b: Int32, size: Int, through buffer: UnsafeMutableRawBufferPointer) -> Bool {
+        precondition(buffer.count >= 2 * chunk)
         var done = 0
         while done < size {
             let piece = min(chunk, size - done)
@@ -321,11 +330,10 @@ final class PrivateCopy {
 
     private static let keptDirectoryWarned = Locked(false)
 
-    /// The hash of `fd`'s first `size` bytes, read through a buffer; nil if they
-    /// cannot all be read.
-    private static func hashOf(_ fd: Int32, size: Int) -> UInt64? {
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
-        defer { buffer.deallocate() }
+    /// The hash of `fd`'s first `size` bytes, read through `buffer` (a chunk at
+    /// least); nil if they cannot all be read.
+    private static func hashOf(_ fd: Int32, size: Int, through buffer: UnsafeMutableRawBufferPointer) -> UInt64? {
+        precondition(buffer.count >= chunk)
         var hash = ContentHash.Stream()
         var done = 0
         while done < size {

@@ -114,7 +114,9 @@ let package = Package(
         .systemLibrary(name: "CGLib", pkgConfig: "glib-2.0", providers: [.apt(["libglib2.0-dev"])]),
         // libpipewire: its include directories come from `pipewireIncludes` (above).
         .systemLibrary(name: "CPipeWire", providers: [.apt(["libpipewire-0.3-dev"])]),
-        .systemLibrary(name: "CBluetooth", pkgConfig: "bluez", providers: [.apt(["libbluetooth-dev"])]),
+        // libbluetooth's headers only (HCI structures and constants): no library is
+        // linked (Plugins/Bluetooth/HCIDeviceList.swift says why).
+        .systemLibrary(name: "CBluetooth", providers: [.apt(["libbluetooth-dev"])]),
         // Wrappers for PipeWire's macro-only API (pw_registry_add_listener, pw_loop_*).
         .target(name: "CPipeWireShims", dependencies: ["CPipeWire"], cSettings: pipewireCSettings),
         // The plugin ABI: one header, plus compile-time layout checks.
@@ -203,7 +205,7 @@ let package = Package(
         // The BlueZ plugin's pure parts and its HCI seam, without bus or kernel.
         .testTarget(name: "PipeWireAccessTests", dependencies: ["PipeWireAccess"]),
         .testTarget(name: "BluetoothPluginTests",
-                    dependencies: ["BluetoothPlugin", "PluginKit", "PermissionsModel", "DBusKit", "SystemPrimitives"]),
+                    dependencies: ["BluetoothPlugin", "PluginKit", "PermissionsModel", "DBusKit", "SystemPrimitives", "CBluetooth"]),
         .testTarget(name: "IntegrationTests",
                     dependencies: ["DBusKit", "CPermissionsPlugin", "PermissionsTestSupport", "PermissionsClient",
                                    "PermissionsModel", "SystemPrimitives"]),

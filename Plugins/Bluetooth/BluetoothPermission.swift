@@ -1,6 +1,5 @@
 internal import SystemPrimitives
 import PluginKit
-import Synchronization
 import PermissionsModel
 
 /// The `bluetooth` permission: combines the follower's adapter view with the
@@ -20,7 +19,9 @@ final class BluetoothPermission: @unchecked Sendable {
     /// Set by `stop` on the host's thread and checked on the queue before every
     /// call to the host, so that none happens once fini has returned, even if the
     /// queue was still busy then.
-    private let stopping = Atomic<Bool>(false)
+    /// A Locked, not a Synchronization.Atomic: that library would be loaded at
+    /// every start for this flag alone (LinkedLibrariesTests).
+    private let stopping = Locked(false)
 
     /// Publishes `unsupported` before returning, then starts following bluetoothd on
     /// the plugin's own queue. `publish` and `log` may be called from that queue
@@ -58,7 +59,7 @@ final class BluetoothPermission: @unchecked Sendable {
     /// from the host meanwhile. Normally the queue is idle and this takes
     /// microseconds.
     func stop() {
-        stopping.store(true, ordering: .sequentiallyConsistent)
+        stopping.withLock { $0 = true }
         let done = Semaphore(value: 0)
         queue.async {
             self.follower?.stop()
@@ -68,7 +69,7 @@ final class BluetoothPermission: @unchecked Sendable {
         _ = done.wait(timeout: .now() + .milliseconds(1_500))
     }
 
-    private var isStopping: Bool { stopping.load(ordering: .sequentiallyConsistent) }
+    private var isStopping: Bool { stopping.withLock { $0 } }
 
     private func viewChanged(_ view: AdapterView) {
         guard !isStopping else { return }

@@ -2,8 +2,14 @@ import CBluetooth
 import Glibc
 import SystemPrimitives
 
-/// The kernel's HCI device list through libbluetooth: what the bus cannot say while
-/// bluetoothd is not running. "Powered" is the device's HCI_UP flag.
+/// The kernel's HCI device list: what the bus cannot say while bluetoothd is not
+/// running. "Powered" is the device's HCI_UP flag.
+///
+/// Asked with the kernel's own two ioctls (HCIGETDEVLIST, HCIGETDEVINFO) on an HCI
+/// socket, with libbluetooth's headers for the structures but not its library:
+/// `hci_devinfo` and `ba2str` are all it was linked for, and the library was
+/// found, mapped and relocated at every start, within the plugins' dlopens, which
+/// start-up waits for one after another.
 ///
 /// Everything here answers from kernel memory (no HCI command reaches the
 /// controller), so it does not block. A kernel without Bluetooth fails the first
@@ -21,7 +27,8 @@ struct HCIDeviceList: KernelAdapterProbe {
         var adapters: [Adapter] = []
         for id in ids {
             var info = hci_dev_info()
-            guard hci_devinfo(Int32(id), &info) == 0 else {
+            info.dev_id = id
+            guard ioctl(fd, hciGetDeviceInfo, &info) >= 0 else {
                 if errno == ENODEV { continue }  // unplugged since the list was read
                 return .fromErrno(errno)
             }
@@ -54,17 +61,32 @@ struct HCIDeviceList: KernelAdapterProbe {
         let name = withUnsafeBytes(of: info.name) { raw in
             String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
         }
-        var text = [CChar](repeating: 0, count: 18)  // "XX:XX:XX:XX:XX:XX" and NUL
-        _ = ba2str(&info.bdaddr, &text)
-        let address = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let address = Self.text(of: info.bdaddr)
         return Adapter(path: name, address: address, name: name,
                        powered: hci_test_bit(Int32(HCI_UP), &info.flags) != 0)
     }
+
+    /// A device address as BlueZ writes it ("00:1A:7D:DA:71:13", as `ba2str`
+    /// does): the bytes, stored least significant first, from the last, in
+    /// capital hexadecimal.
+    static func text(of address: bdaddr_t) -> String {
+        withUnsafeBytes(of: address.b) { bytes in
+            bytes.reversed().map { byte in
+                let digits = String(byte, radix: 16, uppercase: true)
+                return byte < 16 ? "0" + digits : digits
+            }.joined(separator: ":")
+        }
+    }
 }
 
-/// `HCIGETDEVLIST`, `_IOR('H', 210, int)` in <bluetooth/hci.h>: Swift does not
-/// import function-like macros, so the encoding of <asm-generic/ioctl.h> (read
-/// direction 2 in bits 30-31, argument size in bits 16-29, type, number) is
-/// spelt out. Architectures with another ioctl layout (powerpc, mips, sparc) would
-/// need their own value.
-private let hciGetDeviceList = UInt(2) << 30 | UInt(MemoryLayout<Int32>.size) << 16 | UInt(UInt8(ascii: "H")) << 8 | 210
+/// `HCIGETDEVLIST` and `HCIGETDEVINFO`, `_IOR('H', 210, int)` and `_IOR('H', 211,
+/// int)` in <bluetooth/hci.h>: Swift does not import function-like macros, so the
+/// encoding of <asm-generic/ioctl.h> (read direction 2 in bits 30-31, argument
+/// size in bits 16-29, type, number) is spelt out. Architectures with another
+/// ioctl layout (powerpc, mips, sparc) would need their own values.
+let hciGetDeviceList = hciRead(210)
+let hciGetDeviceInfo = hciRead(211)
+
+private func hciRead(_ number: UInt) -> UInt {
+    UInt(2) << 30 | UInt(MemoryLayout<Int32>.size) << 16 | UInt(UInt8(ascii: "H")) << 8 | number
+}

@@ -2,7 +2,7 @@ import Glibc
 
 // The seam between the plugin and the kernel's HCI device list. The follower asks a
 // `KernelAdapterProbe` whenever bluetoothd is not on the bus; production uses
-// `HCIDeviceList` (libbluetooth), tests a double. The errno policy lives here, in one
+// `HCIDeviceList` (the kernel's HCI ioctls), tests a double. The errno policy lives here, in one
 // pure function, so that it can be tested without a kernel that has Bluetooth.
 
 /// What the kernel said.

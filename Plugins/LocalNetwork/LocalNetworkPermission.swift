@@ -1,6 +1,5 @@
 internal import SystemPrimitives
 import PluginKit
-import Synchronization
 import PermissionsModel
 
 /// The `local-network` permission: combines the watcher's interfaces with the
@@ -19,7 +18,9 @@ final class LocalNetworkPermission: @unchecked Sendable {
     private var published: PluginSnapshot
     /// Set by `stop` on the host's thread and checked on the queue before every
     /// call to the host, so that none happens once fini has returned.
-    private let stopping = Atomic<Bool>(false)
+    /// A Locked, not a Synchronization.Atomic: that library would be loaded at
+    /// every start for this flag alone (LinkedLibrariesTests).
+    private let stopping = Locked(false)
 
     /// Publishes `unsupported` before returning (nothing is known yet: fail
     /// closed), then follows the kernel on the plugin's own queue.
@@ -48,7 +49,7 @@ final class LocalNetworkPermission: @unchecked Sendable {
     /// Stops the watcher on the queue and waits for that (the queue never blocks:
     /// every read is non-blocking), at most 1.5 s of fini's 2 s.
     func stop() {
-        stopping.store(true, ordering: .sequentiallyConsistent)
+        stopping.withLock { $0 = true }
         let done = Semaphore(value: 0)
         queue.async {
             self.watcher?.stop()
@@ -58,7 +59,7 @@ final class LocalNetworkPermission: @unchecked Sendable {
         _ = done.wait(timeout: .now() + .milliseconds(1_500))
     }
 
-    private var isStopping: Bool { stopping.load(ordering: .sequentiallyConsistent) }
+    private var isStopping: Bool { stopping.withLock { $0 } }
 
     private func interfacesChanged(_ interfaces: [LocalInterface]) {
         guard !isStopping else { return }

@@ -2,7 +2,6 @@ import PipeWireAccess
 internal import CPipeWireShims
 internal import Glibc
 import PluginKit
-import Synchronization
 import PermissionsModel
 internal import SystemPrimitives
 
@@ -21,7 +20,7 @@ internal import SystemPrimitives
 ///
 /// Threads. The host calls init, configure and fini one at a time on one queue,
 /// open_remote and remote_status on others; the wait's events come on a queue of
-/// its own. `state` (a Mutex) is what they share: the watcher is started under it,
+/// its own. `state` (a Locked) is what they share: the watcher is started under it,
 /// and a configuration taken while waiting is handed to the watcher as it starts.
 final class PipeWireStart: Sendable {
     private struct State {
@@ -33,7 +32,7 @@ final class PipeWireStart: Sendable {
     }
 
     let host: HostHandle
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     private init(host: HostHandle) {
         self.host = host

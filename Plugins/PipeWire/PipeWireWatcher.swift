@@ -3,7 +3,6 @@ internal import CPipeWire
 internal import CPipeWireShims
 internal import Glibc
 import PluginKit
-import Synchronization
 import PermissionsModel
 internal import SystemPrimitives
 
@@ -23,7 +22,7 @@ internal import SystemPrimitives
 /// this plugin (`start` runs there too, or on PipeWireStart's wait queue under its
 /// lock, which configure and fini then wait for); `configure` reads only what `start` set up (`loop`,
 /// `configEvent`), keeps `handedOverOnce` to itself after `start`, and hands a configuration
-/// over through `pendingConfig`, a Mutex, before waking the loop. So the host's
+/// over through `pendingConfig`, a Locked, before waking the loop. So the host's
 /// queue never waits for PipeWire or for the loop: it starts the thread, hands
 /// over configurations and joins the thread.
 ///
@@ -50,7 +49,7 @@ final class PipeWireWatcher: @unchecked Sendable {
     /// The configuration in force; nil until the first `configure` has reached
     /// the loop, and nothing but the first "unsupported" is published before it.
     var configs: [DevicePermission: SwitchConfig]?
-    let pendingConfig = Mutex<[DevicePermission: SwitchConfig]?>(nil)
+    let pendingConfig = Locked<[DevicePermission: SwitchConfig]?>(nil)
     /// Whether `configure` has handed a configuration over (the host's queue only).
     private var handedOverOnce = false
     var lastPublished: [Target: PluginSnapshot] = [:]

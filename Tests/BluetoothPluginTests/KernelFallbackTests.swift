@@ -1,11 +1,12 @@
-// Unit tests of the HCI seam: the errno policy, the real libbluetooth probe on this
-// machine, and the plugin falling back to an injected probe when there is no
-// system bus.
+// Unit tests of the HCI seam: the errno policy, the real probe on this machine
+// (the kernel's HCI ioctls), the address as BlueZ writes it, and the plugin
+// falling back to an injected probe when there is no system bus.
 @testable import BluetoothPlugin
 import DBusKit
 import Dispatch
 import Glibc
 import PluginKit
+import CBluetooth
 import Synchronization
 import Testing
 import DBusKit
@@ -74,13 +75,28 @@ func waitForReconnection(_ clock: ManualClock) throws {
         for r in [KernelProbeResult.noKernelSupport, .failed(EMFILE), .adapters([])] { #expect(r.adapters.isEmpty) }
     }
 
-    /// On this machine the kernel has no Bluetooth: libbluetooth's socket fails with
+    /// On this machine the kernel has no Bluetooth: the HCI socket fails with
     /// EAFNOSUPPORT, which must come out as "no kernel support", not as an error.
     @Test func realProbeWithoutKernelBluetooth() throws {
         let probe = socket(AF_BLUETOOTH, Int32(SOCK_RAW.rawValue), 1)
         if probe >= 0 { close(probe) }
         try #require(probe < 0 && errno == EAFNOSUPPORT, "this test is for kernels without Bluetooth")
         #expect(HCIDeviceList().probe() == .noKernelSupport)
+    }
+
+    /// The probe's two ioctls are the kernel's (<bluetooth/hci.h>: `_IOR('H', 210,
+    /// int)` and `_IOR('H', 211, int)` on x86-64), and an address reads as
+    /// libbluetooth's `ba2str` writes it: its bytes, stored least significant
+    /// first, from the last, in capital hexadecimal.
+    @Test func theProbesIoctlsAndAddressesAreBlueZs() {
+        #expect(hciGetDeviceList == 0x8004_48d2)
+        #expect(hciGetDeviceInfo == 0x8004_48d3)
+        var address = bdaddr_t()
+        address.b = (0x13, 0x71, 0xda, 0x7d, 0x1a, 0x00)
+        #expect(HCIDeviceList.text(of: address) == "00:1A:7D:DA:71:13")
+        address.b = (0xff, 0x0f, 0xf0, 0x01, 0x10, 0xab)
+        #expect(HCIDeviceList.text(of: address) == "AB:10:01:F0:0F:FF")
+        #expect(HCIDeviceList.text(of: bdaddr_t()) == "00:00:00:00:00:00")
     }
 
     @Test func publishesUnsupportedAtOnceThenTheKernelsAdapters() throws {

@@ -6,10 +6,13 @@ import PermissionsTestSupport
 /// libraries of the Dispatch overlay, concurrency or regular expressions, which
 /// none of them uses (Package.swift, `withoutConcurrencyOrRegex`). A new
 /// `import Dispatch`, or a `"a".contains("bc")` that brings _StringProcessing back
-/// through an implicit import, fails here by the library's name.
+/// through an implicit import, fails here by the library's name. Nor
+/// Synchronization (SystemPrimitives' Locked does its work), nor libbluetooth (the
+/// bluetooth plugin asks the kernel itself): each was one more library found,
+/// mapped and relocated within the plugins' dlopens, which start-up waits for.
 @Suite struct LinkedLibrariesTests {
     static let unwanted = ["libswiftDispatch.so", "libswift_Concurrency.so", "libswift_StringProcessing.so",
-                           "libswift_RegexParser.so"]
+                           "libswift_RegexParser.so", "libswiftSynchronization.so", "libbluetooth.so"]
     static let programs = ["permissionsd", "libpermissions-bluetooth.so", "libpermissions-local-network.so",
                            "libpermissions-location.so", "libpermissions-notifications.so",
                            "libpermissions-pipewire.so"]

@@ -27,11 +27,6 @@ package struct LastGoodConfiguration: Sendable {
         }
     }
 
-    /// Whether the copy holds `entries` already, byte for byte as `save` would write them.
-    package func holds(_ entries: [ConfigEntry]) -> Bool {
-        Files.read(path) == ConfigFiles.render(entries, comment: Self.comment)
-    }
-
     /// The copy's entries (their origins point into the copy); nil if there is none.
     package func load() -> Result<[ConfigEntry], ConfigFiles.ParseError>? {
         guard Files.exists(path) else { return nil }

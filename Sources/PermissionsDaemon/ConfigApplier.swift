@@ -186,7 +186,6 @@ final class ConfigApplier<Plugins: ConfigurablePlugins> {
         let declared = newCore.declaredSnapshots(entries: forPlugins, providedByPlugins: host.declaredPermissions,
                                                  previous: service.declared, reject: { problems.append($0) })
         if let problem = problems.first { return done(.rejected(problem)) }
-        let kept = keep ? lookForKeptCopy(of: entries) : nil
         host.validateAll(forPlugins) { [self] problems in
             if let problem = problems.first { return done(.rejected(problem)) }
             service.holdChanges()
@@ -215,25 +214,9 @@ final class ConfigApplier<Plugins: ConfigurablePlugins> {
                     service.releaseChanges()
                     done(.applied)
                 }
-                if keep, kept?.value != true { save(entries, then: switchOver) } else { switchOver() }
+                if keep { save(entries, then: switchOver) } else { switchOver() }
             }
         }
-    }
-
-    /// A flag set to true, on the serving queue, once the saving queue has found that
-    /// the last good copy holds `entries` already: looked for while the plugins check
-    /// and take them, so that the switch to a configuration kept already (at
-    /// nearly every start) need not wait for the saving queue, which it did last
-    /// before the name was owned. Until then, or if it does not, `save` decides.
-    private func lookForKeptCopy(of entries: [ConfigEntry]) -> Flag {
-        let flag = Flag()
-        let confined = QueueConfined(flag)
-        let (lastGood, queue) = (lastGood, queue)
-        saving.async {
-            guard lastGood.holds(entries) else { return }
-            queue.async { confined.value.value = true }
-        }
-        return flag
     }
 
     /// Writes `entries` as the last good copy, off the serving queue (it is fsynced),
@@ -271,10 +254,4 @@ final class ConfigApplier<Plugins: ConfigurablePlugins> {
     private func publishState(status: String) {
         service.setConfigState(generation: generation, status: status)
     }
-}
-
-/// A Bool shared between blocks on the serving queue (ConfigApplier's look for a
-/// kept copy).
-private final class Flag {
-    var value = false
 }

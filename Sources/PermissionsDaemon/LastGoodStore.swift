@@ -10,13 +10,6 @@ protocol LastGoodStore: Sendable {
     /// The copy's entries; nil if there is none.
     func load() -> Result<[ConfigEntry], ConfigFiles.ParseError>?
     func save(_ entries: [ConfigEntry])
-    /// Whether the copy holds `entries` already (then `save` would write nothing).
-    func holds(_ entries: [ConfigEntry]) -> Bool
-}
-
-extension LastGoodStore {
-    /// Unknown: `save` is called, and decides.
-    func holds(_ entries: [ConfigEntry]) -> Bool { false }
 }
 
 extension LastGoodConfiguration: LastGoodStore {}

@@ -62,6 +62,10 @@ package final class LoadedPlugin: @unchecked Sendable {
     /// init returned 0: fini is owed (callQueue only).
     private var started = false
 
+    /// The permissions its descriptor declared, once `open` has read it; from any
+    /// thread (`info` is the daemon queue's, and set there later).
+    var declaredPermissions: Set<String> { shared.withLock { $0.declared } }
+
     /// What host calls from plugin threads share with the daemon.
     struct Shared {
         /// Permissions it declared (set once the descriptor was read).

@@ -1,19 +1,24 @@
 internal import SystemPrimitives
 
 /// The order in which loadAll's names are mapped (dlopen): name `i`'s dlopen starts
-/// once names `0..<i` have had theirs return, or have given up, however their reads
-/// raced.
+/// once names `0..<i` are done with theirs, however their reads raced.
 ///
 /// - One after another, because glibc holds one lock for a whole dlopen (side by
 ///   side would gain nothing), and because a plugin whose constructor never
 ///   returns holds that lock for good: in directory order it costs only the
 ///   names after it (PluginLoadingTests).
-/// - The turn passes where a dlopen returns, on that plugin's own call queue, not
-///   on the daemon queue: there it waited for whatever that queue was doing (the
-///   bus's Hello, the service being made), up to 0.8 ms a plugin, which start-up
-///   then waited for (doc/performance.md).
+/// - A name is done with its turn when its copy will serve it: its dlopen
+///   returned, it was not refused, and it claims no permission a name before it
+///   claimed (`mapped`). Then the turn passes at once, on that plugin's own call
+///   queue. On the daemon queue, where it passed before, it waited for whatever
+///   that queue was doing (the bus's Hello, the service being made), up to 0.8 ms
+///   a plugin, which start-up then waited for (doc/performance.md).
+/// - Otherwise the name keeps its turn until it has claimed with another copy, or
+///   given up (`over`): its next copy, in a later directory, maps in the same
+///   turn, not beside a later name whose constructor may hold the lock.
 /// - Which plugin claims a permission first is still decided in directory order,
-///   on the daemon queue (`ClaimTurns`).
+///   on the daemon queue (`ClaimTurns`); what `mapped` foresees of it holds because
+///   the names before have all mapped and claimed, or given up, by then.
 ///
 /// Used from the daemon queue and the plugins' call queues: its state is behind a
 /// lock, and the work it holds runs outside it.
@@ -25,13 +30,14 @@ final class MappingTurns: Sendable {
         var over = Set<Int>()
         /// Mappings that came before their turn, by name index.
         var waiting: [Int: @Sendable () -> Void] = [:]
+        /// The permissions of the names that are done and serve.
+        var claimed = Set<String>()
     }
 
     private let state = Locked(State())
 
-    /// Runs `map` now if name `index`'s turn has come (or passed: a later copy of a
-    /// name whose first copy was refused), else once it does, on the thread that
-    /// passes the turn.
+    /// Runs `map` now if name `index`'s turn has come (or passed), else once it
+    /// does, on the thread that passes the turn.
     func when(_ index: Int, _ map: @escaping @Sendable () -> Void) {
         let now = state.withLock { state in
             if index <= state.next { return true }
@@ -41,18 +47,37 @@ final class MappingTurns: Sendable {
         if now { map() }
     }
 
-    /// Name `index` is done with its turn (its dlopen returned, or it will not
-    /// map anything): the next waiting mapping, if its turn has come, runs here.
-    func over(_ index: Int) {
+    /// Name `index`'s dlopen returned: with the permissions its copy declares, or
+    /// nil if the copy was refused. The turn passes now if that copy will serve the
+    /// name; if not, the name keeps it until `over`.
+    func mapped(_ index: Int, permissions: Set<String>?) {
         let ready: (@Sendable () -> Void)? = state.withLock { state in
-            guard index >= state.next else { return nil }
-            state.over.insert(index)
-            while state.over.remove(state.next) != nil {
-                state.next += 1
-                if let map = state.waiting.removeValue(forKey: state.next) { return map }
-            }
-            return nil
+            guard index == state.next, let permissions, state.claimed.isDisjoint(with: permissions) else { return nil }
+            state.claimed.formUnion(permissions)
+            return Self.pass(index, &state)
         }
         ready?()
+    }
+
+    /// Name `index` claimed `permissions` (with whichever copy), or gave up (none):
+    /// its turn, when it comes, passes. Nothing for a turn passed already.
+    func over(_ index: Int, claiming permissions: [String] = []) {
+        let ready: (@Sendable () -> Void)? = state.withLock { state in
+            guard index >= state.next else { return nil }
+            state.claimed.formUnion(permissions)
+            return Self.pass(index, &state)
+        }
+        ready?()
+    }
+
+    /// Marks `index` done and moves the turn on past every name done: the mapping
+    /// waiting for the new turn, if one is, to run once the lock is let go.
+    private static func pass(_ index: Int, _ state: inout State) -> (@Sendable () -> Void)? {
+        state.over.insert(index)
+        while state.over.remove(state.next) != nil {
+            state.next += 1
+            if let map = state.waiting.removeValue(forKey: state.next) { return map }
+        }
+        return nil
     }
 }

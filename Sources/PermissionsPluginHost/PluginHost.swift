@@ -244,19 +244,19 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
     /// unavailable and `timedOut` runs instead. Exactly one of them runs.
     ///
     /// With `turn`, the call and its deadline wait until `turn` starts them, on
-    /// whatever thread that is, and `returned` runs on the plugin's call queue as
-    /// soon as `body` returns, before `then` is queued (MappingTurns).
+    /// whatever thread that is, and `returned` gets the result on the plugin's call
+    /// queue as soon as `body` returns, before `then` is queued (MappingTurns).
     func call<R: Sendable>(_ plugin: LoadedPlugin, _ what: String, _ body: @escaping @Sendable () -> R,
                            then: @escaping (R) -> Void, timedOut: @escaping () -> Void = {},
                            turn: ((@escaping @Sendable () -> Void) -> Void)? = nil,
-                           returned: @escaping @Sendable () -> Void = {}) {
+                           returned: @escaping @Sendable (R) -> Void = { _ in }) {
         let settle = Self.firstToSettle()
         let confinedThen = QueueConfined(then)
         let confinedTimedOut = QueueConfined(timedOut)
         let start: @Sendable () -> Void = { [queue, deadline] in
             plugin.callQueue.async {
                 let result = body()
-                returned()
+                returned(result)
                 queue.async {
                     if settle.value() { confinedThen.value(result) }
                 }

@@ -48,13 +48,15 @@ final class PluginResolution {
     private let mappingTurn: MappingTurn?
 
     /// A name's place in a MappingTurns.
-    struct MappingTurn {
+    struct MappingTurn: Sendable {
         let turns: MappingTurns
         let index: Int
 
         func when(_ map: @escaping @Sendable () -> Void) { turns.when(index, map) }
-        /// Sendable, to be called on the plugin's call queue.
-        var over: @Sendable () -> Void { { [turns, index] in turns.over(index) } }
+        /// Its copy's dlopen returned: the permissions it declares, nil if refused.
+        func mapped(_ permissions: Set<String>?) { turns.mapped(index, permissions: permissions) }
+        /// It claimed `permissions`, or gave up (none).
+        func over(claiming permissions: [String] = []) { turns.over(index, claiming: permissions) }
     }
 
     init(host: PluginHost, name: String, candidates: [String], turn: @escaping (@escaping () -> Void) -> Void,
@@ -141,10 +143,11 @@ final class PluginResolution {
     private func open(_ copy: Copy, hash: UInt64) {
         let plugin = copy.plugin
         var mapWhen: ((@escaping @Sendable () -> Void) -> Void)?
-        var mapped: @Sendable () -> Void = {}
+        var mapped: @Sendable (String?) -> Void = { _ in }
         if let mappingTurn {
             mapWhen = { mappingTurn.when($0) }
-            mapped = mappingTurn.over
+            // On the plugin's call queue: `info` is the daemon queue's, not yet set.
+            mapped = { refusal in mappingTurn.mapped(refusal == nil ? plugin.declaredPermissions : nil) }
         }
         host.call(plugin, "opening", { plugin.open() },
                   then: { refusal in self.turn { self.wasOpened(copy, hash: hash, refusal: refusal) } },
@@ -165,6 +168,7 @@ final class PluginResolution {
         }
         host.refusals[copy.path] = nil
         host.starting[name] = copy.plugin
+        mappingTurn?.over(claiming: copy.plugin.info.permissions)
         opened()
         host.whenStartsAllowed { self.initialize(copy) }
     }

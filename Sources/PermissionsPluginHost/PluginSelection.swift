@@ -49,8 +49,9 @@ extension PluginHost {
                 openedCalled = true
                 opened()
             }
-            // A name that maps nothing (every copy refused at reading, or none
-            // returned from dlopen) passes its mapping turn here.
+            // A name that gave up (every copy refused, or none returned from
+            // dlopen) passes its mapping turn here; one that claimed passed it
+            // already, when its dlopen returned or when it claimed.
             mappingTurn?.over()
         }
         let paths = directories.map { $0 + "/" + Self.fileName(name) }

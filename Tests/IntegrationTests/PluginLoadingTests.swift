@@ -123,6 +123,45 @@ import PermissionsTestSupport
         #expect(try daemon.gdbusCall("GetAll").stdout.contains("'camera'"))
     }
 
+    /// A name whose first copy will not serve (refused at opening, or claiming a
+    /// permission a name before it claimed) falls back to its copy in the next
+    /// directory, which maps before the names after it: one of those stuck in its
+    /// constructor, holding the loader's lock for good, does not cost it the
+    /// fallback. (Breaker: the fallback was abandoned at its deadline.)
+    @Test(arguments: ["refused at opening", "a clashing claim"])
+    func aFallbackCopyMapsBeforeAStuckPluginAfterIt(_ why: String) throws {
+        let first = try makeTemporaryDirectory("first")
+        let second = try makeTemporaryDirectory("second")
+        defer {
+            try? FileManager.default.removeItem(atPath: first)
+            try? FileManager.default.removeItem(atPath: second)
+        }
+        let stuck = """
+            #include <unistd.h>
+            #include "permissions-plugin.h"
+            __attribute__((constructor)) static void stall(void) { for (;;) pause(); }
+            const struct permissions_plugin *permissions_plugin_entry_v1(void) { return 0; }
+            """
+        // In the first directory, in name order: aa, bb whose copy there will not
+        // serve, and cc, stuck. In the second, bb's copy that will.
+        try Self.compile(Self.cPlugin(name: "aa", permissions: "\"shared\","), into: first,
+                         file: "libpermissions-aa.so")
+        let refused = why == "refused at opening"
+            ? Self.cPlugin(name: "bb", permissions: "\"bb-first\",", entry: "not_the_entry")
+            : Self.cPlugin(name: "bb", permissions: "\"shared\",")
+        try Self.compile(refused, into: first, file: "libpermissions-bb.so")
+        try Self.compile(stuck, into: first, file: "libpermissions-cc.so")
+        try Self.compile(Self.cPlugin(name: "bb", permissions: "\"bb-second\","), into: second,
+                         file: "libpermissions-bb.so")
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, pluginDirectories: [first, second])
+        #expect(daemon.log.contains("libpermissions-cc.so: skipped: opening did not return within the deadline"),
+                "\(daemon.log)")
+        #expect(daemon.log.contains("plugin bb 0.1 loaded from \(second)/libpermissions-bb.so"), "\(daemon.log)")
+        #expect(try daemon.call("GetStatus", "s", "bb-second").stdout == "s \"not-determined\"\n", "\(daemon.log)")
+        #expect(try daemon.call("GetStatus", "s", "shared").stdout == "s \"not-determined\"\n")
+    }
+
     @Test func noPluginsAtAllStillServes() throws {
         let dir = try makeTemporaryDirectory("plugins")
         defer { try? FileManager.default.removeItem(atPath: dir) }

@@ -39,6 +39,14 @@ static int holds_code(int fd, size_t size) {
     return size == 0 || leaves_room(&vfs, size);
 }
 
+/* Closes `fd` and leaves errno as it was, so that the caller sees the errno of
+ * the call made before the close. */
+static void close_keeping_errno(int fd) {
+    int saved = errno;
+    close(fd);
+    errno = saved;
+}
+
 /* The kept copies' directory, `name` in `state`, made (mode 0700) when `create`
  * says so and it is missing; never reached through a symbolic link, and only if
  * this euid owns it and nobody else may write it. A descriptor, or -1. */
@@ -46,15 +54,11 @@ static int kept_directory(const char *state, const char *name, int create) {
     int sfd = open(state, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (sfd < 0) return -1;
     if (create && mkdirat(sfd, name, 0700) != 0 && errno != EEXIST) {
-        int saved = errno;
-        close(sfd);
-        errno = saved;
+        close_keeping_errno(sfd);
         return -1;
     }
     int dfd = openat(sfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    int saved = errno;
-    close(sfd);
-    errno = saved;
+    close_keeping_errno(sfd);
     if (dfd < 0) return -1;
     struct stat st;
     if (fstat(dfd, &st) != 0 || st.st_uid != geteuid()) {
@@ -85,12 +89,8 @@ int cshims_unnamed_disk_file(const char *state, const char *kept, size_t size) {
     if (dfd < 0) return -1;
     /* Without O_EXCL: once it is on the disk, it is given its name (cshims_name_copy). */
     int fd = openat(dfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0400);
-    int saved = errno;
-    close(dfd);
-    if (fd < 0) {
-        errno = saved;
-        return -1;
-    }
+    close_keeping_errno(dfd);
+    if (fd < 0) return -1;
     /* On the descriptor, so that the file checked is the file made. */
     if (!holds_code(fd, size)) {
         close(fd);
@@ -105,12 +105,8 @@ int cshims_kept_copy_open(const char *state, const char *kept, const char *name,
     if (dfd < 0) return -1;
     /* Without blocking or following a link: whatever is there must be a file we made. */
     int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-    int saved = errno;
-    close(dfd);
-    if (fd < 0) {
-        errno = saved;
-        return -1;
-    }
+    close_keeping_errno(dfd);
+    if (fd < 0) return -1;
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 07777) != 0400
         || st.st_nlink != 1 || st.st_size != (off_t)size || !holds_code(fd, 0)) {
@@ -131,9 +127,7 @@ int cshims_name_copy(int fd, const char *state, const char *kept, const char *na
     if (rc != 0 && errno == EEXIST
         && (unlinkat(dfd, name, 0) == 0 || (errno == EISDIR && unlinkat(dfd, name, AT_REMOVEDIR) == 0)))
         rc = linkat(AT_FDCWD, path, dfd, name, AT_SYMLINK_FOLLOW);
-    int saved = errno;
-    close(dfd);
-    errno = saved;
+    close_keeping_errno(dfd);
     return rc;
 }
 
@@ -143,9 +137,7 @@ int cshims_remove_kept_copy(const char *state, const char *kept, const char *nam
     int rc = unlinkat(dfd, name, 0);
     /* An empty directory planted under a copy's name goes too. */
     if (rc != 0 && errno == EISDIR) rc = unlinkat(dfd, name, AT_REMOVEDIR);
-    int saved = errno;
-    close(dfd);
-    errno = saved;
+    close_keeping_errno(dfd);
     return rc;
 }
 
@@ -153,8 +145,6 @@ int cshims_reopen_read_only(int fd) {
     char path[32];
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     int again = open(path, O_RDONLY | O_CLOEXEC);
-    int saved = errno;
-    close(fd);
-    errno = saved;
+    close_keeping_errno(fd);
     return again;
 }

@@ -24,12 +24,7 @@ internal import SystemPrimitives
 /// lock, and the work it holds runs outside it.
 final class MappingTurns: Sendable {
     private struct State: Sendable {
-        /// The name whose turn it is.
-        var next = 0
-        /// Names done with their turn, from `next` on.
-        var over = Set<Int>()
-        /// Mappings that came before their turn, by name index.
-        var waiting: [Int: @Sendable () -> Void] = [:]
+        var order = TurnOrder<@Sendable () -> Void>()
         /// The permissions of the names that are done and serve.
         var claimed = Set<String>()
     }
@@ -39,12 +34,7 @@ final class MappingTurns: Sendable {
     /// Runs `map` now if name `index`'s turn has come (or passed), else once it
     /// does, on the thread that passes the turn.
     func when(_ index: Int, _ map: @escaping @Sendable () -> Void) {
-        let now = state.withLock { state in
-            if index <= state.next { return true }
-            state.waiting[index] = map
-            return false
-        }
-        if now { map() }
+        state.withLock { $0.order.take(index, map) }?()
     }
 
     /// Name `index`'s dlopen returned: with the permissions its copy declares, or
@@ -52,9 +42,11 @@ final class MappingTurns: Sendable {
     /// name; if not, the name keeps it until `over`.
     func mapped(_ index: Int, permissions: Set<String>?) {
         let ready: (@Sendable () -> Void)? = state.withLock { state in
-            guard index == state.next, let permissions, state.claimed.isDisjoint(with: permissions) else { return nil }
+            guard index == state.order.next, let permissions, state.claimed.isDisjoint(with: permissions) else {
+                return nil
+            }
             state.claimed.formUnion(permissions)
-            return Self.pass(index, &state)
+            return state.order.pass(index)
         }
         ready?()
     }
@@ -63,21 +55,10 @@ final class MappingTurns: Sendable {
     /// its turn, when it comes, passes. Nothing for a turn passed already.
     func over(_ index: Int, claiming permissions: [String] = []) {
         let ready: (@Sendable () -> Void)? = state.withLock { state in
-            guard index >= state.next else { return nil }
+            guard index >= state.order.next else { return nil }
             state.claimed.formUnion(permissions)
-            return Self.pass(index, &state)
+            return state.order.pass(index)
         }
         ready?()
-    }
-
-    /// Marks `index` done and moves the turn on past every name done: the mapping
-    /// waiting for the new turn, if one is, to run once the lock is let go.
-    private static func pass(_ index: Int, _ state: inout State) -> (@Sendable () -> Void)? {
-        state.over.insert(index)
-        while state.over.remove(state.next) != nil {
-            state.next += 1
-            if let map = state.waiting.removeValue(forKey: state.next) { return map }
-        }
-        return nil
     }
 }

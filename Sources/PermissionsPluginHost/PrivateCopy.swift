@@ -293,7 +293,7 @@ final class PrivateCopy {
         Queue.runOnItsOwn(label: "org.example.Permissions.plugin-copy") {
             let fd = cshims_unnamed_disk_file(directory, keptDirectory, size + others)
             if fd < 0 { noteKeptDirectoryProblem(errno, directory: directory) }
-            let made = fd >= 0 ? onTheDisk(fd, from: own, size: size).map { OnDisk(fd: $0.fd, hash: $0.hash) } : nil
+            let made = fd >= 0 ? onTheDisk(fd, from: own, size: size) : nil
             close(own)
             writing.withLock { $0[directory, default: 0] -= size }
             let taken = attempt.withLock { state -> Bool in
@@ -370,7 +370,7 @@ final class PrivateCopy {
     /// Fills the unnamed file `fd` from `source`, has it on the disk and opens it
     /// again read-only: that descriptor and the hash, or nil (every descriptor of
     /// the file closed).
-    private static func onTheDisk(_ fd: Int32, from source: Int32, size: Int) -> (fd: Int32, hash: UInt64)? {
+    private static func onTheDisk(_ fd: Int32, from source: Int32, size: Int) -> OnDisk? {
         // On the disk before it is used: its pages may be reclaimed once written
         // back, and read again from the disk, so a write-back that fails (thin
         // storage that ran out, a disk error) would leave other bytes there, and
@@ -381,7 +381,7 @@ final class PrivateCopy {
         }
         // No writable descriptor is kept: reopened read-only, and the other closed.
         let readOnly = cshims_reopen_read_only(fd)
-        return readOnly >= 0 ? (readOnly, hash) : nil
+        return readOnly >= 0 ? OnDisk(fd: readOnly, hash: hash) : nil
     }
 
     /// The copy into `fd`: the hash of what was written.

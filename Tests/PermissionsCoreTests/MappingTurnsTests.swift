@@ -8,92 +8,98 @@ import Glibc
 /// passed on whatever thread a dlopen returned on when that copy will serve, and
 /// kept while a name falls back to its next copy.
 struct MappingTurnsTests {
-    @Test func mappingsRunInNameOrderWhateverOrderTheyCome() {
+    /// A MappingTurns whose mappings write down their name's index (or `mark`), in
+    /// the order they ran.
+    private final class Recorded: Sendable {
         let turns = MappingTurns()
-        let ran = Locked<[Int]>([])
+        private let log = Locked<[Int]>([])
+        var ran: [Int] { log.withLock { $0 } }
+
+        func map(_ index: Int, mark: Int? = nil) {
+            turns.when(index) { [log] in log.withLock { $0.append(mark ?? index) } }
+        }
+    }
+
+    @Test func mappingsRunInNameOrderWhateverOrderTheyCome() {
+        let r = Recorded()
         // Name 2 is read first, then 1: neither maps before name 0 is over.
-        turns.when(2) { ran.withLock { $0.append(2) } }
-        turns.when(1) { ran.withLock { $0.append(1) } }
-        #expect(ran.withLock { $0 } == [])
-        turns.when(0) { ran.withLock { $0.append(0) } }
-        #expect(ran.withLock { $0 } == [0])
-        turns.over(0)
-        #expect(ran.withLock { $0 } == [0, 1])
-        turns.over(1)
-        #expect(ran.withLock { $0 } == [0, 1, 2])
+        r.map(2)
+        r.map(1)
+        #expect(r.ran == [])
+        r.map(0)
+        #expect(r.ran == [0])
+        r.turns.over(0)
+        #expect(r.ran == [0, 1])
+        r.turns.over(1)
+        #expect(r.ran == [0, 1, 2])
     }
 
     @Test func aNameThatGivesUpEarlyPassesItsTurnWhenItComes() {
-        let turns = MappingTurns()
-        let ran = Locked<[Int]>([])
+        let r = Recorded()
         // Name 1 refused at reading, before name 0 mapped: name 2 waits for 0 only.
-        turns.over(1)
-        turns.when(2) { ran.withLock { $0.append(2) } }
-        #expect(ran.withLock { $0 } == [])
-        turns.when(0) { ran.withLock { $0.append(0) } }
-        turns.over(0)
-        #expect(ran.withLock { $0 } == [0, 2])
+        r.turns.over(1)
+        r.map(2)
+        #expect(r.ran == [])
+        r.map(0)
+        r.turns.over(0)
+        #expect(r.ran == [0, 2])
         // Passing a turn again (a name's later copy, or its end) changes nothing.
-        turns.over(0)
-        turns.over(1)
-        turns.when(3) { ran.withLock { $0.append(3) } }
-        #expect(ran.withLock { $0 } == [0, 2])
-        turns.over(2)
-        #expect(ran.withLock { $0 } == [0, 2, 3])
+        r.turns.over(0)
+        r.turns.over(1)
+        r.map(3)
+        #expect(r.ran == [0, 2])
+        r.turns.over(2)
+        #expect(r.ran == [0, 2, 3])
     }
 
     @Test func aLaterCopyOfANameWhoseTurnPassedMapsAtOnce() {
-        let turns = MappingTurns()
-        let ran = Locked<[Int]>([])
-        turns.when(0) { ran.withLock { $0.append(0) } }
-        turns.over(0)
+        let r = Recorded()
+        r.map(0)
+        r.turns.over(0)
         // Name 0's first copy mapped, then lost its claim: its next copy maps now.
-        turns.when(0) { ran.withLock { $0.append(10) } }
-        #expect(ran.withLock { $0 } == [0, 10])
+        r.map(0, mark: 10)
+        #expect(r.ran == [0, 10])
     }
 
     @Test func aCopyThatWillServePassesItsTurnWhenItsDlopenReturns() {
-        let turns = MappingTurns()
-        let ran = Locked<[Int]>([])
-        turns.when(1) { ran.withLock { $0.append(1) } }
-        turns.when(2) { ran.withLock { $0.append(2) } }
-        turns.when(0) { ran.withLock { $0.append(0) } }
-        turns.mapped(0, permissions: ["camera", "microphone"])
-        #expect(ran.withLock { $0 } == [0, 1])
-        turns.mapped(1, permissions: ["location"])
-        #expect(ran.withLock { $0 } == [0, 1, 2])
+        let r = Recorded()
+        r.map(1)
+        r.map(2)
+        r.map(0)
+        r.turns.mapped(0, permissions: ["camera", "microphone"])
+        #expect(r.ran == [0, 1])
+        r.turns.mapped(1, permissions: ["location"])
+        #expect(r.ran == [0, 1, 2])
     }
 
     /// A copy refused at opening, or claiming what a name before it claimed, falls
     /// back to its next copy: the name keeps its turn, so that copy maps before any
     /// later name (whose constructor might hold the loader's lock for good).
     @Test func aCopyThatWillNotServeKeepsTheTurnUntilTheNameClaimsOrGivesUp() {
-        let turns = MappingTurns()
-        let ran = Locked<[Int]>([])
-        turns.when(0) { ran.withLock { $0.append(0) } }
-        turns.when(1) { ran.withLock { $0.append(1) } }
-        turns.when(2) { ran.withLock { $0.append(2) } }
-        turns.mapped(0, permissions: ["camera"])
-        #expect(ran.withLock { $0 } == [0, 1])
-        turns.mapped(1, permissions: nil)  // refused at opening
-        turns.mapped(1, permissions: ["camera", "location"])  // its next copy clashes
-        #expect(ran.withLock { $0 } == [0, 1], "name 2 waits while name 1 falls back")
-        turns.mapped(1, permissions: ["location"])  // a third copy that will serve
-        #expect(ran.withLock { $0 } == [0, 1, 2])
+        let r = Recorded()
+        r.map(0)
+        r.map(1)
+        r.map(2)
+        r.turns.mapped(0, permissions: ["camera"])
+        #expect(r.ran == [0, 1])
+        r.turns.mapped(1, permissions: nil)  // refused at opening
+        r.turns.mapped(1, permissions: ["camera", "location"])  // its next copy clashes
+        #expect(r.ran == [0, 1], "name 2 waits while name 1 falls back")
+        r.turns.mapped(1, permissions: ["location"])  // a third copy that will serve
+        #expect(r.ran == [0, 1, 2])
 
         // A name that claimed on the daemon queue counts for the clashes after it.
-        let slow = MappingTurns()
-        slow.when(0) {}
-        slow.mapped(0, permissions: nil)
-        slow.over(0, claiming: ["bluetooth"])
-        let mappedNext = Locked(false)
-        slow.when(1) { mappedNext.withLock { $0 = true } }
-        #expect(mappedNext.withLock { $0 })
-        slow.when(2) { ran.withLock { $0.append(20) } }
-        slow.mapped(1, permissions: ["bluetooth"])
-        #expect(!ran.withLock { $0 }.contains(20))
-        slow.over(1)  // gave up
-        #expect(ran.withLock { $0 }.contains(20))
+        let slow = Recorded()
+        slow.map(0)
+        slow.turns.mapped(0, permissions: nil)
+        slow.turns.over(0, claiming: ["bluetooth"])
+        slow.map(1)
+        #expect(slow.ran == [0, 1])
+        slow.map(2)
+        slow.turns.mapped(1, permissions: ["bluetooth"])
+        #expect(slow.ran == [0, 1])
+        slow.turns.over(1)  // gave up
+        #expect(slow.ran == [0, 1, 2])
     }
 
     @Test func theTurnPassesOnTheThreadWhereTheDlopenReturned() {

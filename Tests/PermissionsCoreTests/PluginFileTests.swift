@@ -15,6 +15,23 @@ import SystemPrimitives
         return Array((try? Data(contentsOf: URL(fileURLWithPath: bin + "/libpermissions-location.so"))) ?? Data())
     }()
 
+    /// The built plugins' directory, resolved, as /proc/self/fd shows paths.
+    static var resolvedBinDirectory: String { URL(fileURLWithPath: binDir).resolvingSymlinksInPath().path }
+
+    /// A new temporary directory on a disk, its path resolved, as /proc/self/fd
+    /// shows it; removed again, and the test stopped, when it is on tmpfs or
+    /// overlayfs (requireDisk).
+    static func diskDirectory(_ prefix: String) throws -> String {
+        let directory = URL(fileURLWithPath: try makeTemporaryDirectory(prefix)).resolvingSymlinksInPath().path
+        do {
+            try requireDisk(directory)
+        } catch {
+            try? FileManager.default.removeItem(atPath: directory)
+            throw error
+        }
+        return directory
+    }
+
     @Test func aWholeLibraryPassesAndATruncatedOneIsRefused() throws {
         try #require(Self.library.count > 4096)
         #expect(ELFCheck.problem(Self.library) == nil)
@@ -160,12 +177,10 @@ import SystemPrimitives
     /// memfd's, which is what a directory on tmpfs, or none, gets. `inMemory` makes
     /// the memfd from the file.
     @Test func theCopyIsAKeptFileOnADiskAndASealedMemfdOtherwise() throws {
-        let bin = URL(fileURLWithPath: binDir).resolvingSymlinksInPath().path
+        let bin = Self.resolvedBinDirectory
         let name = "libpermissions-location.so"
-        // Resolved, as /proc/self/fd shows it.
-        let disk = URL(fileURLWithPath: try makeTemporaryDirectory("plugin-copy")).resolvingSymlinksInPath().path
+        let disk = try Self.diskDirectory("plugin-copy")
         defer { try? FileManager.default.removeItem(atPath: disk) }
-        try requireDisk(disk)
 
         guard case .success(let onDisk) = PluginFile.read(directory: bin, name: name, copyDirectory: disk),
               case .success(let inMemory) = PluginFile.read(directory: bin, name: name) else {
@@ -213,11 +228,10 @@ import SystemPrimitives
     /// mapping of that file for the first library), so the same content read again
     /// gets a copy of its own, without a name, and the kept one stays.
     @Test func aKeptCopyIsHandedOutOncePerProcess() throws {
-        let bin = URL(fileURLWithPath: binDir).resolvingSymlinksInPath().path
+        let bin = Self.resolvedBinDirectory
         let name = "libpermissions-notifications.so"
-        let disk = URL(fileURLWithPath: try makeTemporaryDirectory("plugin-kept")).resolvingSymlinksInPath().path
+        let disk = try Self.diskDirectory("plugin-kept")
         defer { try? FileManager.default.removeItem(atPath: disk) }
-        try requireDisk(disk)
         guard case .success(let first) = PluginFile.read(directory: bin, name: name, copyDirectory: disk) else {
             Issue.record("the built library was refused")
             return
@@ -255,9 +269,8 @@ import SystemPrimitives
     @Test func aRefusedFileLeavesNoKeptCopy() throws {
         let library = Self.library
         try #require(library.count > 4096)
-        let disk = URL(fileURLWithPath: try makeTemporaryDirectory("plugin-refused")).resolvingSymlinksInPath().path
+        let disk = try Self.diskDirectory("plugin-refused")
         defer { try? FileManager.default.removeItem(atPath: disk) }
-        try requireDisk(disk)
         let source = disk + "/plugins"
         try FileManager.default.createDirectory(atPath: source, withIntermediateDirectories: false)
         chmod(source, 0o755)

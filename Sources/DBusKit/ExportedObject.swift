@@ -137,12 +137,16 @@ public struct Interface {
 public final class ExportedObject {
     public let path: String
     public let interfaces: [String: Interface]
-    public let introspection: String
+    /// Made at the first Introspect, not with the object: the service's XML is
+    /// decoded from the 50 KiB interface file, which no start needs
+    /// (doc/performance.md, "Start-up's own work, counted").
+    public var introspection: String { makeIntrospection() }
+    private let makeIntrospection: () -> String
 
-    public init(path: String, interfaces: [Interface], introspection: String) {
+    public init(path: String, interfaces: [Interface], introspection: @autoclosure @escaping () -> String) {
         self.path = path
         self.interfaces = Dictionary(interfaces.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
-        self.introspection = introspection
+        makeIntrospection = introspection
     }
 
     /// Emits org.freedesktop.DBus.Properties.PropertiesChanged with the current

@@ -231,11 +231,7 @@ package struct IdentityReader: Sendable {
 
     /// Field 22 of /proc/PID/stat (start time in clock ticks since boot).
     func startTime(_ base: String) -> String? {
-        guard let stat = Files.readText(base + "/stat", limit: 4096), let close = stat.lastIndex(of: ")") else {
-            return nil
-        }
-        let fields = stat[stat.index(after: close)...].split(separator: " ")
-        return fields.count > 19 ? String(fields[19]) : nil
+        ProcessStat.field(22, of: base + "/stat")
     }
 
     enum FlatpakInfo { case absent, present(String), refused(String) }

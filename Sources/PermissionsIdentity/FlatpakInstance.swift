@@ -97,10 +97,6 @@ extension IdentityReader {
     }
 
     func parentPID(_ pid: UInt32) -> UInt32? {
-        guard let stat = Files.readText("\(procRoot)/\(pid)/stat", limit: 4096), let close = stat.lastIndex(of: ")") else {
-            return nil
-        }
-        let fields = stat[stat.index(after: close)...].split(separator: " ")
-        return fields.count > 1 ? UInt32(fields[1]) : nil
+        ProcessStat.field(4, of: "\(procRoot)/\(pid)/stat").flatMap { UInt32($0) }
     }
 }

@@ -28,6 +28,13 @@ extension String {
     }
 
     private func escaped(limit: Int, quotes: Bool) -> String {
+        // Printable ASCII within the limit comes back as it is: looked at byte by
+        // byte, without the scalar loop below and its Unicode property lookups
+        // (a hundred thousand instructions for a plugin's 200-character log line,
+        // doc/performance.md, "Start-up's own work, counted").
+        if utf8.count <= limit, utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7f && !(quotes && ($0 == 0x5c || $0 == 0x22)) }) {
+            return self
+        }
         var out = ""
         var count = 0
         for scalar in unicodeScalars {

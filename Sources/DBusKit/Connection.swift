@@ -61,13 +61,46 @@ public final class Connection: @unchecked Sendable {
     /// Connects and says Hello: the one blocking round trip, at start-up. With a
     /// queue, call it on that queue (or before the queue runs anything else).
     public static func open(_ bus: Bus, queue: Queue? = nil) throws(BusError) -> Connection {
-        try open(bus, queue: queue, timers: DispatchTimers())
+        try open(connect(bus), queue: queue, timers: DispatchTimers())
     }
 
     /// `open(_:queue:)` with libdbus's timeouts (a call's reply timeout among them)
     /// armed on `timers`: a test's `ManualClock` makes them expire when the test
     /// says, not when the machine's clock does.
     package static func open(_ bus: Bus, queue: Queue?, timers: any Timers) throws(BusError) -> Connection {
+        try open(connect(bus), queue: queue, timers: timers)
+    }
+
+    /// A connection that has said Hello and is not served yet: what `connect` makes
+    /// on any thread, for `open(_:queue:)` to attach on the queue. Nothing is read
+    /// from its socket until then: what the bus sends meanwhile (NameAcquired)
+    /// waits in the socket, and is routed after the owner's handlers are set.
+    ///
+    /// `@unchecked Sendable`: the libdbus connection is used by one thread at a
+    /// time, the one that connects and then the one that opens (or drops) it; the
+    /// hand-over between them goes through a queue, which orders the two.
+    public final class Connected: @unchecked Sendable {
+        fileprivate var raw: OpaquePointer?
+
+        fileprivate init(_ raw: OpaquePointer) { self.raw = raw }
+
+        /// Taken by `open`; a connection never opened is closed here.
+        fileprivate func take() -> OpaquePointer {
+            defer { raw = nil }
+            return raw!
+        }
+
+        deinit {
+            guard let raw else { return }
+            dbus_connection_close(raw)
+            dbus_connection_unref(raw)
+        }
+    }
+
+    /// Connects to `bus` and says Hello, blocking; on any thread. The daemon does
+    /// this beside the opening of its store, off the serving queue
+    /// (doc/performance.md, "Start-up's own work, counted").
+    public static func connect(_ bus: Bus) throws(BusError) -> Connected {
         guard dbus_threads_init_default() != 0 else {
             throw BusError(BusError.noMemory, "out of memory initialising libdbus's threads")
         }
@@ -86,7 +119,18 @@ public final class Connection: @unchecked Sendable {
         }
         guard let raw else { throw error.busError }
         dbus_connection_set_exit_on_disconnect(raw, 0)
-        let connection = Connection(raw: raw, queue: queue, timers: timers)
+        return Connected(raw)
+    }
+
+    /// Serves a `connect`ed connection: attached to `queue`, call it on that queue
+    /// (or before the queue runs anything else); without one, it is for blocking
+    /// calls.
+    public static func open(_ connected: Connected, queue: Queue? = nil) throws(BusError) -> Connection {
+        try open(connected, queue: queue, timers: DispatchTimers())
+    }
+
+    private static func open(_ connected: Connected, queue: Queue?, timers: any Timers) throws(BusError) -> Connection {
+        let connection = Connection(raw: connected.take(), queue: queue, timers: timers)
         // Call from the queue itself, or before anything else uses the connection:
         // from here on, libdbus calls our watch functions, which touch queue state.
         // On failure the connection goes here, and deinit closes it.

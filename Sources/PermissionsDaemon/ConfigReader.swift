@@ -92,11 +92,41 @@ final class ConfigReader: @unchecked Sendable {
     /// calling thread, so start-up does not wait for a background one.
     func start() -> ConfigReading {
         queue.sync {
-            watcher = ConfigWatcher(files: files, queue: queue) { [weak self] in self?.changed() }
-            let reading = read()
-            knownFiles = Set(reading.files)
-            return ConfigReading(reading, number: readings)
+            if let early {
+                self.early = nil
+                return early
+            }
+            return first()
         }
+    }
+
+    /// Makes start-up's reading now, for `start` to return: on a thread of its own
+    /// at the default priority (this queue's is background, and a reading made on
+    /// it while the cores are busy kept `start` waiting), through `sync`, which
+    /// runs it on that thread. Start-up calls it once the service is made, while
+    /// the plugins' inits run, which leave the cores idle between their hops
+    /// (doc/performance.md, "Start-up's own work, counted"). If `start` comes
+    /// first, it reads itself, and this does nothing.
+    func readEarly() {
+        Queue.runOnItsOwn(label: "org.example.Permissions.config-first-reading") { [self] in
+            queue.sync {
+                if !readFirst { early = first() }
+            }
+        }
+    }
+
+    /// Start-up's reading, when `readEarly` made it before `start` asked.
+    private var early: ConfigReading?
+    /// `first` has run.
+    private var readFirst = false
+
+    /// The watch, then the first reading (see `start`).
+    private func first() -> ConfigReading {
+        readFirst = true
+        watcher = ConfigWatcher(files: files, queue: queue) { [weak self] in self?.changed() }
+        let reading = read()
+        knownFiles = Set(reading.files)
+        return ConfigReading(reading, number: readings)
     }
 
     /// The watcher saw a change: reads again, once for a burst of events.

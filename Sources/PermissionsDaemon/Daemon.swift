@@ -106,6 +106,10 @@ public final class Daemon {
     private var config: ConfigApplier<PluginHost>!
     /// Reads the configuration files for `config`, on a queue of its own.
     private var configReader: ConfigReader!
+    /// The store and the bus connection, each from its own thread at start-up,
+    /// until both have come (`storeAndBusOpened`).
+    private var openedStore: Result<DecisionCommitter, StartFailure>?
+    private var connectedBus: Result<Connection.Connected, BusError>?
     /// Start-up's blocks are done (`start`): called by the last one.
     private var startBlocksDone: () -> Void = {}
     /// Who is calling, for the service; made with the bus connection.
@@ -238,19 +242,31 @@ public final class Daemon {
         host.loadAll(from: directories, config: [], done: partDone)
 
         startBlocksDone = partDone
-        // The store waits on the disk more than it computes: it is opened on a
-        // thread of its own, so that the plugins' steps, which come back to this
-        // queue, go on meanwhile (opened here, it kept their openings waiting for
-        // milliseconds), and handed to this queue once open, to be used only here
-        // from then on. The bus connection comes after it, in a block of its own on
-        // this queue: its handlers must be set before the connection's first
-        // message is routed (a Disconnected routed before them was dropped), and a
+        // The store and the bus wait more than they compute (the disk; the bus
+        // daemon's answers to the authentication and Hello): each is opened on a
+        // thread of its own, side by side, so that the plugins' steps, which come
+        // back to this queue, go on meanwhile (opened here, the store kept their
+        // openings waiting for milliseconds), and handed to this queue once both
+        // are, to be used only here from then on. The connection is attached to
+        // this queue, and its handlers set, in one block: none of its messages is
+        // routed before them (a Disconnected routed before them was dropped). A
         // store that cannot be opened is said before a bus that cannot be reached.
         let me = QueueConfined(self)
         let queue = self.queue
+        let bus = options.bus
         Queue.runOnItsOwn(label: "org.example.Permissions.store-open") {
             let opened = QueueConfined(Self.openStore(stateDirectory: stateDirectory, queue: queue))
-            queue.async { me.value.storeOpened(opened.value, stateDirectory: stateDirectory) }
+            queue.async {
+                me.value.openedStore = opened.value
+                me.value.storeAndBusOpened(stateDirectory: stateDirectory)
+            }
+        }
+        Queue.runOnItsOwn(label: "org.example.Permissions.bus-connect") {
+            let connected = Result { () throws(BusError) in try Connection.connect(bus) }
+            queue.async {
+                me.value.connectedBus = connected
+                me.value.storeAndBusOpened(stateDirectory: stateDirectory)
+            }
         }
     }
 
@@ -276,25 +292,28 @@ public final class Daemon {
         let message: String
     }
 
-    /// The store is open: the bus connection now, then the service in a block of its
-    /// own, so that plugin steps that came meanwhile run between the two.
-    private func storeOpened(_ opened: Result<DecisionCommitter, StartFailure>, stateDirectory: String) {
+    /// The store is open and the bus connected: the connection served from here
+    /// now, then the service in a block of its own, so that plugin steps that came
+    /// meanwhile run between the two.
+    private func storeAndBusOpened(stateDirectory: String) {
+        guard let opened = openedStore, let connected = connectedBus else { return }
+        (openedStore, connectedBus) = (nil, nil)
         let store: DecisionCommitter
         switch opened {
         case .failure(let failure): fail(failure.message)
         case .success(let made): store = made
         }
         self.store = store
-        connectToBus()
+        serveConnection(connected)
         let me = QueueConfined(self)
         queue.async { me.value.makeService(store: store, stateDirectory: stateDirectory) }
     }
 
-    /// The connection to the bus (connect, Hello), with its handlers set in the same
+    /// The connection served on this queue, with its handlers set in the same
     /// block, before anything it receives is routed.
-    private func connectToBus() {
+    private func serveConnection(_ connected: Result<Connection.Connected, BusError>) {
         do {
-            connection = try Connection.open(options.bus, queue: queue)
+            connection = try Connection.open(connected.get(), queue: queue)
         } catch {
             fail("cannot connect to the bus: \(error)")
         }
@@ -361,6 +380,7 @@ public final class Daemon {
         }
         configReader.deliver = { [unowned self] reading in self.config.offer(reading) }
         host.releaseStarts()
+        configReader.readEarly()
         startBlocksDone()
     }
 

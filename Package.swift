@@ -124,7 +124,10 @@ let package = Package(
         // dbus/org.example.Permissions.xml compiled in, for Introspect.
         .target(name: "CPermissionsData", cSettings: [.unsafeFlags(["-std=c23"])]),
 
-        .target(name: "CShims"),
+        // Scalar code where it is faster: with no 64-bit vector multiply before
+        // AVX-512, the SLP vectorizer's SSE2 version of ContentHash's four lanes
+        // (cshims_content_hash_blocks) took twice the instructions.
+        .target(name: "CShims", cSettings: [.unsafeFlags(["-fno-slp-vectorize"])]),
         // The installed daemon's default directories, written in by scripts/install.
         .target(name: "CInstallPaths"),
         .target(name: "CLISupport", dependencies: ["CShims", "SystemPrimitives"]),

@@ -1,3 +1,4 @@
+internal import CShims
 internal import Glibc
 internal import PermissionsSupport
 internal import SystemPrimitives
@@ -178,11 +179,10 @@ enum ContentHash {
             let prime = Self.prime
             func word(_ i: Int) -> UInt64 { UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: i * 8, as: UInt64.self)) }
             let blocks = raw.count / 32
-            for b in 0..<blocks {
-                lanes.0 = (lanes.0 ^ word(b * 4)) &* prime
-                lanes.1 = (lanes.1 ^ word(b * 4 + 1)) &* prime
-                lanes.2 = (lanes.2 ^ word(b * 4 + 2)) &* prime
-                lanes.3 = (lanes.3 ^ word(b * 4 + 3)) &* prime
+            // In C, kept scalar (cshims_content_hash_blocks says why).
+            withUnsafeMutableBytes(of: &lanes) { four in
+                cshims_content_hash_blocks(four.baseAddress!.assumingMemoryBound(to: UInt64.self),
+                                           raw.baseAddress!.assumingMemoryBound(to: UInt8.self), blocks)
             }
             for i in (blocks * 4)..<(raw.count / 8) { lanes.0 = (lanes.0 ^ word(i)) &* prime }
             for i in (raw.count / 8 * 8)..<raw.count { lanes.0 = (lanes.0 ^ UInt64(raw[i])) &* prime }

@@ -71,6 +71,30 @@ import SystemPrimitives
         }
     }
 
+    /// The hash names the kept copies (PrivateCopy), so it must not change from one
+    /// build to the next: the algorithm as documented (four FNV-1a lanes over
+    /// little-endian words, the rest into the first, the lanes and the length
+    /// folded), written out plainly here, against the one that runs (its blocks in
+    /// C, cshims_content_hash_blocks).
+    @Test func theHashIsTheDocumentedOne() {
+        func plain(_ bytes: [UInt8]) -> UInt64 {
+            let prime: UInt64 = 0x100_0000_01b3, basis: UInt64 = 0xcbf2_9ce4_8422_2325
+            var lanes = [basis, basis ^ 1, basis ^ 2, basis ^ 3]
+            func word(_ i: Int) -> UInt64 { (0..<8).reduce(0) { $0 | UInt64(bytes[i * 8 + $1]) << (8 * $1) } }
+            for i in 0..<(bytes.count / 32 * 4) { lanes[i % 4] = (lanes[i % 4] ^ word(i)) &* prime }
+            for i in (bytes.count / 32 * 4)..<(bytes.count / 8) { lanes[0] = (lanes[0] ^ word(i)) &* prime }
+            for i in (bytes.count / 8 * 8)..<bytes.count { lanes[0] = (lanes[0] ^ UInt64(bytes[i])) &* prime }
+            var hash = basis
+            for lane in lanes { hash = (hash ^ lane) &* prime }
+            return (hash ^ UInt64(bytes.count)) &* prime
+        }
+        let bytes = (0..<1000).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 5) }
+        for count in [0, 1, 7, 8, 31, 32, 33, 63, 64, 65, 100, 999, 1000] {
+            #expect(ContentHash.of(Array(bytes[0..<count])) == plain(Array(bytes[0..<count])), "\(count) bytes")
+        }
+        #expect(ContentHash.of(Self.library) == plain(Self.library))
+    }
+
     /// The check of the sealed copy reads its headers only, and says what the
     /// check of the whole bytes says.
     @Test func theCheckOfADescriptorIsTheCheckOfTheBytes() throws {

@@ -48,6 +48,8 @@ int cshims_remove_kept_copy(const char *state, const char *kept, const char *nam
 /* Opens the file of `fd` again, read-only (through /proc/self/fd), and closes
  * `fd`: the new descriptor, or -1 with errno. */
 int cshims_reopen_read_only(int fd);
+/* Adds `blocks` 32-byte blocks of `bytes` to ContentHash's four lanes. */
+void cshims_content_hash_blocks(uint64_t lanes[4], const unsigned char *bytes, size_t blocks);
 
 /* Gives the heap's free pages back to the kernel (glibc's malloc_trim(0), which
  * Swift's Glibc module does not declare); 1 if any memory was released. */

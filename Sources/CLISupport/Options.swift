@@ -1,3 +1,5 @@
+// For its link order only (Package.swift, "CLinkOrder").
+internal import CLinkOrder
 internal import CShims
 internal import Glibc
 internal import SystemPrimitives

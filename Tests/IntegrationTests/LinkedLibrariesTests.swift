@@ -30,4 +30,23 @@ import PermissionsTestSupport
             }
         }
     }
+
+    /// The daemon needs libstdc++ and libc before any other library, the order
+    /// the dynamic loader searches for each relocation's symbol (Package.swift,
+    /// "CLinkOrder"): a new Swift module linked before CLISupport with a library
+    /// of its own to link, or a change in how the toolchain orders them, would
+    /// put libdbus first again, and each start back at 0.8 million more
+    /// instructions.
+    @Test func theDaemonNeedsLibstdcxxAndLibcFirst() throws {
+        for directory in [binDir] + (releaseBinDir.map { [$0] } ?? []) {
+            let path = directory + "/permissionsd"
+            let dynamic = try run("/usr/bin/readelf", ["--dynamic", "--wide", path])
+            #expect(dynamic.status == 0, "\(path): \(dynamic.stderr)")
+            let needed = dynamic.stdout.split(separator: "\n").filter { $0.contains("(NEEDED)") }.compactMap { line in
+                line.split(separator: "[").last?.split(separator: "]").first.map(String.init)
+            }
+            #expect(needed.count > 3, "\(path): \(dynamic.stdout)")
+            #expect(Array(needed.prefix(2)) == ["libstdc++.so.6", "libc.so.6"], "\(path) needs, in order: \(needed)")
+        }
+    }
 }

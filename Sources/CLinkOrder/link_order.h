@@ -1,0 +1,1 @@
+/* Empty: CLinkOrder's module map carries only its link directives. */

@@ -157,7 +157,11 @@ public final class Daemon {
             signalSources.append(source)
         }
         signal(SIGPIPE, SIG_IGN)
-        queue.async { me.value.start() }
+        // On this thread, through sync (which runs the block on the caller when the
+        // queue is idle, as it is here): with async, start-up's first block waited
+        // for a dispatch thread to be made and woken (doc/performance.md,
+        // "Start-up's own work, counted"). What it queues runs on dispatch's threads.
+        queue.sync { me.value.start() }
         // Not dispatch_main() (`runDispatchMain`): it parks this thread in sigsuspend
         // with an empty mask, which unblocks SIGTERM here until the signal sources
         // are registered; a signal then would take its default action. This thread

@@ -238,20 +238,15 @@ public final class Daemon {
             startingParts -= 1
             if startingParts == 0 { self.pluginsLoaded(directories: directories, stateDirectory: stateDirectory) }
         }
-        // Loaded with no configuration, then given one as a whole (ConfigApplier):
-        // nothing is announced before the name is owned. Done: every plugin has
-        // started (or failed, or passed its deadline); publications made during
-        // init were queued before that, so they are in.
-        host.holdStarts()
-        host.loadAll(from: directories, config: [], done: partDone)
-
         startBlocksDone = partDone
         // The store and the bus wait more than they compute (the disk; the bus
         // daemon's answers to the authentication and Hello): each is opened on a
         // thread of its own, side by side, so that the plugins' steps, which come
         // back to this queue, go on meanwhile (opened here, the store kept their
         // openings waiting for milliseconds), and handed to this queue once both
-        // are, to be used only here from then on. The connection is attached to
+        // are, to be used only here from then on. They are asked for before the
+        // plugins' reads, so that their threads come first: the service they lead
+        // to is what the plugins' inits wait for. The connection is attached to
         // this queue, and its handlers set, in one block: none of its messages is
         // routed before them (a Disconnected routed before them was dropped). A
         // store that cannot be opened is said before a bus that cannot be reached.
@@ -272,6 +267,13 @@ public final class Daemon {
                 me.value.storeAndBusOpened(stateDirectory: stateDirectory)
             }
         }
+
+        // Loaded with no configuration, then given one as a whole (ConfigApplier):
+        // nothing is announced before the name is owned. Done: every plugin has
+        // started (or failed, or passed its deadline); publications made during
+        // init were queued before that, so they are in.
+        host.holdStarts()
+        host.loadAll(from: directories, config: [], done: partDone)
     }
 
     /// The decision store, opened, with this start's serial epoch begun; or why not.
@@ -297,8 +299,7 @@ public final class Daemon {
     }
 
     /// The store is open and the bus connected: the connection served from here
-    /// now, then the service in a block of its own, so that plugin steps that came
-    /// meanwhile run between the two.
+    /// now, then the service.
     private func storeAndBusOpened(stateDirectory: String) {
         guard let opened = openedStore, let connected = connectedBus else { return }
         (openedStore, connectedBus) = (nil, nil)
@@ -309,8 +310,9 @@ public final class Daemon {
         }
         self.store = store
         serveConnection(connected)
-        let me = QueueConfined(self)
-        queue.async { me.value.makeService(store: store, stateDirectory: stateDirectory) }
+        // In the same block: the plugins' steps that came meanwhile (openings,
+        // claims) have nothing to do that does not wait for the service anyway.
+        makeService(store: store, stateDirectory: stateDirectory)
     }
 
     /// The connection served on this queue, with its handlers set in the same

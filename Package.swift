@@ -130,17 +130,17 @@ let package = Package(
         .target(name: "CShims", cSettings: [.unsafeFlags(["-fno-slp-vectorize"])]),
         // The installed daemon's default directories, written in by scripts/install.
         .target(name: "CInstallPaths"),
-        // libstdc++ and libc first among the libraries each program needs. The
-        // dynamic loader looks up every symbol a relocation names in that order:
-        // libstdc++'s 3 300 relocations at each start, most of them to its own
-        // symbols, and every library's calls into libc, were looked up behind
-        // libdbus, GLib and SQLite (pkg-config's -l flags, which SwiftPM puts
-        // first). Their `link` directives reach the linker through the objects'
-        // autolink entries, in link order, and CLISupport's objects come before
-        // any other Swift module's with a library to link (LinkedLibrariesTests
-        // checks the order); imported by Options.swift. One start: 16.0 million
-        // instructions before, 15.2 after (doc/performance.md, "Start-up's own
-        // work, counted").
+        // libstdc++, libswiftCore and libc first among the libraries each program
+        // needs. The dynamic loader looks up every symbol a relocation names in
+        // that order: libstdc++'s 3 300 relocations at each start, most of them to
+        // its own symbols, every library's calls into libc, and the plugins' into
+        // the Swift runtime, were looked up behind libdbus, GLib and SQLite
+        // (pkg-config's -l flags, which SwiftPM puts first). Their `link`
+        // directives reach the linker through the objects' autolink entries, in
+        // link order, and CLISupport's objects come before any other Swift
+        // module's with a library to link (LinkedLibrariesTests checks the order);
+        // imported by Options.swift. One start: 16.0 million instructions before,
+        // 15.1 after (doc/performance.md, "Start-up's own work, counted").
         .systemLibrary(name: "CLinkOrder"),
         .target(name: "CLISupport", dependencies: ["CLinkOrder", "CShims", "SystemPrimitives"]),
         // Locks, queues over libdispatch's C API, queue confinement, escaping, errno

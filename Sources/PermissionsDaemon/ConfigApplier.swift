@@ -60,6 +60,8 @@ final class ConfigApplier<Plugins: ConfigurablePlugins> {
     private var applying = true
     /// The latest reading that came meanwhile.
     private var waiting: ConfigReading?
+    /// Until start-up's configuration is in force (`save`).
+    private var startingUp = true
 
     init(lastGood: any LastGoodStore, host: Plugins, service: any ConfiguredService, queue: Queue) {
         self.lastGood = lastGood
@@ -74,6 +76,7 @@ final class ConfigApplier<Plugins: ConfigurablePlugins> {
     /// files in force, else the last good copy, else the fail-safe; then `done`.
     func start(_ reading: ConfigReading, done: @escaping () -> Void) {
         let finished = { [self] in
+            startingUp = false
             applying = false
             done()
             tryWaiting()
@@ -214,13 +217,22 @@ final class ConfigApplier<Plugins: ConfigurablePlugins> {
                     service.releaseChanges()
                     done(.applied)
                 }
-                if keep { save(entries, then: switchOver) } else { switchOver() }
+                if keep, !(startingUp && lastGood.holds(entries)) {
+                    save(entries, then: switchOver)
+                } else {
+                    switchOver()
+                }
             }
         }
     }
 
     /// Writes `entries` as the last good copy, off the serving queue (it is fsynced),
-    /// then runs `then` on it.
+    /// then runs `then` on it. Start-up's first configuration looks first, here, at
+    /// whether the copy holds it already, as it does at every start but the first
+    /// after a change: then the switch does not wait for a turn of the saving queue
+    /// (doc/performance.md, "Start-up's own work, counted"). The look is made in
+    /// the block that switches, so what it saw is what the copy holds when the
+    /// configuration goes into force; the serving queue serves nobody yet.
     private func save(_ entries: [ConfigEntry], then: @escaping () -> Void) {
         let lastGood = lastGood
         let queue = queue

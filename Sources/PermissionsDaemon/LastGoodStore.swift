@@ -10,6 +10,8 @@ protocol LastGoodStore: Sendable {
     /// The copy's entries; nil if there is none.
     func load() -> Result<[ConfigEntry], ConfigFiles.ParseError>?
     func save(_ entries: [ConfigEntry])
+    /// Whether the copy holds `entries` already, as `save` would write them.
+    func holds(_ entries: [ConfigEntry]) -> Bool
 }
 
 extension LastGoodConfiguration: LastGoodStore {}

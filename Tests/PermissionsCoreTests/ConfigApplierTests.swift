@@ -69,6 +69,10 @@ private final class MemoryLastGood: LastGoodStore, @unchecked Sendable {
             savedCopies.append(entries)
         }
     }
+    func holds(_ entries: [ConfigEntry]) -> Bool {
+        func text(_ config: [ConfigEntry]?) -> [String]? { config.map { $0.map { "\($0.section)\n\($0.key)\n\($0.value)" } } }
+        return lock.withLock { text(copy) == text(entries) }
+    }
 }
 
 private func summary(_ config: [ConfigEntry]) -> String {

@@ -75,9 +75,10 @@ import Testing
     /// The connector holds a capability the daemon does not (CAP_DAC_OVERRIDE): it
     /// is built from the checks it shares with the daemon and the bottom targets,
     /// nothing of the daemon, the bus or the plugins, so that it can be read whole.
+    /// (CLinkOrder holds no code: only the order of the libraries it links.)
     @Test func theConnectorReachesOnlyWhatItShares() throws {
         #expect(try graph.closure(of: "permissionsd-connector")
-                == ["UserSockets", "SystemPrimitives", "CShims", "CLISupport", "PermissionsModel"])
+                == ["UserSockets", "SystemPrimitives", "CShims", "CLISupport", "CLinkOrder", "PermissionsModel"])
     }
 
     /// The bottom target: everything may use it, so it uses nothing of the package.

@@ -85,8 +85,9 @@ final class ConfigReader: @unchecked Sendable {
         self.clock = clock
     }
 
-    /// Watches the files, then reads them, and returns that reading. Watched from
-    /// before the reading, so that an edit made meanwhile is read again after it.
+    /// Watches the files, then reads them, and returns that reading (or the one
+    /// `readEarly` made already). Watched from before the reading, so that an edit
+    /// made meanwhile is read again after it, and delivered as the next reading.
     /// Called once, at start-up, on the serving queue, which waits: nobody is served
     /// before the first configuration is in force, and `sync` runs the block on the
     /// calling thread, so start-up does not wait for a background one.

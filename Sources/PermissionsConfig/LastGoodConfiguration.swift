@@ -17,13 +17,13 @@ package struct LastGoodConfiguration: Sendable {
         every change and read at no other time, so do not edit it.
         """
 
-    /// Writes `entries` (all of them: the daemon's keys too) unless the copy already
-    /// holds them; atomically, so that a crash leaves the old copy or the new one.
     /// Whether the copy holds `entries` already, byte for byte as `save` writes them.
     package func holds(_ entries: [ConfigEntry]) -> Bool {
         Files.read(path) == ConfigFiles.render(entries, comment: Self.comment)
     }
 
+    /// Writes `entries` (all of them: the daemon's keys too) unless the copy already
+    /// holds them; atomically, so that a crash leaves the old copy or the new one.
     package func save(_ entries: [ConfigEntry]) {
         let bytes = ConfigFiles.render(entries, comment: Self.comment)
         if Files.read(path) == bytes { return }

@@ -93,11 +93,15 @@ final class ConfigReader: @unchecked Sendable {
     /// calling thread, so start-up does not wait for a background one.
     func start() -> ConfigReading {
         queue.sync {
-            if let early {
-                self.early = nil
-                return early
-            }
-            return first()
+            guard let early else { return first() }
+            self.early = nil
+            // A file changed since the early reading (an editor's save while the
+            // plugins started): read again, so that the configuration in force when
+            // the name is owned is the files' as they are now, as it was when this
+            // reading was made here. The change's own reading follows, and finds
+            // nothing new.
+            guard (watcher?.catchUp() ?? 0) == eventsBeforeEarly else { return again() }
+            return early
         }
     }
 
@@ -108,13 +112,19 @@ final class ConfigReader: @unchecked Sendable {
     /// the plugins' inits run, which leave the cores idle between their hops
     /// (doc/performance.md, "Start-up's own work, counted"). If `start` comes
     /// first, it reads itself, and this does nothing.
-    func readEarly() {
+    /// `then`, for tests: runs on that thread once the reading is made (or was not
+    /// needed).
+    func readEarly(then: (@Sendable () -> Void)? = nil) {
         Queue.runOnItsOwn(label: "org.example.Permissions.config-first-reading") { [self] in
             queue.sync {
                 if !readFirst { early = first() }
             }
+            then?()
         }
     }
+
+    /// The watcher's count of events when the early reading began (`start`).
+    private var eventsBeforeEarly: UInt64 = 0
 
     /// Start-up's reading, when `readEarly` made it before `start` asked.
     private var early: ConfigReading?
@@ -125,6 +135,12 @@ final class ConfigReader: @unchecked Sendable {
     private func first() -> ConfigReading {
         readFirst = true
         watcher = ConfigWatcher(files: files, queue: queue) { [weak self] in self?.changed() }
+        eventsBeforeEarly = watcher?.catchUp() ?? 0
+        return again()
+    }
+
+    /// A reading for start-up, the watch set.
+    private func again() -> ConfigReading {
         let reading = read()
         knownFiles = Set(reading.files)
         return ConfigReading(reading, number: readings)

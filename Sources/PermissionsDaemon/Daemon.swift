@@ -301,13 +301,11 @@ public final class Daemon {
     /// The store is open and the bus connected: the connection served from here
     /// now, then the service.
     private func storeAndBusOpened(stateDirectory: String) {
-        guard let opened = openedStore, let connected = connectedBus else { return }
+        // A store that cannot be opened is said at once, without waiting for a bus
+        // that may never answer the handshake (libdbus has no timeout there).
+        if case .failure(let failure)? = openedStore { fail(failure.message) }
+        guard case .success(let store)? = openedStore, let connected = connectedBus else { return }
         (openedStore, connectedBus) = (nil, nil)
-        let store: DecisionCommitter
-        switch opened {
-        case .failure(let failure): fail(failure.message)
-        case .success(let made): store = made
-        }
         self.store = store
         serveConnection(connected)
         // In the same block: the plugins' steps that came meanwhile (openings,

@@ -526,4 +526,38 @@ import PermissionsTestSupport
                                      "org.example.Permissions"]).stdout
         #expect(all.contains(".StoreStatus"), "\(all)")
     }
+
+    /// The store is opened beside the bus's handshake (Daemon.start): a store that
+    /// cannot be opened ends the start with its own message at once, even while the
+    /// bus never answers (a breaker helper's case: the daemon waited for the bus for
+    /// ever, saying nothing). The bus here is a socket that accepts and is silent.
+    @Test func anUnopenableStoreIsSaidWhileTheBusNeverAnswers() throws {
+        let dir = try makeTemporaryDirectory("store-hung-bus")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        // /tmp: a socket path must fit sun_path's 108 bytes.
+        var template = Array("/tmp/hung-bus.XXXXXX".utf8CString)
+        guard let socketDirectory = mkdtemp(&template) else { throw HarnessError(description: "mkdtemp failed") }
+        let socketPath = String(cString: socketDirectory) + "/bus"
+        defer { unlink(socketPath); rmdir(String(cString: socketDirectory)) }
+        let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        defer { close(listener) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: socketPath.utf8) }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        try #require(listener >= 0 && bound == 0 && listen(listener, 16) == 0)
+        // A directory where the store's file would be: SQLite cannot open it.
+        try FileManager.default.createDirectory(atPath: dir + "/state/decisions.sqlite", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: dir + "/config", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: dir + "/plugins", withIntermediateDirectories: true)
+        // timeout(1) ends a daemon that hangs (status 124), so that the test fails
+        // rather than waits.
+        let result = try run("/usr/bin/timeout", ["20", binDir + "/permissionsd", "--address", "unix:path=" + socketPath,
+                                                  "--config-dir", dir + "/config", "--state-dir", dir + "/state",
+                                                  "--plugin-dir", dir + "/plugins"])
+        #expect(result.status == 1, "status \(result.status): \(result.stderr)")
+        #expect(result.stderr.contains("cannot open the decision store"), "\(result.stderr)")
+    }
 }

@@ -99,4 +99,31 @@ struct ConfigReaderSettleTests {
         #expect(delivered.readings.count == 1)
         #expect(!delivered.readings.contains(where: Self.denies))
     }
+
+    /// Start-up's reading is made early, while the plugins start (`readEarly`); an
+    /// editor's save after it is in the reading start-up puts in force, not only in
+    /// the one the watcher brings after the name is owned (a breaker helper saw a
+    /// restriction saved during the plugins' start come 4 ms after the name).
+    @Test func aSaveAfterTheEarlyReadingIsInStartUpsReading() throws {
+        let made = Semaphore(value: 0)
+        reader.readEarly { made.signal() }
+        #expect(made.wait(timeout: .now() + 5) == .success, "no early reading")
+        try aside.write("permissions.conf", "[camera]\nenabled=false\n")
+        #expect(rename(aside.url("permissions.conf"), dir.url("permissions.conf")) == 0)
+        let reading = reader.start()
+        let entries = try reading.entries.get()
+        #expect(entries.contains { $0.section == "camera" && $0.key == "enabled" && $0.value == "false" },
+                "\(entries)")
+        #expect(!entries.contains { $0.section == "camera" && $0.key == "enabled" && $0.value == "true" })
+    }
+
+    /// Nothing changed since the early reading: start-up takes it as it is.
+    @Test func theEarlyReadingIsStartUpsWhenNothingChanged() throws {
+        let made = Semaphore(value: 0)
+        reader.readEarly { made.signal() }
+        #expect(made.wait(timeout: .now() + 5) == .success, "no early reading")
+        let reading = reader.start()
+        #expect(reading.number == 1)
+        #expect(Self.denies(reading))
+    }
 }

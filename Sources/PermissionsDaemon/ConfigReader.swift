@@ -100,7 +100,7 @@ final class ConfigReader: @unchecked Sendable {
             // the name is owned is the files' as they are now, as it was when this
             // reading was made here. The change's own reading follows, and finds
             // nothing new.
-            guard (watcher?.catchUp() ?? 0) == eventsBeforeEarly else { return again() }
+            guard (watcher?.catchUp() ?? 0) == eventsBeforeFirst else { return again() }
             return early
         }
     }
@@ -117,25 +117,23 @@ final class ConfigReader: @unchecked Sendable {
     func readEarly(then: (@Sendable () -> Void)? = nil) {
         Queue.runOnItsOwn(label: "org.example.Permissions.config-first-reading") { [self] in
             queue.sync {
-                if !readFirst { early = first() }
+                if watcher == nil { early = first() }
             }
             then?()
         }
     }
 
-    /// The watcher's count of events when the early reading began (`start`).
-    private var eventsBeforeEarly: UInt64 = 0
+    /// The watcher's count of events when start-up's first reading began: one
+    /// more by `start` means a file changed since (`start`).
+    private var eventsBeforeFirst: UInt64 = 0
 
     /// Start-up's reading, when `readEarly` made it before `start` asked.
     private var early: ConfigReading?
-    /// `first` has run.
-    private var readFirst = false
 
     /// The watch, then the first reading (see `start`).
     private func first() -> ConfigReading {
-        readFirst = true
         watcher = ConfigWatcher(files: files, queue: queue) { [weak self] in self?.changed() }
-        eventsBeforeEarly = watcher?.catchUp() ?? 0
+        eventsBeforeFirst = watcher?.catchUp() ?? 0
         return again()
     }
 

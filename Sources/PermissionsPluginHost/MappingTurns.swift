@@ -9,8 +9,8 @@ internal import SystemPrimitives
 ///   names after it (PluginLoadingTests).
 /// - A name is done with its turn when its copy will serve it: its dlopen
 ///   returned, it was not refused, and it claims no permission a name before it
-///   claimed (`mapped`). Then the turn passes at once, on that plugin's own call
-///   queue. On the daemon queue, where it passed before, it waited for whatever
+///   claimed (`mapped`). Then the turn passes at once, from `mapper`'s thread
+///   (below). On the daemon queue, where it passed before, it waited for whatever
 ///   that queue was doing (the bus's Hello, the service being made), up to 0.8 ms
 ///   a plugin, which start-up then waited for (doc/performance.md).
 /// - Otherwise the name keeps its turn until it has claimed with another copy, or
@@ -19,10 +19,21 @@ internal import SystemPrimitives
 /// - Which plugin claims a permission first is still decided in directory order,
 ///   on the daemon queue (`ClaimTurns`); what `mapped` foresees of it holds because
 ///   the names before have all mapped and claimed, or given up, by then.
+/// - The dlopens are made from one thread, `mapper`'s, each in its plugin's call
+///   queue (PluginHost.call's `through`): a turn passed to a name that is ready
+///   runs next on the thread that passed it; handing it to the name's own
+///   call queue woke another thread for each, 0.1 to 0.3 ms a plugin on a busy
+///   2-core VM, in the middle of start-up's longest chain (doc/performance.md).
+///   A constructor that never returns holds `mapper` for good, as it holds the
+///   loader's lock: the names after it could not map anyway, and those before it
+///   have mapped, their call queues free.
 ///
 /// Used from the daemon queue and the plugins' call queues: its state is behind a
 /// lock, and the work it holds runs outside it.
 final class MappingTurns: Sendable {
+    /// Where the dlopens are made from, one after another.
+    let mapper = Queue(label: "org.example.Permissions.plugin-mapping")
+
     private struct State: Sendable {
         var order = TurnOrder<@Sendable () -> Void>()
         /// The permissions of the names that are done and serve.

@@ -246,25 +246,36 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
     /// With `turn`, the call and its deadline wait until `turn` starts them, on
     /// whatever thread that is, and `returned` gets the result on the plugin's call
     /// queue as soon as `body` returns, before `then` is queued (MappingTurns).
+    /// With `through`, the call is made from that serial queue's thread, in the
+    /// call queue's turn (`Queue.sync`, which runs it on the calling thread when the
+    /// call queue is idle, as it is between a plugin's steps): calls handed one
+    /// after another to the same `through` run back to back on one thread, with no
+    /// wake-up of another between them (MappingTurns.mapper).
     func call<R: Sendable>(_ plugin: LoadedPlugin, _ what: String, _ body: @escaping @Sendable () -> R,
                            then: @escaping (R) -> Void, timedOut: @escaping () -> Void = {},
-                           turn: ((@escaping @Sendable () -> Void) -> Void)? = nil,
+                           turn: ((@escaping @Sendable () -> Void) -> Void)? = nil, through: Queue? = nil,
                            returned: @escaping @Sendable (R) -> Void = { _ in }) {
         let settle = Self.firstToSettle()
         let confinedThen = QueueConfined(then)
         let confinedTimedOut = QueueConfined(timedOut)
         let start: @Sendable () -> Void = { [queue, deadline] in
-            plugin.callQueue.async {
+            // The deadline runs from the start, wherever the call then waits.
+            queue.asyncAfter(deadline: .now() + deadline) { [weak self] in
+                guard settle.value() else { return }
+                self?.makeUnavailable(plugin, "\(what) did not return within the deadline; plugin abandoned")
+                confinedTimedOut.value()
+            }
+            let run: @Sendable () -> Void = {
                 let result = body()
                 returned(result)
                 queue.async {
                     if settle.value() { confinedThen.value(result) }
                 }
             }
-            queue.asyncAfter(deadline: .now() + deadline) { [weak self] in
-                guard settle.value() else { return }
-                self?.makeUnavailable(plugin, "\(what) did not return within the deadline; plugin abandoned")
-                confinedTimedOut.value()
+            if let through {
+                through.async { plugin.callQueue.sync(execute: run) }
+            } else {
+                plugin.callQueue.async(execute: run)
             }
         }
         if let turn { turn(start) } else { start() }

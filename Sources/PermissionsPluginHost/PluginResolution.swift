@@ -152,7 +152,7 @@ final class PluginResolution {
         host.call(plugin, "opening", { plugin.open() },
                   then: { refusal in self.turn { self.wasOpened(copy, hash: hash, refusal: refusal) } },
                   timedOut: { self.refuse(copy, "opening did not return within the deadline; plugin abandoned", hash: hash) },
-                  turn: mapWhen, returned: mapped)
+                  turn: mapWhen, through: mappingTurn?.turns.mapper, returned: mapped)
     }
 
     private func wasOpened(_ copy: Copy, hash: UInt64, refusal: String?) {

@@ -10,7 +10,12 @@ usage() {
     cat <<EOF
 Usage: $(basename "$0") [OPTIONS]
 
-  --prefix P                   default /usr/local
+  --prefix P                   default /usr/local. The files other programs read
+                               (bus policy and activation file, polkit action,
+                               units, WirePlumber drop-ins) go where those programs
+                               look, outside P (the directories below); a trial
+                               install keeps them out of the system with --destdir
+                               or those options, and uninstall takes the same flags
   --destdir D                  stage everything under D (packaging); paths written
                                into the files stay those without D
   --sysconfdir S               default /etc: the configuration is S/permissions

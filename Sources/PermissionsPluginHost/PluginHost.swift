@@ -258,13 +258,9 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
         let settle = Self.firstToSettle()
         let confinedThen = QueueConfined(then)
         let confinedTimedOut = QueueConfined(timedOut)
-        let start: @Sendable () -> Void = { [queue, deadline] in
+        let start: @Sendable () -> Void = { [queue, deadline, weak self] in
             // The deadline runs from the start, wherever the call then waits.
-            queue.asyncAfter(deadline: .now() + deadline) { [weak self] in
-                guard settle.value() else { return }
-                self?.makeUnavailable(plugin, "\(what) did not return within the deadline; plugin abandoned")
-                confinedTimedOut.value()
-            }
+            self?.startDeadline(plugin, what, after: deadline, settle: settle, timedOut: confinedTimedOut)
             let run: @Sendable () -> Void = {
                 let result = body()
                 returned(result)
@@ -281,6 +277,51 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
         if let turn { turn(start) } else { start() }
     }
 
+    /// `call`, for a call that may have run ahead (AheadCall): a result that came
+    /// is taken as it is, `then` running now; one still on its way is waited for,
+    /// with the deadline from now; a call that was skipped is made as `call` makes
+    /// it, with `body`. Exactly one of `then` and `timedOut` runs.
+    func call<R: Sendable>(_ plugin: LoadedPlugin, _ what: String, ahead: AheadCall<R>,
+                           orRun body: @escaping @Sendable () -> R,
+                           then: @escaping (R) -> Void, timedOut: @escaping () -> Void = {}) {
+        let settle = Self.firstToSettle()
+        let confinedThen = QueueConfined(then)
+        let confinedTimedOut = QueueConfined(timedOut)
+        let outcome = ahead.take { [queue, weak self] outcome in
+            let host = self
+            queue.async {
+                guard settle.value() else { return }
+                switch outcome {
+                case .returned(let result): confinedThen.value(result)
+                // Not by AheadCall's rule (a skip is said before the step before it
+                // is handed over), but if it were: made now, not waited for in vain.
+                case .skipped: host?.call(plugin, what, body, then: confinedThen.value, timedOut: confinedTimedOut.value)
+                }
+            }
+        }
+        switch outcome {
+        case .returned(let result)?:
+            _ = settle.value()
+            then(result)
+        case .skipped?:
+            call(plugin, what, body, then: then, timedOut: timedOut)
+        case nil:
+            startDeadline(plugin, what, after: deadline, settle: settle, timedOut: confinedTimedOut)
+        }
+    }
+
+    /// A call's deadline: if it passes before the call settled, the plugin is made
+    /// unavailable and `timedOut` runs. Any thread (`deadline` is the daemon
+    /// queue's: the caller reads it there).
+    private func startDeadline(_ plugin: LoadedPlugin, _ what: String, after deadline: Deadline.Interval,
+                               settle: QueueConfined<() -> Bool>, timedOut: QueueConfined<() -> Void>) {
+        queue.asyncAfter(deadline: .now() + deadline) { [weak self] in
+            guard settle.value() else { return }
+            self?.makeUnavailable(plugin, "\(what) did not return within the deadline; plugin abandoned")
+            timedOut.value()
+        }
+    }
+
     /// A call's result and its deadline race: this says true to the first of them
     /// to ask, false to the other. Asked on the daemon queue only.
     static func firstToSettle() -> QueueConfined<() -> Bool> {
@@ -294,9 +335,11 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
 
     /// Hands `config` to one plugin; `done` gets its reason when it rejected it, or
     /// nil (accepted, or abandoned at the deadline: then it serves nothing anyway).
+    /// With `ahead`, the configure that ran ahead, if it did (AheadCall).
     func configure(_ plugin: LoadedPlugin, _ config: [ConfigEntry], logRejection: Bool = true,
+                   ahead: AheadCall<(rc: Int32, reason: String?)>? = nil,
                    done: @escaping (String?) -> Void = { _ in }) {
-        call(plugin, "configure", { plugin.configure(config) }, then: { result in
+        let then: ((rc: Int32, reason: String?)) -> Void = { result in
             guard result.rc != 0 else { return done(nil) }
             if logRejection {
                 logWarning("plugin \(plugin.name): rejected the new configuration (\(errnoName(-result.rc))); "
@@ -305,7 +348,13 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
             var reason = result.reason ?? "plugin \(plugin.name) rejected it (\(errnoName(-result.rc)))"
             if let cut = reason.firstOccurrence(of: "; keeping the last good configuration") { reason = String(reason[..<cut.lowerBound]) }
             done(reason)
-        }, timedOut: { done(nil) })
+        }
+        if let ahead {
+            call(plugin, "configure", ahead: ahead, orRun: { plugin.configure(config) }, then: then,
+                 timedOut: { done(nil) })
+        } else {
+            call(plugin, "configure", { plugin.configure(config) }, then: then, timedOut: { done(nil) })
+        }
     }
 
     /// One plugin's answer to a configuration.

@@ -18,6 +18,11 @@ internal import SystemPrimitives
 ///    (`PluginHost.takeOver`), and, if the configuration changed meanwhile, is
 ///    given the new one too.
 ///
+/// Steps 4 and 5 are made ahead, on the plugin's call queue, as soon as the step
+/// before returned well (`Ahead`, AheadCall): this queue still looks at their
+/// answers in turn, so they pick the next step as before; only the hand-overs
+/// between them are gone from the time a start waits for.
+///
 /// A copy refused at steps 1 or 2 gives way to the next one (`refuse`); from step 3
 /// on the copy takes over whatever happens, serving or unavailable. What init
 /// publishes is kept back until the copy takes over: an administrator's settings
@@ -175,13 +180,50 @@ final class PluginResolution {
 
     // MARK: 3. initialize
 
-    private func initialize(_ copy: Copy) {
-        let plugin = copy.plugin
-        host.call(plugin, "init", { plugin.start() }, then: { self.wasInitialized(copy, rc: $0) },
-                  timedOut: { self.takeOver(copy) })
+    /// Validate and configure run ahead on the call queue, each straight after the
+    /// step before it went well, with the configuration in force at init; this
+    /// queue still looks at each result in turn, with each step's deadline
+    /// (AheadCall). A configuration changed meanwhile is validated and configured
+    /// as before, by calls of its own.
+    private struct Ahead {
+        let generation: Int
+        let validate = AheadCall<[String]>()
+        let configure = AheadCall<(rc: Int32, reason: String?)>()
     }
 
-    private func wasInitialized(_ copy: Copy, rc: Int32) {
+    private func initialize(_ copy: Copy) {
+        let plugin = copy.plugin
+        let ahead = Ahead(generation: host.configGeneration)
+        let config = host.config
+        let (validate, configure) = (ahead.validate, ahead.configure)
+        host.call(plugin, "init", {
+            let rc = plugin.start()
+            guard rc == 0 else {
+                validate.finished(.skipped)
+                configure.finished(.skipped)
+                return rc
+            }
+            // Next on this queue, after init's result is handed over.
+            plugin.callQueue.async {
+                guard plugin.takesCalls else {
+                    validate.finished(.skipped)
+                    return configure.finished(.skipped)
+                }
+                let problems = plugin.validate(config)
+                if problems.isEmpty {
+                    plugin.callQueue.async {
+                        configure.finished(plugin.takesCalls ? .returned(plugin.configure(config)) : .skipped)
+                    }
+                } else {
+                    configure.finished(.skipped)
+                }
+                validate.finished(.returned(problems))
+            }
+            return rc
+        }, then: { self.wasInitialized(copy, rc: $0, ahead: ahead) }, timedOut: { self.takeOver(copy) })
+    }
+
+    private func wasInitialized(_ copy: Copy, rc: Int32, ahead: Ahead) {
         let plugin = copy.plugin
         // It may have been given up on during init (it broke the ABI, say).
         guard plugin.info.state == .loading else { return takeOver(copy) }
@@ -198,25 +240,32 @@ final class PluginResolution {
         // Checked as a configuration change is: validate, then configure. A refusal
         // means it never serves (never on its defaults, with the administrator's
         // settings not in force).
-        validate(copy, host.config, generation: host.configGeneration)
+        validate(copy, host.config, generation: host.configGeneration,
+                 ahead: ahead.generation == host.configGeneration ? ahead : nil)
     }
 
     // MARK: 4. validate
 
-    private func validate(_ copy: Copy, _ config: [ConfigEntry], generation: Int) {
+    private func validate(_ copy: Copy, _ config: [ConfigEntry], generation: Int, ahead: Ahead?) {
         let plugin = copy.plugin
-        host.call(plugin, "validate", { plugin.validate(config) }, then: { problems in
+        let then: ([String]) -> Void = { problems in
             guard plugin.info.state == .loading else { return self.takeOver(copy) }
             if let problem = problems.first { return self.refuseConfiguration(copy, problem) }
-            self.configure(copy, config, generation: generation)
-        }, timedOut: { self.takeOver(copy) })
+            self.configure(copy, config, generation: generation, ahead: ahead)
+        }
+        if let ahead {
+            host.call(plugin, "validate", ahead: ahead.validate, orRun: { plugin.validate(config) }, then: then,
+                      timedOut: { self.takeOver(copy) })
+        } else {
+            host.call(plugin, "validate", { plugin.validate(config) }, then: then, timedOut: { self.takeOver(copy) })
+        }
     }
 
     // MARK: 5. configure
 
-    private func configure(_ copy: Copy, _ config: [ConfigEntry], generation: Int) {
+    private func configure(_ copy: Copy, _ config: [ConfigEntry], generation: Int, ahead: Ahead?) {
         let plugin = copy.plugin
-        host.configure(plugin, config, logRejection: false) { rejection in
+        host.configure(plugin, config, logRejection: false, ahead: ahead?.configure) { rejection in
             if let rejection { return self.refuseConfiguration(copy, rejection) }
             guard plugin.info.state == .loading else { return self.takeOver(copy) }
             plugin.info.state = .loaded

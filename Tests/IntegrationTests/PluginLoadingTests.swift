@@ -162,6 +162,66 @@ import PermissionsTestSupport
         #expect(try daemon.call("GetStatus", "s", "shared").stdout == "s \"not-determined\"\n")
     }
 
+    /// A plugin in C that writes each call it gets to `trace` (one word a line):
+    /// init (returning `initResult`), validate, configure.
+    static func tracingPlugin(name: String, trace: String, initResult: String) -> String {
+        """
+        #include <errno.h>
+        #include <stdio.h>
+        #include "permissions-plugin.h"
+        static const char *const perms[] = { "\(name)-permission", NULL };
+        static void note(const char *call) {
+            FILE *f = fopen("\(trace)", "a");
+            if (f) { fprintf(f, "%s\\n", call); fclose(f); }
+        }
+        static int plugin_init(const struct permissions_host *host, void **state) {
+            (void)host; (void)state;
+            note("init");
+            return \(initResult);
+        }
+        static int plugin_configure(void *state, const struct permissions_config *config) {
+            (void)state; (void)config;
+            note("configure");
+            return 0;
+        }
+        static int plugin_validate(void *state, const struct permissions_config *config) {
+            (void)state; (void)config;
+            note("validate");
+            return 0;
+        }
+        static const struct permissions_plugin descriptor = {
+            PERMISSIONS_PLUGIN_ABI_VERSION, sizeof(struct permissions_plugin), "\(name)", "0.1", "test plugin",
+            perms, plugin_init, plugin_configure, NULL, plugin_validate, NULL, NULL, NULL,
+        };
+        const struct permissions_plugin *permissions_plugin_entry_v1(void) { return &descriptor; }
+        """
+    }
+
+    /// At load, validate and configure run on the plugin's queue straight after
+    /// the step before went well, ahead of the daemon queue's look at it
+    /// (AheadCall): a plugin whose init succeeds is validated, then configured,
+    /// then given the configuration files' part in the same order; one whose init
+    /// fails gets neither call, ahead or not.
+    @Test func validateAndConfigureFollowOnlyAnInitThatSucceeded() throws {
+        let dir = try makeTemporaryDirectory("traced-plugins")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try Self.compile(Self.tracingPlugin(name: "good", trace: dir + "/good.trace", initResult: "0"), into: dir,
+                         file: "libpermissions-good.so")
+        try Self.compile(Self.tracingPlugin(name: "failing", trace: dir + "/failing.trace", initResult: "-EIO"),
+                         into: dir, file: "libpermissions-failing.so")
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, pluginDirectories: [dir])
+        #expect(daemon.log.contains("plugin good 0.1 loaded"), "\(daemon.log)")
+        #expect(daemon.log.contains("libpermissions-failing.so: unavailable: init failed"), "\(daemon.log)")
+        // The name is owned once the configuration is in force: every call of
+        // start-up has returned by then. Stopped, so that nothing comes later.
+        daemon.stop()
+        let good = try String(contentsOfFile: dir + "/good.trace", encoding: .utf8)
+        #expect(good == "init\nvalidate\nconfigure\nvalidate\nconfigure\n")
+        let failing = try String(contentsOfFile: dir + "/failing.trace", encoding: .utf8)
+        #expect(failing == "init\n")
+    }
+
     @Test func noPluginsAtAllStillServes() throws {
         let dir = try makeTemporaryDirectory("plugins")
         defer { try? FileManager.default.removeItem(atPath: dir) }

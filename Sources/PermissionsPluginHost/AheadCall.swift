@@ -50,6 +50,14 @@ final class AheadCall<R: Sendable>: Sendable {
         waiting?(outcome)
     }
 
+    /// It was said skipped (any thread).
+    var skipped: Bool {
+        state.withLock { state in
+            if case .skipped? = state.outcome { return true }
+            return false
+        }
+    }
+
     /// The outcome, if it came; else nil, and `later` gets it when it comes, on
     /// the call queue.
     func take(orLater later: @escaping @Sendable (Outcome) -> Void) -> Outcome? {

@@ -40,6 +40,9 @@ package final class LoadedPlugin: @unchecked Sendable {
 
     /// The hash of the content it was loaded from (daemon queue).
     var contentHash: UInt64?
+    /// Why it was given up before the daemon queue looked at its opening (its init,
+    /// run ahead, misbehaved); applied then (daemon queue).
+    var givenUpEarly: String?
     /// The stamp of the file `contentHash` was taken of, when it can be trusted.
     var fileStamp: FileStamp?
 

@@ -50,16 +50,18 @@ final class MappingTurns: Sendable {
 
     /// Name `index`'s dlopen returned: with the permissions its copy declares, or
     /// nil if the copy was refused. The turn passes now if that copy will serve the
-    /// name; if not, the name keeps it until `over`.
-    func mapped(_ index: Int, permissions: Set<String>?) {
-        let ready: (@Sendable () -> Void)? = state.withLock { state in
+    /// name (then true); if not, the name keeps it until `over`.
+    @discardableResult
+    func mapped(_ index: Int, permissions: Set<String>?) -> Bool {
+        let (serves, ready): (Bool, (@Sendable () -> Void)?) = state.withLock { state in
             guard index == state.order.next, let permissions, state.claimed.isDisjoint(with: permissions) else {
-                return nil
+                return (false, nil)
             }
             state.claimed.formUnion(permissions)
-            return state.order.pass(index)
+            return (true, state.order.pass(index))
         }
         ready?()
+        return serves
     }
 
     /// Name `index` claimed `permissions` (with whichever copy), or gave up (none):

@@ -104,15 +104,22 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
     /// start-up runs, and start once the hooks above are set.
     private var heldStarts: [() -> Void]?
 
+    /// Whether inits are held (`heldStarts` set), for a plugin's call queue that
+    /// may start its init ahead (PluginResolution.open): set before the hooks are
+    /// read by anything init can cause, cleared only once they are set.
+    let startsHeld = Locked(false)
+
     /// Copies that open from now on wait before init until `releaseStarts()`.
     package func holdStarts() {
         if heldStarts == nil { heldStarts = [] }
+        startsHeld.withLock { $0 = true }
     }
 
     /// Runs the inits held since `holdStarts()`, in the order their copies opened.
     package func releaseStarts() {
         let held = heldStarts ?? []
         heldStarts = nil
+        startsHeld.withLock { $0 = false }
         for start in held { start() }
     }
 
@@ -229,7 +236,12 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
     /// Gives up on a plugin: serving, or starting to. Its host calls are closed.
     func makeUnavailable(_ plugin: LoadedPlugin, _ reason: String) {
         let serving = plugins.contains { $0 === plugin }
-        guard plugin.info.state != .unavailable, serving || starting[plugin.name] === plugin else { return }
+        guard plugin.info.state != .unavailable, serving || starting[plugin.name] === plugin else {
+            // An init that ran ahead (PluginResolution.open) misbehaved before the
+            // copy's opening was looked at: given up once it is (wasOpened).
+            if !serving, plugin.info.state == .loading, plugin.givenUpEarly == nil { plugin.givenUpEarly = reason }
+            return
+        }
         let remotes = plugin.openRemoteCount
         plugin.closeHostCalls()
         plugin.info.state = .unavailable
@@ -278,7 +290,7 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
     }
 
     /// `call`, for a call that may have run ahead (AheadCall): a result that came
-    /// is taken as it is, `then` running now; one still on its way is waited for,
+    /// is taken as it is, `then` running in this queue's next turn; one still on its way is waited for,
     /// with the deadline from now; a call that was skipped is made as `call` makes
     /// it, with `body`. Exactly one of `then` and `timedOut` runs.
     func call<R: Sendable>(_ plugin: LoadedPlugin, _ what: String, ahead: AheadCall<R>,
@@ -301,8 +313,10 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
         }
         switch outcome {
         case .returned(let result)?:
-            _ = settle.value()
-            then(result)
+            // Not inline: queued, behind what the plugin queued for this queue during
+            // the call (its publications' drain), as for a call's result that comes
+            // back (`call`); no thread is woken, this queue's is running.
+            queue.async { if settle.value() { confinedThen.value(result) } }
         case .skipped?:
             call(plugin, what, body, then: then, timedOut: timedOut)
         case nil:

@@ -59,7 +59,8 @@ final class PluginResolution {
 
         func when(_ map: @escaping @Sendable () -> Void) { turns.when(index, map) }
         /// Its copy's dlopen returned: the permissions it declares, nil if refused.
-        func mapped(_ permissions: Set<String>?) { turns.mapped(index, permissions: permissions) }
+        /// True when the copy will serve (its claim foreseen).
+        func mapped(_ permissions: Set<String>?) -> Bool { turns.mapped(index, permissions: permissions) }
         /// It claimed `permissions`, or gave up (none).
         func over(claiming permissions: [String] = []) { turns.over(index, claiming: permissions) }
     }
@@ -148,19 +149,28 @@ final class PluginResolution {
     private func open(_ copy: Copy, hash: UInt64) {
         let plugin = copy.plugin
         var mapWhen: ((@escaping @Sendable () -> Void) -> Void)?
-        var mapped: @Sendable (String?) -> Void = { _ in }
+        // Init runs ahead when this copy's mapping turn passed because it will serve
+        // (its claim foreseen, MappingTurns.mapped) and inits are not held; else it
+        // is said skipped, before the opening's result is handed over.
+        let ahead = Ahead(generation: host.configGeneration, config: host.config)
+        let startsHeld = host.startsHeld
+        var mapped: @Sendable (String?) -> Void = { _ in ahead.initialize.finished(.skipped) }
         if let mappingTurn {
             mapWhen = { mappingTurn.when($0) }
             // On the plugin's call queue: `info` is the daemon queue's, not yet set.
-            mapped = { refusal in mappingTurn.mapped(refusal == nil ? plugin.declaredPermissions : nil) }
+            mapped = { refusal in
+                let serves = mappingTurn.mapped(refusal == nil ? plugin.declaredPermissions : nil)
+                guard serves, !startsHeld.withLock({ $0 }) else { return ahead.initialize.finished(.skipped) }
+                plugin.callQueue.async { ahead.initialize.finished(.returned(Self.start(plugin, ahead))) }
+            }
         }
         host.call(plugin, "opening", { plugin.open() },
-                  then: { refusal in self.turn { self.wasOpened(copy, hash: hash, refusal: refusal) } },
+                  then: { refusal in self.turn { self.wasOpened(copy, hash: hash, refusal: refusal, ahead: ahead) } },
                   timedOut: { self.refuse(copy, "opening did not return within the deadline; plugin abandoned", hash: hash) },
                   turn: mapWhen, through: mappingTurn?.turns.mapper, returned: mapped)
     }
 
-    private func wasOpened(_ copy: Copy, hash: UInt64, refusal: String?) {
+    private func wasOpened(_ copy: Copy, hash: UInt64, refusal: String?, ahead: Ahead) {
         if let refusal { return refuse(copy, refusal, hash: hash) }
         // Every plugin opened before this one counts, started or not; the copy it
         // is to replace does not.
@@ -168,59 +178,73 @@ final class PluginResolution {
         let claimed = Set(taken.flatMap(\.info.permissions))
         if let clash = copy.plugin.info.permissions.first(where: claimed.contains),
            let owner = taken.first(where: { $0.info.permissions.contains(clash) }) {
+            // An init that ran ahead (MappingTurns foresaw no clash) is undone: fini.
+            if !ahead.initialize.skipped { copy.plugin.callQueue.async { copy.plugin.stop() } }
             // Not remembered with its content: it may load once the other plugin goes.
             return refuse(copy, "permission \"\(clash)\" is already provided by plugin \"\(owner.name)\"", hash: nil)
         }
         host.refusals[copy.path] = nil
         host.starting[name] = copy.plugin
+        if let reason = copy.plugin.givenUpEarly { host.makeUnavailable(copy.plugin, reason) }
         mappingTurn?.over(claiming: copy.plugin.info.permissions)
         opened()
-        host.whenStartsAllowed { self.initialize(copy) }
+        host.whenStartsAllowed { self.initialize(copy, ahead: ahead) }
     }
 
     // MARK: 3. initialize
 
-    /// Validate and configure run ahead on the call queue, each straight after the
-    /// step before it went well, with the configuration in force at init; this
-    /// queue still looks at each result in turn, with each step's deadline
-    /// (AheadCall). A configuration changed meanwhile is validated and configured
-    /// as before, by calls of its own.
+    /// Init, validate and configure run ahead on the call queue, each straight
+    /// after the step before it went well (init, from the mapper's turn), with the
+    /// configuration in force when the copy opened; this queue still looks at each
+    /// result in turn, with each step's deadline (AheadCall). A configuration
+    /// changed meanwhile is validated and configured as before, by calls of its own.
     private struct Ahead {
         let generation: Int
+        let config: [ConfigEntry]
+        let initialize = AheadCall<Int32>()
         let validate = AheadCall<[String]>()
         let configure = AheadCall<(rc: Int32, reason: String?)>()
     }
 
-    private func initialize(_ copy: Copy) {
-        let plugin = copy.plugin
-        let ahead = Ahead(generation: host.configGeneration)
-        let config = host.config
-        let (validate, configure) = (ahead.validate, ahead.configure)
-        host.call(plugin, "init", {
-            let rc = plugin.start()
-            guard rc == 0 else {
-                validate.finished(.skipped)
-                configure.finished(.skipped)
-                return rc
-            }
-            // Next on this queue, after init's result is handed over.
-            plugin.callQueue.async {
-                guard plugin.takesCalls else {
-                    validate.finished(.skipped)
-                    return configure.finished(.skipped)
-                }
-                let problems = plugin.validate(config)
-                if problems.isEmpty {
-                    plugin.callQueue.async {
-                        configure.finished(plugin.takesCalls ? .returned(plugin.configure(config)) : .skipped)
-                    }
-                } else {
-                    configure.finished(.skipped)
-                }
-                validate.finished(.returned(problems))
-            }
+    /// On the call queue: init, then validate and configure queued behind it if
+    /// it went well, each said skipped otherwise before init's result is handed over.
+    private static func start(_ plugin: LoadedPlugin, _ ahead: Ahead) -> Int32 {
+        let (config, validate, configure) = (ahead.config, ahead.validate, ahead.configure)
+        let rc = plugin.start()
+        guard rc == 0 else {
+            validate.finished(.skipped)
+            configure.finished(.skipped)
             return rc
-        }, then: { self.wasInitialized(copy, rc: $0, ahead: ahead) }, timedOut: { self.takeOver(copy) })
+        }
+        plugin.callQueue.async {
+            guard plugin.takesCalls else {
+                validate.finished(.skipped)
+                return configure.finished(.skipped)
+            }
+            let problems = plugin.validate(config)
+            if problems.isEmpty {
+                plugin.callQueue.async {
+                    configure.finished(plugin.takesCalls ? .returned(plugin.configure(config)) : .skipped)
+                }
+            } else {
+                configure.finished(.skipped)
+            }
+            validate.finished(.returned(problems))
+        }
+        return rc
+    }
+
+    private func initialize(_ copy: Copy, ahead opened: Ahead) {
+        let plugin = copy.plugin
+        let then: (Int32) -> Void = { self.wasInitialized(copy, rc: $0, ahead: opened) }
+        guard opened.initialize.skipped else {
+            return host.call(plugin, "init", ahead: opened.initialize, orRun: { Self.start(plugin, opened) },
+                             then: then, timedOut: { self.takeOver(copy) })
+        }
+        // Not ahead: with the configuration in force now.
+        let ahead = Ahead(generation: host.configGeneration, config: host.config)
+        host.call(plugin, "init", { Self.start(plugin, ahead) }, then: { self.wasInitialized(copy, rc: $0, ahead: ahead) },
+                  timedOut: { self.takeOver(copy) })
     }
 
     private func wasInitialized(_ copy: Copy, rc: Int32, ahead: Ahead) {

@@ -222,6 +222,35 @@ import PermissionsTestSupport
         #expect(failing == "init\n")
     }
 
+    /// A plugin that maps after the service is made starts its init ahead, on its
+    /// own queue, as soon as its dlopen returned (PluginResolution.open). One whose
+    /// init then breaks the ABI (a snapshot outside it, its first publication) is
+    /// given up, never loaded. The daemon queue nearly always looks at its opening
+    /// before its misbehaviour; the other order (`LoadedPlugin.givenUpEarly`) is
+    /// not forced here.
+    @Test func anInitRunAheadThatBreaksTheABIIsGivenUp() throws {
+        let dir = try makeTemporaryDirectory("misbehaving-plugin")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        // The constructor's pause keeps its dlopen going until the service is made
+        // (a few milliseconds into start-up), so that its init runs ahead.
+        let source = Self.cPlugin(name: "misbehaving", permissions: "\"misbehaving\",", initBody: """
+            struct permissions_snapshot bad = { PERMISSIONS_PLUGIN_ABI_VERSION, 1 };
+            host->publish(host->host_data, &bad);
+            return 0;
+            """).replacingOccurrences(of: "#include <errno.h>", with: """
+            #include <errno.h>
+            #include <unistd.h>
+            __attribute__((constructor)) static void slow(void) { usleep(300000); }
+            """)
+        try Self.compile(source, into: dir, file: "libpermissions-misbehaving.so")
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, pluginDirectories: [dir])
+        #expect(daemon.log.contains("libpermissions-misbehaving.so: unavailable: it published a snapshot outside the ABI"),
+                "\(daemon.log)")
+        #expect(!daemon.log.contains("plugin misbehaving 0.1 loaded"), "\(daemon.log)")
+        #expect(try daemon.call("GetStatus", "s", "misbehaving").stdout == "s \"unsupported\"\n", "\(daemon.log)")
+    }
+
     @Test func noPluginsAtAllStillServes() throws {
         let dir = try makeTemporaryDirectory("plugins")
         defer { try? FileManager.default.removeItem(atPath: dir) }

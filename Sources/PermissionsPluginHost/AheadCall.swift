@@ -12,12 +12,13 @@ internal import SystemPrimitives
 /// deadline from when it asks: `PluginHost.call(_:_:ahead:orRun:then:timedOut:)`
 /// takes the result if it is there, or waits for it.
 ///
-/// A step runs ahead only when the step before it went well and the plugin still
+/// A step runs ahead only when the step before it went well, the configuration
+/// is still the one it was given (`PluginHost.generationNow`), and the plugin still
 /// takes calls (init returned 0, fini has not run, it was not given up:
-/// `LoadedPlugin.takesCalls`, read on its call queue); otherwise it is `skipped`,
-/// said before the result of the step before it is handed over, so the daemon
-/// queue never waits for a step that will not come, and makes the call itself
-/// if it still wants it.
+/// `LoadedPlugin.takesCalls`, read on its call queue); otherwise it is `skipped`
+/// (the daemon queue makes the call itself if it still wants it) or `closed` (it
+/// is never made), said before the result of the step before it is handed over,
+/// so the daemon queue never waits for a step that will not come.
 ///
 /// Used from the plugin's call queue (`finished`) and the daemon queue (`take`):
 /// its state is behind a lock, and the work it holds runs outside it.
@@ -25,8 +26,12 @@ final class AheadCall<R: Sendable>: Sendable {
     enum Outcome: Sendable {
         /// It ran, and returned this.
         case returned(R)
-        /// It did not run (see the type's comment).
+        /// It did not run (see the type's comment): made by the daemon queue if it
+        /// still wants it.
         case skipped
+        /// It did not run because the plugin no longer takes calls: not made at all
+        /// (the plugin is given up, `PluginHost.call(_:_:ahead:orRun:then:timedOut:)`).
+        case closed
     }
 
     private struct State: Sendable {
@@ -66,5 +71,13 @@ final class AheadCall<R: Sendable>: Sendable {
             state.waiting = later
             return nil
         }
+    }
+}
+
+extension AheadCall.Outcome {
+    /// The same reason for a step not made, for a step of another result type.
+    func notMade<T>() -> AheadCall<T>.Outcome {
+        if case .closed = self { return .closed }
+        return .skipped
     }
 }

@@ -75,6 +75,8 @@ package final class LoadedPlugin: @unchecked Sendable {
         var declared: Set<String> = []
         /// No more host calls are accepted: fini ran, or the plugin was given up.
         var closed = false
+        /// Why, when the plugin closed them itself by breaking the ABI.
+        var closedBecause: String?
         /// Publications not yet applied, latest per permission and scope: a storm of
         /// them costs the daemon one apply per permission (and user), not one per
         /// publication.
@@ -284,6 +286,12 @@ package final class LoadedPlugin: @unchecked Sendable {
         return rc
     }
 
+    static let outsideABI = "it published a snapshot outside the ABI"
+    static let flooded = "it published more than \(maxPublicationsPerSecond) snapshots in a second"
+
+    /// Why it stopped taking host calls, when it broke the ABI (any thread).
+    var closedBecause: String? { shared.withLock { $0.closedBecause } }
+
     /// init returned 0, fini has not run, and the plugin was not given up: it may
     /// be called (callQueue only; AheadCall).
     var takesCalls: Bool {
@@ -459,10 +467,12 @@ package final class LoadedPlugin: @unchecked Sendable {
             guard let copy else {
                 // Values outside the ABI: a plugin that sends them cannot be trusted with more.
                 shared.closed = true
+                shared.closedBecause = Self.outsideABI
                 return .outsideABI
             }
             if shared.publications.count() > Self.maxPublicationsPerSecond {
                 shared.closed = true
+                shared.closedBecause = Self.flooded
                 return .flooded
             }
             shared.pending[PendingKey(permission: copy.permission, uid: uid)] = copy
@@ -473,11 +483,11 @@ package final class LoadedPlugin: @unchecked Sendable {
         case .closed:
             return -ESHUTDOWN
         case .outsideABI:
-            daemonQueue.async { [self] in misbehaved?(self, "it published a snapshot outside the ABI") }
+            daemonQueue.async { [self] in misbehaved?(self, Self.outsideABI) }
             return -EINVAL
         case .flooded:
             daemonQueue.async { [self] in
-                misbehaved?(self, "it published more than \(Self.maxPublicationsPerSecond) snapshots in a second")
+                misbehaved?(self, Self.flooded)
             }
             return -EBUSY
         case .queued(let scheduleDrain):

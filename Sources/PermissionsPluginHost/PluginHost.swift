@@ -74,7 +74,12 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
     var config: [ConfigEntry] = []
     /// Grows with each configureAll: a plugin configured with an older one while it
     /// was starting is configured again when it takes over.
-    var configGeneration = 0
+    var configGeneration = 0 {
+        didSet { generationNow.withLock { $0 = configGeneration } }
+    }
+    /// `configGeneration`, for a plugin's call queue: a step run ahead with an
+    /// older configuration is not made (PluginResolution.start).
+    let generationNow = Locked(0)
     /// Names whose copy refused the configuration in force (PluginSelection).
     var configRefusals = Set<String>()
 
@@ -305,6 +310,7 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
                 guard settle.value() else { return }
                 switch outcome {
                 case .returned(let result): confinedThen.value(result)
+                case .closed: host?.noLongerTakesCalls(plugin, timedOut: confinedTimedOut.value)
                 // Not by AheadCall's rule (a skip is said before the step before it
                 // is handed over), but if it were: made now, not waited for in vain.
                 case .skipped: host?.call(plugin, what, body, then: confinedThen.value, timedOut: confinedTimedOut.value)
@@ -317,11 +323,23 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
             // the call (its publications' drain), as for a call's result that comes
             // back (`call`); no thread is woken, this queue's is running.
             queue.async { if settle.value() { confinedThen.value(result) } }
+        case .closed?:
+            queue.async { [weak self] in
+                if settle.value() { self?.noLongerTakesCalls(plugin, timedOut: confinedTimedOut.value) }
+            }
         case .skipped?:
             call(plugin, what, body, then: then, timedOut: timedOut)
         case nil:
             startDeadline(plugin, what, after: deadline, settle: settle, timedOut: confinedTimedOut)
         }
+    }
+
+    /// A step that was not made because the plugin had stopped taking calls (it
+    /// broke the ABI on a thread of its own, say): given up, with its own reason,
+    /// whether or not the daemon queue has seen that yet, and never called.
+    private func noLongerTakesCalls(_ plugin: LoadedPlugin, timedOut: () -> Void) {
+        makeUnavailable(plugin, plugin.closedBecause ?? "it no longer takes calls")
+        timedOut()
     }
 
     /// A call's deadline: if it passes before the call settled, the plugin is made

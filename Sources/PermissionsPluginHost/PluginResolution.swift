@@ -152,7 +152,7 @@ final class PluginResolution {
         // Init runs ahead when this copy's mapping turn passed because it will serve
         // (its claim foreseen, MappingTurns.mapped) and inits are not held; else it
         // is said skipped, before the opening's result is handed over.
-        let ahead = Ahead(generation: host.configGeneration, config: host.config)
+        let ahead = Ahead(generation: host.configGeneration, config: host.config, generationNow: host.generationNow)
         let startsHeld = host.startsHeld
         var mapped: @Sendable (String?) -> Void = { _ in ahead.initialize.finished(.skipped) }
         if let mappingTurn {
@@ -201,6 +201,8 @@ final class PluginResolution {
     private struct Ahead {
         let generation: Int
         let config: [ConfigEntry]
+        /// The host's generation as it is now (PluginHost.generationNow).
+        let generationNow: Locked<Int>
         let initialize = AheadCall<Int32>()
         let validate = AheadCall<[String]>()
         let configure = AheadCall<(rc: Int32, reason: String?)>()
@@ -210,6 +212,14 @@ final class PluginResolution {
     /// it went well, each said skipped otherwise before init's result is handed over.
     private static func start(_ plugin: LoadedPlugin, _ ahead: Ahead) -> Int32 {
         let (config, validate, configure) = (ahead.config, ahead.validate, ahead.configure)
+        // Whether the next step may be made ahead: not for a plugin that stopped
+        // taking calls, nor with a configuration that is no longer the one in force
+        // (its calls would wait in front of those for the new one).
+        let next: @Sendable () -> AheadCall<Int32>.Outcome? = {
+            if !plugin.takesCalls { return .closed }
+            if ahead.generationNow.withLock({ $0 }) != ahead.generation { return .skipped }
+            return nil
+        }
         let rc = plugin.start()
         guard rc == 0 else {
             validate.finished(.skipped)
@@ -217,14 +227,15 @@ final class PluginResolution {
             return rc
         }
         plugin.callQueue.async {
-            guard plugin.takesCalls else {
-                validate.finished(.skipped)
-                return configure.finished(.skipped)
+            if let stop = next() {
+                validate.finished(stop.notMade())
+                return configure.finished(stop.notMade())
             }
             let problems = plugin.validate(config)
             if problems.isEmpty {
                 plugin.callQueue.async {
-                    configure.finished(plugin.takesCalls ? .returned(plugin.configure(config)) : .skipped)
+                    if let stop = next() { return configure.finished(stop.notMade()) }
+                    configure.finished(.returned(plugin.configure(config)))
                 }
             } else {
                 configure.finished(.skipped)
@@ -242,7 +253,7 @@ final class PluginResolution {
                              then: then, timedOut: { self.takeOver(copy) })
         }
         // Not ahead: with the configuration in force now.
-        let ahead = Ahead(generation: host.configGeneration, config: host.config)
+        let ahead = Ahead(generation: host.configGeneration, config: host.config, generationNow: host.generationNow)
         host.call(plugin, "init", { Self.start(plugin, ahead) }, then: { self.wasInitialized(copy, rc: $0, ahead: ahead) },
                   timedOut: { self.takeOver(copy) })
     }

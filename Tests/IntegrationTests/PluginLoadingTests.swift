@@ -251,6 +251,115 @@ import PermissionsTestSupport
         #expect(try daemon.call("GetStatus", "s", "misbehaving").stdout == "s \"unsupported\"\n", "\(daemon.log)")
     }
 
+    /// A plugin that breaks the ABI during its validate at load (a snapshot with a
+    /// service state outside the enum) is given up: its host calls are closed, and
+    /// it must get no further call, configure included (the ahead configure is
+    /// skipped; the daemon queue must not make the call itself).
+    @Test func aPluginGivenUpDuringItsValidateIsNotConfigured() throws {
+        let dir = try makeTemporaryDirectory("traced-plugins")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let trace = dir + "/bad.trace"
+        let source = """
+            #include <errno.h>
+            #include <stdio.h>
+            #include "permissions-plugin.h"
+            static const char *const perms[] = { "bad-permission", NULL };
+            static const struct permissions_host *H;
+            static void note(const char *call) {
+                FILE *f = fopen("\(trace)", "a");
+                if (f) { fprintf(f, "%s\\n", call); fclose(f); }
+            }
+            static int plugin_init(const struct permissions_host *host, void **state) {
+                (void)state; H = host; note("init"); return 0;
+            }
+            static int plugin_configure(void *state, const struct permissions_config *config) {
+                (void)state; (void)config; note("configure"); return 0;
+            }
+            static int plugin_validate(void *state, const struct permissions_config *config) {
+                (void)state; (void)config; note("validate");
+                struct permissions_snapshot s = { PERMISSIONS_PLUGIN_ABI_VERSION, sizeof s };
+                s.permission = perms[0]; s.service_state = 99;
+                H->publish(H->host_data, &s);
+                return 0;
+            }
+            static const struct permissions_plugin descriptor = {
+                PERMISSIONS_PLUGIN_ABI_VERSION, sizeof(struct permissions_plugin), "bad", "0.1", "test plugin",
+                perms, plugin_init, plugin_configure, NULL, plugin_validate, NULL, NULL, NULL,
+            };
+            const struct permissions_plugin *permissions_plugin_entry_v1(void) { return &descriptor; }
+            """
+        try Self.compile(source, into: dir, file: "libpermissions-bad.so")
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, pluginDirectories: [dir])
+        #expect(daemon.log.contains("libpermissions-bad.so: unavailable: it published a snapshot outside the ABI"),
+                "\(daemon.log)")
+        daemon.stop()
+        #expect(try String(contentsOfFile: trace, encoding: .utf8) == "init\nvalidate\n")
+    }
+
+    /// A configuration that changes while a replacing copy's init runs: the new
+    /// copy's steps run ahead with the configuration it was opened under are not
+    /// made (they would wait in front of the new configuration's, and eat their
+    /// deadline); it is validated and configured with the new one only, and takes
+    /// over. (Breaker: it got the old configuration after the new one was in
+    /// force, and, with slow calls, was abandoned at configure's deadline.)
+    @Test func aCopyWhoseInitOutlastsTheConfigurationGetsOnlyTheNewOne() throws {
+        let dir = try makeTemporaryDirectory("reloaded-plugin")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let trace = dir + "/slow.trace"
+        func plugin(version: String, initMilliseconds: Int) -> String {
+            """
+            #include <stdio.h>
+            #include <string.h>
+            #include <unistd.h>
+            #include "permissions-plugin.h"
+            static const char *const perms[] = { "slow-permission", NULL };
+            static void note(const char *call, const struct permissions_config *config) {
+                const char *k = "-";
+                for (uint32_t i = 0; config && i < config->n_entries; i++)
+                    if (strcmp(config->entries[i].key, "k") == 0) k = config->entries[i].value;
+                FILE *f = fopen("\(trace)", "a");
+                if (f) { fprintf(f, "\(version) %s %s\\n", call, k); fclose(f); }
+            }
+            static int plugin_init(const struct permissions_host *host, void **state) {
+                (void)host; (void)state;
+                note("init-begins", NULL);
+                usleep(\(initMilliseconds) * 1000);
+                return 0;
+            }
+            static int plugin_configure(void *state, const struct permissions_config *config) {
+                (void)state; note("configure", config); return 0;
+            }
+            static int plugin_validate(void *state, const struct permissions_config *config) {
+                (void)state; note("validate", config); return 0;
+            }
+            static const struct permissions_plugin descriptor = {
+                PERMISSIONS_PLUGIN_ABI_VERSION, sizeof(struct permissions_plugin), "slow", "\(version)", "test plugin",
+                perms, plugin_init, plugin_configure, NULL, plugin_validate, NULL, NULL, NULL,
+            };
+            const struct permissions_plugin *permissions_plugin_entry_v1(void) { return &descriptor; }
+            """
+        }
+        try Self.compile(plugin(version: "1", initMilliseconds: 0), into: dir, file: "libpermissions-slow.so")
+        let staging = try makeTemporaryDirectory("reloaded-plugin-next")
+        defer { try? FileManager.default.removeItem(atPath: staging) }
+        try Self.compile(plugin(version: "2", initMilliseconds: 1500), into: staging, file: "libpermissions-slow.so")
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, config: "[slow]\nk=old\n", pluginDirectories: [dir])
+        #expect(daemon.log.contains("plugin slow 1 loaded"), "\(daemon.log)")
+        try PlatformTests.install(staging + "/libpermissions-slow.so", into: dir, as: "libpermissions-slow.so")
+        // While the new copy's init runs (its first line is written), the change.
+        let deadline = Date().addingTimeInterval(10)
+        while !((try? String(contentsOfFile: trace, encoding: .utf8)) ?? "").contains("2 init-begins"), Date() < deadline {
+            usleep(10_000)  // polling a file for its line, with a deadline
+        }
+        try daemon.writeConfig("[slow]\nk=new\n")
+        _ = try daemon.waitForLog("plugin slow 2 loaded")
+        daemon.stop()
+        let calls = try String(contentsOfFile: trace, encoding: .utf8).split(separator: "\n").filter { $0.hasPrefix("2 ") }
+        #expect(calls == ["2 init-begins -", "2 validate new", "2 configure new"], "\(calls)\n\(daemon.log)")
+    }
+
     @Test func noPluginsAtAllStillServes() throws {
         let dir = try makeTemporaryDirectory("plugins")
         defer { try? FileManager.default.removeItem(atPath: dir) }

@@ -289,6 +289,9 @@ package final class LoadedPlugin: @unchecked Sendable {
     static let outsideABI = "it published a snapshot outside the ABI"
     static let flooded = "it published more than \(maxPublicationsPerSecond) snapshots in a second"
 
+    /// Host calls are closed: fini ran, or it was given up (any thread).
+    var hostCallsClosed: Bool { shared.withLock { $0.closed } }
+
     /// Why it stopped taking host calls, when it broke the ABI (any thread).
     var closedBecause: String? { shared.withLock { $0.closedBecause } }
 

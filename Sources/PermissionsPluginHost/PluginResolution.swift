@@ -159,14 +159,21 @@ final class PluginResolution {
             mapWhen = { mappingTurn.when($0) }
             // On the plugin's call queue: `info` is the daemon queue's, not yet set.
             mapped = { refusal in
-                let serves = mappingTurn.mapped(refusal == nil ? plugin.declaredPermissions : nil)
+                // A copy abandoned at its opening's deadline (its host calls closed
+                // then) is refused here too: its name keeps the turn for the copy it
+                // falls back to, and it is never started.
+                let abandoned = plugin.hostCallsClosed
+                let serves = mappingTurn.mapped(refusal == nil && !abandoned ? plugin.declaredPermissions : nil)
                 guard serves, !startsHeld.withLock({ $0 }) else { return ahead.initialize.finished(.skipped) }
                 plugin.callQueue.async { ahead.initialize.finished(.returned(Self.start(plugin, ahead))) }
             }
         }
         host.call(plugin, "opening", { plugin.open() },
                   then: { refusal in self.turn { self.wasOpened(copy, hash: hash, refusal: refusal, ahead: ahead) } },
-                  timedOut: { self.refuse(copy, "opening did not return within the deadline; plugin abandoned", hash: hash) },
+                  timedOut: {
+                      plugin.closeHostCalls()
+                      self.refuse(copy, "opening did not return within the deadline; plugin abandoned", hash: hash)
+                  },
                   turn: mapWhen, through: mappingTurn?.turns.mapper, returned: mapped)
     }
 

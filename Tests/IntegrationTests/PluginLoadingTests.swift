@@ -360,6 +360,48 @@ import PermissionsTestSupport
         #expect(calls == ["2 init-begins -", "2 validate new", "2 configure new"], "\(calls)\n\(daemon.log)")
     }
 
+    /// A copy abandoned at its opening's deadline (its constructor outlasts it),
+    /// whose name falls back to a copy in the next directory, is never started: its
+    /// dlopen returns later, in the mapping turn the fallback keeps, and neither
+    /// claims that turn nor runs its init ahead. (Breaker: it was initialized,
+    /// validated and configured, a plugin the log said was abandoned, never fini'd.)
+    @Test func aCopyAbandonedAtItsOpeningIsNeverStarted() throws {
+        let first = try makeTemporaryDirectory("first")
+        let second = try makeTemporaryDirectory("second")
+        defer {
+            try? FileManager.default.removeItem(atPath: first)
+            try? FileManager.default.removeItem(atPath: second)
+        }
+        let trace = first + "/late.trace"
+        let late = Self.tracingPlugin(name: "late", trace: trace, initResult: "0")
+            .replacingOccurrences(of: "#include <errno.h>", with: """
+            #include <errno.h>
+            #include <unistd.h>
+            __attribute__((constructor)) static void slow(void) {
+                usleep(2600000);
+                FILE *f = fopen("\(trace)", "a");
+                if (f) { fprintf(f, "constructed\\n"); fclose(f); }
+            }
+            """).replacingOccurrences(of: "#include <stdio.h>\n", with: "")
+            .replacingOccurrences(of: "#include <errno.h>", with: "#include <errno.h>\n#include <stdio.h>")
+        try Self.compile(late, into: first, file: "libpermissions-late.so")
+        try Self.compile(Self.cPlugin(name: "late", permissions: "\"late-permission\","), into: second,
+                         file: "libpermissions-late.so")
+        let bus = try TestBus()
+        let daemon = try DaemonUnderTest(bus: bus, pluginDirectories: [first, second])
+        #expect(daemon.log.contains("\(first)/libpermissions-late.so: skipped: opening did not return within the deadline"),
+                "\(daemon.log)")
+        #expect(daemon.log.contains("plugin late 0.1 loaded from \(second)/libpermissions-late.so"), "\(daemon.log)")
+        func calls() -> String { (try? String(contentsOfFile: trace, encoding: .utf8)) ?? "" }
+        // The constructor's end, then a second for a call that must not come.
+        var deadline = Date().addingTimeInterval(10)
+        while !calls().contains("constructed"), Date() < deadline { usleep(10_000) }
+        deadline = Date().addingTimeInterval(1)
+        while calls() == "constructed\n", Date() < deadline { usleep(10_000) }
+        daemon.stop()
+        #expect(calls() == "constructed\n", "calls the abandoned copy got: \(calls())")
+    }
+
     @Test func noPluginsAtAllStillServes() throws {
         let dir = try makeTemporaryDirectory("plugins")
         defer { try? FileManager.default.removeItem(atPath: dir) }

@@ -1,11 +1,12 @@
 internal import SystemPrimitives
 
 /// A plugin call made on its call queue before the daemon queue asks for it:
-/// a loading copy's validate and configure (PluginResolution), each run straight
-/// after the step before it returned, instead of after that step's result has gone
-/// to the daemon queue and the next call has come back. On a busy 2-core machine
-/// each of those hand-overs woke a thread, 0.1 to 0.2 ms, four of them for the
-/// last plugin to start, which start-up waits for (doc/performance.md).
+/// a loading copy's init (as soon as its dlopen returned), validate and configure
+/// (each straight after the step before it returned), in PluginResolution,
+/// instead of after the step before's result has gone to the daemon queue and
+/// the next call has come back. On a busy 2-core machine each of those
+/// hand-overs woke a thread, 0.1 to 0.7 ms, six of them for the last plugin to
+/// start, which start-up waits for (doc/performance.md).
 ///
 /// The daemon queue still looks at each result in turn, as it did (a step's
 /// refusal still stops the steps after it from counting), and gives each step its

@@ -297,9 +297,7 @@ package final class LoadedPlugin: @unchecked Sendable {
 
     /// init returned 0, fini has not run, and the plugin was not given up: it may
     /// be called (callQueue only; AheadCall).
-    var takesCalls: Bool {
-        started && !shared.withLock { $0.closed }
-    }
+    var takesCalls: Bool { started && !hostCallsClosed }
 
     /// configure, with the first error line the plugin logged during the call (its
     /// reason for a rejection, "FILE:LINE: …" by the ABI's convention).

@@ -294,42 +294,37 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
         if let turn { turn(start) } else { start() }
     }
 
-    /// `call`, for a call that may have run ahead (AheadCall): a result that came
-    /// is taken as it is, `then` running in this queue's next turn; one still on its way is waited for,
-    /// with the deadline from now; a call that was skipped is made as `call` makes
-    /// it, with `body`. Exactly one of `then` and `timedOut` runs.
-    func call<R: Sendable>(_ plugin: LoadedPlugin, _ what: String, ahead: AheadCall<R>,
+    /// `call`, for a call that may have run ahead (AheadCall): its outcome, come or
+    /// still on its way (then waited for, with the deadline from now), is handled
+    /// in one of this queue's turns, behind what the plugin queued for this queue
+    /// during the call (its publications' drain), as a call's result that comes
+    /// back is (`call`): a result goes to `then`; a call not made because the
+    /// plugin stopped taking calls gives it up; a call skipped is made as `call`
+    /// makes it, with `body`. Without `ahead`, `call`. Exactly one of `then` and
+    /// `timedOut` runs.
+    func call<R: Sendable>(_ plugin: LoadedPlugin, _ what: String, ahead: AheadCall<R>?,
                            orRun body: @escaping @Sendable () -> R,
                            then: @escaping (R) -> Void, timedOut: @escaping () -> Void = {}) {
+        guard let ahead else { return call(plugin, what, body, then: then, timedOut: timedOut) }
         let settle = Self.firstToSettle()
         let confinedThen = QueueConfined(then)
         let confinedTimedOut = QueueConfined(timedOut)
-        let outcome = ahead.take { [queue, weak self] outcome in
+        // In a turn of its own even when the outcome is already here: no thread is
+        // woken for it, this queue's is running.
+        let handle: @Sendable (AheadCall<R>.Outcome) -> Void = { [queue, weak self] outcome in
             let host = self
             queue.async {
                 guard settle.value() else { return }
                 switch outcome {
                 case .returned(let result): confinedThen.value(result)
                 case .closed: host?.noLongerTakesCalls(plugin, timedOut: confinedTimedOut.value)
-                // Not by AheadCall's rule (a skip is said before the step before it
-                // is handed over), but if it were: made now, not waited for in vain.
                 case .skipped: host?.call(plugin, what, body, then: confinedThen.value, timedOut: confinedTimedOut.value)
                 }
             }
         }
-        switch outcome {
-        case .returned(let result)?:
-            // Not inline: queued, behind what the plugin queued for this queue during
-            // the call (its publications' drain), as for a call's result that comes
-            // back (`call`); no thread is woken, this queue's is running.
-            queue.async { if settle.value() { confinedThen.value(result) } }
-        case .closed?:
-            queue.async { [weak self] in
-                if settle.value() { self?.noLongerTakesCalls(plugin, timedOut: confinedTimedOut.value) }
-            }
-        case .skipped?:
-            call(plugin, what, body, then: then, timedOut: timedOut)
-        case nil:
+        if let outcome = ahead.take(orLater: handle) {
+            handle(outcome)
+        } else {
             startDeadline(plugin, what, after: deadline, settle: settle, timedOut: confinedTimedOut)
         }
     }
@@ -381,12 +376,7 @@ package final class PluginHost: SnapshotSource, @unchecked Sendable {
             if let cut = reason.firstOccurrence(of: "; keeping the last good configuration") { reason = String(reason[..<cut.lowerBound]) }
             done(reason)
         }
-        if let ahead {
-            call(plugin, "configure", ahead: ahead, orRun: { plugin.configure(config) }, then: then,
-                 timedOut: { done(nil) })
-        } else {
-            call(plugin, "configure", { plugin.configure(config) }, then: then, timedOut: { done(nil) })
-        }
+        call(plugin, "configure", ahead: ahead, orRun: { plugin.configure(config) }, then: then, timedOut: { done(nil) })
     }
 
     /// One plugin's answer to a configuration.

@@ -18,10 +18,11 @@ internal import SystemPrimitives
 ///    (`PluginHost.takeOver`), and, if the configuration changed meanwhile, is
 ///    given the new one too.
 ///
-/// Steps 4 and 5 are made ahead, on the plugin's call queue, as soon as the step
-/// before returned well (`Ahead`, AheadCall): this queue still looks at their
-/// answers in turn, so they pick the next step as before; only the hand-overs
-/// between them are gone from the time a start waits for.
+/// Steps 3 to 5 are made ahead, on the plugin's call queue, as soon as the step
+/// before returned well (`Ahead`, AheadCall; init from the mapping turn, when it
+/// can): this queue still looks at their answers in turn, so they pick the next
+/// step as before; only the hand-overs between them are gone from the time a
+/// start waits for.
 ///
 /// A copy refused at steps 1 or 2 gives way to the next one (`refuse`); from step 3
 /// on the copy takes over whatever happens, serving or unavailable. What init
@@ -254,15 +255,12 @@ final class PluginResolution {
 
     private func initialize(_ copy: Copy, ahead opened: Ahead) {
         let plugin = copy.plugin
-        let then: (Int32) -> Void = { self.wasInitialized(copy, rc: $0, ahead: opened) }
-        guard opened.initialize.skipped else {
-            return host.call(plugin, "init", ahead: opened.initialize, orRun: { Self.start(plugin, opened) },
-                             then: then, timedOut: { self.takeOver(copy) })
-        }
-        // Not ahead: with the configuration in force now.
-        let ahead = Ahead(generation: host.configGeneration, config: host.config, generationNow: host.generationNow)
-        host.call(plugin, "init", { Self.start(plugin, ahead) }, then: { self.wasInitialized(copy, rc: $0, ahead: ahead) },
-                  timedOut: { self.takeOver(copy) })
+        // Init not made ahead: made now, with the configuration in force now.
+        let ranAhead = !opened.initialize.skipped
+        let ahead = ranAhead ? opened
+            : Ahead(generation: host.configGeneration, config: host.config, generationNow: host.generationNow)
+        host.call(plugin, "init", ahead: ranAhead ? ahead.initialize : nil, orRun: { Self.start(plugin, ahead) },
+                  then: { self.wasInitialized(copy, rc: $0, ahead: ahead) }, timedOut: { self.takeOver(copy) })
     }
 
     private func wasInitialized(_ copy: Copy, rc: Int32, ahead: Ahead) {
@@ -295,12 +293,8 @@ final class PluginResolution {
             if let problem = problems.first { return self.refuseConfiguration(copy, problem) }
             self.configure(copy, config, generation: generation, ahead: ahead)
         }
-        if let ahead {
-            host.call(plugin, "validate", ahead: ahead.validate, orRun: { plugin.validate(config) }, then: then,
-                      timedOut: { self.takeOver(copy) })
-        } else {
-            host.call(plugin, "validate", { plugin.validate(config) }, then: then, timedOut: { self.takeOver(copy) })
-        }
+        host.call(plugin, "validate", ahead: ahead?.validate, orRun: { plugin.validate(config) }, then: then,
+                  timedOut: { self.takeOver(copy) })
     }
 
     // MARK: 5. configure

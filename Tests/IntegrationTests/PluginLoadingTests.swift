@@ -39,6 +39,28 @@ import PermissionsTestSupport
         try FileManager.default.removeItem(atPath: c)
     }
 
+    /// `source` with a constructor that sleeps `microseconds`, then runs `after`
+    /// (C statements): a plugin whose dlopen takes that long.
+    static func slowToMap(_ source: String, microseconds: Int, after: String = "") -> String {
+        source.replacingOccurrences(of: "#include <errno.h>", with: """
+            #include <errno.h>
+            #include <stdio.h>
+            #include <unistd.h>
+            __attribute__((constructor)) static void slow(void) { usleep(\(microseconds)); \(after) }
+            """)
+    }
+
+    /// The text of `path` (empty while it does not exist) once `done` holds for it,
+    /// or when `seconds` have passed: polled, every 10 ms, for a file a plugin writes.
+    static func fileText(_ path: String, within seconds: Double, until done: (String) -> Bool) -> String {
+        let deadline = Date().addingTimeInterval(seconds)
+        while true {
+            let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+            if done(text) || Date() >= deadline { return text }
+            usleep(10_000)  // polling a file for its line, with a deadline
+        }
+    }
+
     @Test func badFilesAreSkippedAndTheOthersLoad() throws {
         let dir = try makeTemporaryDirectory("plugins")
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -233,15 +255,11 @@ import PermissionsTestSupport
         defer { try? FileManager.default.removeItem(atPath: dir) }
         // The constructor's pause keeps its dlopen going until the service is made
         // (a few milliseconds into start-up), so that its init runs ahead.
-        let source = Self.cPlugin(name: "misbehaving", permissions: "\"misbehaving\",", initBody: """
+        let source = Self.slowToMap(Self.cPlugin(name: "misbehaving", permissions: "\"misbehaving\",", initBody: """
             struct permissions_snapshot bad = { PERMISSIONS_PLUGIN_ABI_VERSION, 1 };
             host->publish(host->host_data, &bad);
             return 0;
-            """).replacingOccurrences(of: "#include <errno.h>", with: """
-            #include <errno.h>
-            #include <unistd.h>
-            __attribute__((constructor)) static void slow(void) { usleep(300000); }
-            """)
+            """), microseconds: 300_000)
         try Self.compile(source, into: dir, file: "libpermissions-misbehaving.so")
         let bus = try TestBus()
         let daemon = try DaemonUnderTest(bus: bus, pluginDirectories: [dir])
@@ -349,10 +367,7 @@ import PermissionsTestSupport
         #expect(daemon.log.contains("plugin slow 1 loaded"), "\(daemon.log)")
         try PlatformTests.install(staging + "/libpermissions-slow.so", into: dir, as: "libpermissions-slow.so")
         // While the new copy's init runs (its first line is written), the change.
-        let deadline = Date().addingTimeInterval(10)
-        while !((try? String(contentsOfFile: trace, encoding: .utf8)) ?? "").contains("2 init-begins"), Date() < deadline {
-            usleep(10_000)  // polling a file for its line, with a deadline
-        }
+        _ = Self.fileText(trace, within: 10) { $0.contains("2 init-begins") }
         try daemon.writeConfig("[slow]\nk=new\n")
         _ = try daemon.waitForLog("plugin slow 2 loaded")
         daemon.stop()
@@ -373,17 +388,10 @@ import PermissionsTestSupport
             try? FileManager.default.removeItem(atPath: second)
         }
         let trace = first + "/late.trace"
-        let late = Self.tracingPlugin(name: "late", trace: trace, initResult: "0")
-            .replacingOccurrences(of: "#include <errno.h>", with: """
-            #include <errno.h>
-            #include <unistd.h>
-            __attribute__((constructor)) static void slow(void) {
-                usleep(2600000);
-                FILE *f = fopen("\(trace)", "a");
-                if (f) { fprintf(f, "constructed\\n"); fclose(f); }
-            }
-            """).replacingOccurrences(of: "#include <stdio.h>\n", with: "")
-            .replacingOccurrences(of: "#include <errno.h>", with: "#include <errno.h>\n#include <stdio.h>")
+        let late = Self.slowToMap(Self.tracingPlugin(name: "late", trace: trace, initResult: "0"),
+                                  microseconds: 2_600_000, after: """
+            FILE *f = fopen("\(trace)", "a"); if (f) { fprintf(f, "constructed\\n"); fclose(f); }
+            """)
         try Self.compile(late, into: first, file: "libpermissions-late.so")
         try Self.compile(Self.cPlugin(name: "late", permissions: "\"late-permission\","), into: second,
                          file: "libpermissions-late.so")
@@ -392,14 +400,12 @@ import PermissionsTestSupport
         #expect(daemon.log.contains("\(first)/libpermissions-late.so: skipped: opening did not return within the deadline"),
                 "\(daemon.log)")
         #expect(daemon.log.contains("plugin late 0.1 loaded from \(second)/libpermissions-late.so"), "\(daemon.log)")
-        func calls() -> String { (try? String(contentsOfFile: trace, encoding: .utf8)) ?? "" }
         // The constructor's end, then a second for a call that must not come.
-        var deadline = Date().addingTimeInterval(10)
-        while !calls().contains("constructed"), Date() < deadline { usleep(10_000) }
-        deadline = Date().addingTimeInterval(1)
-        while calls() == "constructed\n", Date() < deadline { usleep(10_000) }
+        _ = Self.fileText(trace, within: 10) { $0.contains("constructed") }
+        _ = Self.fileText(trace, within: 1) { $0 != "constructed\n" }
         daemon.stop()
-        #expect(calls() == "constructed\n", "calls the abandoned copy got: \(calls())")
+        let calls = Self.fileText(trace, within: 0) { _ in true }
+        #expect(calls == "constructed\n", "calls the abandoned copy got: \(calls)")
     }
 
     @Test func noPluginsAtAllStillServes() throws {

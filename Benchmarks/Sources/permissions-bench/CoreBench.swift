@@ -53,8 +53,12 @@ struct CoreOptions {
     var requests = 2_000
     var startups = 10
     var decisions = 100_000
-    var scaleCalls = 600
-    var scaleWarmup = 200
+    /// Pairs of daemons (empty store, big store) whose GetStatus the scale section
+    /// times side by side (CoreScale.swift): many, because each daemon's p50 depends
+    /// on where its threads land, by up to half from one start to the next.
+    var scaleStarts = 40
+    var scaleCalls = 400
+    var scaleWarmup = 100
     var rssCalls = 1_000_000
     /// The store sizes of the stores section (each over 1 and over 1 000 users).
     var userStores = [0, 100_000, 1_000_000]
@@ -70,7 +74,7 @@ struct CoreOptions {
     static let usage = """
         usage: permissions-bench core [--quick] [--smoke] [--calls N] [--warmup N] [--seconds S] [--connections 1,8,64]
                                       [--in-flight K] [--subscribers 1,10,100] [--triggers N] [--startups N]
-                                      [--decisions N] [--streams N] [--requests N] [--rss-calls N] [--keep]
+                                      [--decisions N] [--scale-starts N] [--streams N] [--requests N] [--rss-calls N] [--keep]
                                       [--sections L]
           --quick          a few seconds: fewer calls, shorter windows, fewer starts (figures are rougher)
           --smoke          the smallest run of every section, to check that the bench works (no figures)
@@ -83,6 +87,8 @@ struct CoreOptions {
           --triggers N     signals per subscriber count (default 200; half that from 100 subscribers, 30 from 1000)
           --startups N     measured starts of each process (default 10)
           --decisions N    stored decisions for the scale section (default 100000)
+          --scale-starts N pairs of daemons (empty and big store) whose GetStatus the scale section
+                           times side by side (default 40)
           --streams N      Subscribe streams held open at once for the memory per stream (default 10000)
           --requests N     Request -> agent Ask -> answer round trips (default 2000)
           --rss-calls N    GetStatus calls before the last RSS reading (default 1000000)
@@ -113,12 +119,14 @@ struct CoreOptions {
             switch option {
             case "--quick":
                 calls = 2_000; warmup = 300; seconds = 0.3; rounds = 1
-                triggers = 20; triggersLarge = 10; triggersHuge = 5; startups = 3; scaleCalls = 300; scaleWarmup = 100
+                triggers = 20; triggersLarge = 10; triggersHuge = 5; startups = 3; scaleStarts = 12; scaleCalls = 300
+                scaleWarmup = 100
                 rssCalls = 60_000; streams = 2_000; requests = 300
             case "--smoke":
                 smoke = true
                 calls = 100; warmup = 20; seconds = 0.05; rounds = 1; connections = [1, 4]; subscribers = [1, 4]
-                triggers = 3; triggersLarge = 3; triggersHuge = 3; startups = 1; decisions = 1_000; scaleCalls = 20
+                triggers = 3; triggersLarge = 3; triggersHuge = 3; startups = 1; scaleStarts = 1; decisions = 1_000
+                scaleCalls = 20
                 scaleWarmup = 10; rssCalls = 2_000; streams = 20; requests = 10
                 userStores = [0, 1_000]
             case "--calls": calls = int(option)
@@ -136,6 +144,7 @@ struct CoreOptions {
             case "--requests": requests = int(option)
             case "--startups": startups = int(option)
             case "--decisions": decisions = int(option)
+            case "--scale-starts": scaleStarts = int(option)
             case "--rss-calls": rssCalls = int(option, min: 0)
             case "--keep": keep = true
             case "--daemon-env":
@@ -305,13 +314,15 @@ final class CoreBench {
         Children.shared.killAll()
     }
 
-    func daemonSpec(state: String) -> SpawnSpec {
+    /// permissionsd on the bus at `address` (the bench's bus unless given).
+    func daemonSpec(state: String, address: String? = nil) -> SpawnSpec {
         daemonLogs += 1
+        let address = address ?? bus.address
         return SpawnSpec(binDir + "/permissionsd",
-                             ["--address", bus.address, "--config-dir", root + "/config", "--state-dir", root + "/" + state,
+                             ["--address", address, "--config-dir", root + "/config", "--state-dir", root + "/" + state,
                               "--plugin-dir", binDir],
                              environment: options.daemonEnvironment.merging(
-                                ["DBUS_SYSTEM_BUS_ADDRESS": bus.address, "DBUS_SESSION_BUS_ADDRESS": bus.address,
+                                ["DBUS_SYSTEM_BUS_ADDRESS": address, "DBUS_SESSION_BUS_ADDRESS": address,
                                  "XDG_RUNTIME_DIR": root + "/run"]) { $1 },
                              removing: ["PIPEWIRE_", "DBUS_STARTER_"], log: root + "/logs/permissionsd-\(daemonLogs).log")
     }
@@ -323,9 +334,11 @@ final class CoreBench {
                       log: root + "/logs/xdg-permission-store.log")
     }
 
-    /// Starts a process and waits until it owns `name`; returns it with the time
-    /// from just before posix_spawn to the NameOwnerChanged, in milliseconds.
-    func start(_ spec: SpawnSpec, owning name: String) -> (Child, Double) {
+    /// Starts a process and waits until it owns `name` (as `watcher` sees it, the
+    /// bench's bus's by default); returns it with the time from just before
+    /// posix_spawn to the NameOwnerChanged, in milliseconds.
+    func start(_ spec: SpawnSpec, owning name: String, watching watcher: CoreNameWatcher? = nil) -> (Child, Double) {
+        let names = watcher ?? names!
         let mark = names.mark
         let (child, t0) = spec.spawn()
         for _ in 0..<60 {
@@ -338,7 +351,8 @@ final class CoreBench {
     }
 
     /// SIGKILL, and wait until the bus has released the name.
-    func stop(_ child: Child, owning name: String) {
+    func stop(_ child: Child, owning name: String, watching watcher: CoreNameWatcher? = nil) {
+        let names = watcher ?? names!
         let mark = names.mark
         child.kill()
         guard names.wait(from: mark, name: name, owned: false, seconds: 10) != nil else {
@@ -389,7 +403,6 @@ final class CoreBench {
 
     private func startupAndScale() {
         let n = options.startups
-        let getStatus = [CallTarget.getStatus("location"), CallTarget.getStatus("notifications")]
         // Unmeasured starts: the page cache, the bench's app id, the plugins, and the
         // big store's schema, made by the daemon itself before it is filled.
         var (d, _) = start(daemonSpec(state: "state-empty"), owning: "org.example.Permissions")
@@ -411,7 +424,6 @@ final class CoreBench {
         var startup: [String: [Double]] = [:]
         var rss: [String: [(rss: Int, anon: Int, file: Int)]] = [:]
         var threads: [String: Int] = [:]
-        var latency: [String: [Double]] = [:]
         let variants = ["empty", "big", "peer"]
         for i in 0..<n {
             for k in 0..<variants.count {
@@ -429,10 +441,6 @@ final class CoreBench {
                 startup[variant, default: []].append(ms)
                 if let m = child.memory { rss[variant, default: []].append(m) }
                 threads[variant] = child.threads
-                let samples = coreLatency(client, getStatus, warmup: options.scaleWarmup, calls: options.scaleCalls,
-                                          roundSize: max(1, options.scaleCalls / 4))
-                latency[variant + " location", default: []] += samples[0]
-                latency[variant + " notifications", default: []] += samples[1]
                 stop(child, owning: "org.example.Permissions")
             }
         }
@@ -504,9 +512,10 @@ final class CoreBench {
         ])
 
         // Scale.
-        let l = latency.mapValues { Samples($0) }
-        var scale = Table("Scale: \(options.decisions) stored decisions against an empty store (\(n) starts each, "
-                              + "GetStatus interleaved with the starts, \(options.scaleCalls) calls per start)",
+        let l = scaleLatency(starts: options.scaleStarts).mapValues { Samples($0) }
+        var scale = Table("Scale: \(options.decisions) stored decisions against an empty store (start-up: \(n) starts "
+                              + "each; GetStatus: \(options.scaleStarts) starts of both stores' daemons side by side, "
+                              + "called in turns, \(options.scaleCalls) calls per target and start)",
                               columns: ["measurement", "empty store", "\(options.decisions) decisions", "change",
                                         "target", "met"])
         let startupDelta = s["big"]!.p50 - s["empty"]!.p50

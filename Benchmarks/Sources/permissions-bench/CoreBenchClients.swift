@@ -13,7 +13,13 @@ import SystemPrimitives
 /// the order so that drift (other load on the machine) hits every target alike.
 func coreLatency(_ connection: Connection, _ targets: [CallTarget], warmup: Int, calls: Int,
                  roundSize: Int) -> [[Double]] {
-    for target in targets {
+    coreLatency(targets.map { (connection, $0) }, warmup: warmup, calls: calls, roundSize: roundSize)
+}
+
+/// The same, each target called on its own connection (the scale section's two
+/// daemons, each on a bus of its own).
+func coreLatency(_ targets: [(Connection, CallTarget)], warmup: Int, calls: Int, roundSize: Int) -> [[Double]] {
+    for (connection, target) in targets {
         for _ in 0..<warmup { busCall(connection, target.message()) }
     }
     var samples = [[Double]](repeating: [], count: targets.count)
@@ -24,7 +30,7 @@ func coreLatency(_ connection: Connection, _ targets: [CallTarget], warmup: Int,
         let n = min(roundSize, calls - done)
         for k in 0..<targets.count {
             let index = (k + round) % targets.count
-            let target = targets[index]
+            let (connection, target) = targets[index]
             for _ in 0..<n {
                 let message = target.message()
                 let t0 = monotonicNanoseconds()

@@ -602,6 +602,13 @@ package final class DecisionStore {
 
     /// `nextEpoch`'s write: stores `next` (from `epochAfter`), then checkpoints.
     package func storeEpoch(_ next: UInt32) throws {
+        try commitEpoch(next)
+        checkpointAfterEpoch()
+    }
+
+    /// Stores `next` (from `epochAfter`) as the serial epoch: durable when this
+    /// returns, as every commit is (WAL, `synchronous=FULL`), checkpointed or not.
+    package func commitEpoch(_ next: UInt32) throws {
         do {
             try db.endStrayTransaction()
             try db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('serial-epoch', ?1)", [.int(Int64(next))])
@@ -609,6 +616,12 @@ package final class DecisionStore {
             throw SerialEpochError.notStored(next, path: path, why: "\(error)")
         }
         epoch = Int64(next)
+    }
+
+    /// Checkpoints the WAL into the file and empties it after the epoch's commit,
+    /// as at the load, so that it holds only what changed since the start began
+    /// serving. A failure is logged: writes will tell.
+    package func checkpointAfterEpoch() {
         do {
             try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         } catch {

@@ -1,20 +1,27 @@
 internal import SystemPrimitives
 
 /// Start-up's serial epoch. Its value is known as soon as the store is open, but
-/// storing it takes a commit and a checkpoint, four or five fsyncs: milliseconds on
-/// an idle disk, tens of them beside other writers. So start-up takes the value at
-/// once (the service's first `nextEpoch` gets it) and the write runs on the writer
-/// queue while the plugins load; the daemon waits for it (`startEpochStored`)
-/// before anything could send a serial of the epoch, and refuses to start if it
-/// failed, as it did when the write came first.
+/// storing it takes a commit (two fsyncs, the WAL's header and the commit's) and
+/// then a checkpoint (two or three more): milliseconds on an idle disk, tens of
+/// them beside other writers. So start-up takes the value at once (the service's
+/// first `nextEpoch` gets it) and the write runs on the writer queue while the
+/// plugins load; the daemon waits for the commit (`startEpochStored`) before
+/// anything could send a serial of the epoch, and refuses to start if it failed,
+/// as it did when the write came first. The checkpoint follows on the writer
+/// queue, and nothing waits for it: the commit alone makes the epoch durable, and
+/// the first answers need neither (so the name may be owned before the WAL is
+/// emptied; a write queued meanwhile waits its turn behind it, as behind any).
 final class StartEpoch: @unchecked Sendable {
     let value: UInt32
     /// Set once the service's `nextEpoch` took the value (on the serving queue).
     var handedOut = false
-    /// The write's outcome, set on the writer queue. Behind a lock, so that
+    /// The commit's outcome, set on the writer queue. Behind a lock, so that
     /// start-up can read an outcome already there without a turn of the writer
     /// queue (a thread woken, about 0.15 ms just before the name is requested).
     let outcome = Locked<Result<Void, any Error>?>(nil)
+    /// Signalled once `outcome` is set: the commit is waited for, not the
+    /// checkpoint queued behind it.
+    let committed = Semaphore(value: 0)
 
     init(_ value: UInt32) { self.value = value }
 }
@@ -27,16 +34,21 @@ extension DecisionCommitter {
         let start = StartEpoch(next)
         startEpoch = start
         writer.async {
-            let outcome = Result { try self.store.storeEpoch(next) }
+            let outcome = Result { try self.store.commitEpoch(next) }
             start.outcome.withLock { $0 = outcome }
+            start.committed.signal()
+            if case .success = outcome { self.store.checkpointAfterEpoch() }
         }
     }
 
-    /// Waits for `beginStartEpoch`'s write; throws its `SerialEpochError` if it failed.
+    /// Waits for `beginStartEpoch`'s commit (not its checkpoint); throws its
+    /// `SerialEpochError` if it failed.
     package func startEpochStored() throws {
         guard let start = startEpoch else { return }
         if let done = start.outcome.withLock({ $0 }) { return try done.get() }
-        // Not yet: after the writer queue's turn, the write (queued before) is over.
-        try writer.sync { start.outcome.withLock { $0 } }?.get()
+        // Not yet: wait for the commit alone (a turn of the writer queue would
+        // wait for the checkpoint too).
+        start.committed.wait()
+        try start.outcome.withLock { $0 }?.get()
     }
 }

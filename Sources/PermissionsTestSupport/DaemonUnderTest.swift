@@ -189,6 +189,32 @@ public final class DaemonUnderTest {
         }
     }
 
+    /// Waits until the decision store's WAL is empty or gone (woken by inotify on the
+    /// state directory): the start checkpoints it after storing its serial epoch, and
+    /// may own its name before that checkpoint is over.
+    public func waitForEmptiedWAL(timeout: TimeInterval = 15) throws {
+        let wal = stateDirectory + "/decisions.sqlite-wal"
+        func emptied() -> Bool {
+            var info = stat()
+            return stat(wal, &info) != 0 || info.st_size == 0
+        }
+        let fd = inotify_init1(Int32(IN_CLOEXEC))
+        guard fd >= 0, inotify_add_watch(fd, stateDirectory, UInt32(IN_MODIFY | IN_DELETE)) >= 0 else {
+            throw HarnessError(description: "cannot watch \(stateDirectory)")
+        }
+        defer { close(fd) }
+        let deadline = Date().addingTimeInterval(timeout)
+        while !emptied() {
+            let left = deadline.timeIntervalSinceNow
+            guard left > 0 else { throw HarnessError(description: "\(wal) not emptied within \(timeout) s") }
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            if poll(&pfd, 1, Int32(left * 1000) + 1) > 0 {
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                _ = read(fd, &buffer, buffer.count)
+            }
+        }
+    }
+
     /// Replaces permissions.conf the way an editor that renames does, so the daemon
     /// never sees a half-written file.
     public func writeConfig(_ text: String, name: String = "permissions.conf") throws {

@@ -65,8 +65,9 @@ struct EnforcementTests {
     /// Runs `body` with the daemon's state directory on a 1 MiB tmpfs of its own (to
     /// fill) and user 1's pwremote granted the camera; `prepare` gets the state
     /// directory while the daemon is stopped after the grant. Its start again
-    /// checkpoints the WAL, so that a full disk refuses the next write. The daemon
-    /// is stopped and the tmpfs unmounted after.
+    /// checkpoints the WAL (waited for: the name may be owned before that is over),
+    /// so that a full disk refuses the next write. The daemon is stopped and the
+    /// tmpfs unmounted after.
     func withGrantOnASmallDisk(prepare: (_ state: String) throws -> Void = { _ in },
                                _ body: (_ state: String) throws -> Void) throws {
         let state = daemon.stateDirectory
@@ -81,6 +82,7 @@ struct EnforcementTests {
         daemon.stop()
         try prepare(state)
         try daemon.start()
+        try daemon.waitForEmptiedWAL()
         _ = try daemon.waitForLog("following the registry of user 1's PipeWire", count: 1)
         try body(state)
     }

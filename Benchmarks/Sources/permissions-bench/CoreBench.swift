@@ -17,7 +17,8 @@
 //
 // Sections, in the order they run: start-up, idle RSS and scale (100 000 stored
 // decisions), and stores (up to 1 000 000 decisions over 1 000 users), each by
-// starting the processes repeatedly; then, on long-lived instances, caller
+// starting the processes repeatedly (the scale section's GetStatus on the two
+// stores' daemons side by side, CoreScale.swift); then, on long-lived instances, caller
 // identity (bus calls per GetStatus, seen by dbus-monitor), GetStatus latency,
 // throughput, writes, signal fan-out (to 1 000 subscribers), the memory of 10 000
 // Subscribe streams and a request's round trip through an agent (CoreGrowth.swift),

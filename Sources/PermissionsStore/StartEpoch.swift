@@ -8,9 +8,12 @@ internal import SystemPrimitives
 /// plugins load; the daemon waits for the commit (`startEpochStored`) before
 /// anything could send a serial of the epoch, and refuses to start if it failed,
 /// as it did when the write came first. The checkpoint follows on the writer
-/// queue, and nothing waits for it: the commit alone makes the epoch durable, and
-/// the first answers need neither (so the name may be owned before the WAL is
-/// emptied; a write queued meanwhile waits its turn behind it, as behind any).
+/// queue, and the name does not wait for it: the commit alone makes the epoch
+/// durable. What else runs on the writer queue waits behind what is left of it,
+/// as behind any write: a user's first call (its rows are loaded there), a write,
+/// ListAllDecisions' read. None of them waits longer than when the name waited
+/// for the checkpoint, and a call that needs none of them (of a user already
+/// loaded, or one the store has no part in) no longer waits at all.
 final class StartEpoch: @unchecked Sendable {
     let value: UInt32
     /// Set once the service's `nextEpoch` took the value (on the serving queue).

@@ -169,10 +169,11 @@ public final class DaemonUnderTest {
     @discardableResult
     public func waitForLog(_ text: String, count: Int = 1, timeout: TimeInterval = 15) throws -> String {
         let fd = inotify_init1(Int32(IN_CLOEXEC))
-        guard fd >= 0, inotify_add_watch(fd, logFile, UInt32(IN_MODIFY)) >= 0 else {
+        guard fd >= 0 else { throw HarnessError(description: "cannot watch \(logFile)") }
+        defer { close(fd) }
+        guard inotify_add_watch(fd, logFile, UInt32(IN_MODIFY)) >= 0 else {
             throw HarnessError(description: "cannot watch \(logFile)")
         }
-        defer { close(fd) }
         let deadline = Date().addingTimeInterval(timeout)
         while true {
             let lines = logLines(containing: text)
@@ -199,10 +200,11 @@ public final class DaemonUnderTest {
             return stat(wal, &info) != 0 || info.st_size == 0
         }
         let fd = inotify_init1(Int32(IN_CLOEXEC))
-        guard fd >= 0, inotify_add_watch(fd, stateDirectory, UInt32(IN_MODIFY | IN_DELETE)) >= 0 else {
+        guard fd >= 0 else { throw HarnessError(description: "cannot watch \(stateDirectory)") }
+        defer { close(fd) }
+        guard inotify_add_watch(fd, stateDirectory, UInt32(IN_MODIFY | IN_DELETE)) >= 0 else {
             throw HarnessError(description: "cannot watch \(stateDirectory)")
         }
-        defer { close(fd) }
         let deadline = Date().addingTimeInterval(timeout)
         while !emptied() {
             let left = deadline.timeIntervalSinceNow

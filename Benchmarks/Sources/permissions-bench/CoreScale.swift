@@ -19,8 +19,9 @@ import SystemPrimitives
 // So both daemons run at once, each on a bus of its own of the same kind (a second
 // dbus-daemon; each owns org.example.Permissions on its bus), the bench's user is
 // loaded in each by a first call, and they are called in turns of a few calls, so
-// that whatever spell the machine is in falls on both alike. Which daemon is on
-// which bus, and which starts first, changes with each start.
+// that whatever spell the machine is in falls on both alike. Which daemon starts
+// first changes with each start, and which is on which bus every other start:
+// every four starts hold each combination once.
 extension CoreBench {
     /// Calls per target in a row before the next target's turn: short beside a
     /// spell (25 GetStatus take about 2 ms).

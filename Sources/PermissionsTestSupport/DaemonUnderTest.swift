@@ -168,25 +168,10 @@ public final class DaemonUnderTest {
     /// the log file, not by polling); returns the first such line.
     @discardableResult
     public func waitForLog(_ text: String, count: Int = 1, timeout: TimeInterval = 15) throws -> String {
-        let fd = inotify_init1(Int32(IN_CLOEXEC))
-        guard fd >= 0 else { throw HarnessError(description: "cannot watch \(logFile)") }
-        defer { close(fd) }
-        guard inotify_add_watch(fd, logFile, UInt32(IN_MODIFY)) >= 0 else {
-            throw HarnessError(description: "cannot watch \(logFile)")
-        }
-        let deadline = Date().addingTimeInterval(timeout)
-        while true {
+        try wait(watching: logFile, for: UInt32(IN_MODIFY), timeout: timeout,
+                 failure: { "not \(count) log lines with \"\(text)\" within \(timeout) s:\n\(self.log)" }) {
             let lines = logLines(containing: text)
-            if lines.count >= count { return lines[0] }
-            let left = deadline.timeIntervalSinceNow
-            guard left > 0 else {
-                throw HarnessError(description: "not \(count) log lines with \"\(text)\" within \(timeout) s:\n\(log)")
-            }
-            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            if poll(&pfd, 1, Int32(left * 1000) + 1) > 0 {
-                var buffer = [UInt8](repeating: 0, count: 4096)
-                _ = read(fd, &buffer, buffer.count)
-            }
+            return lines.count >= count ? lines[0] : nil
         }
     }
 
@@ -195,20 +180,27 @@ public final class DaemonUnderTest {
     /// may own its name before that checkpoint is over.
     public func waitForEmptiedWAL(timeout: TimeInterval = 15) throws {
         let wal = stateDirectory + "/decisions.sqlite-wal"
-        func emptied() -> Bool {
+        try wait(watching: stateDirectory, for: UInt32(IN_MODIFY | IN_DELETE), timeout: timeout,
+                 failure: { "\(wal) not emptied within \(timeout) s" }) {
             var info = stat()
-            return stat(wal, &info) != 0 || info.st_size == 0
+            return stat(wal, &info) != 0 || info.st_size == 0 ? () : nil
         }
+    }
+
+    /// Checks `done` now and after each inotify event `mask` on `path`, until it
+    /// gives a value or `timeout` has passed (then throws `failure()`). The watch is
+    /// made before the first check, so a change between the two is not missed.
+    private func wait<T>(watching path: String, for mask: UInt32, timeout: TimeInterval,
+                         failure: () -> String, until done: () -> T?) throws -> T {
         let fd = inotify_init1(Int32(IN_CLOEXEC))
-        guard fd >= 0 else { throw HarnessError(description: "cannot watch \(stateDirectory)") }
+        guard fd >= 0 else { throw HarnessError(description: "cannot watch \(path)") }
         defer { close(fd) }
-        guard inotify_add_watch(fd, stateDirectory, UInt32(IN_MODIFY | IN_DELETE)) >= 0 else {
-            throw HarnessError(description: "cannot watch \(stateDirectory)")
-        }
+        guard inotify_add_watch(fd, path, mask) >= 0 else { throw HarnessError(description: "cannot watch \(path)") }
         let deadline = Date().addingTimeInterval(timeout)
-        while !emptied() {
+        while true {
+            if let value = done() { return value }
             let left = deadline.timeIntervalSinceNow
-            guard left > 0 else { throw HarnessError(description: "\(wal) not emptied within \(timeout) s") }
+            guard left > 0 else { throw HarnessError(description: failure()) }
             var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             if poll(&pfd, 1, Int32(left * 1000) + 1) > 0 {
                 var buffer = [UInt8](repeating: 0, count: 4096)
